@@ -1,0 +1,46 @@
+"""Azure Functions entry point (Python v2 model): one function per route, glue only.
+
+Each function turns the `func.HttpRequest` into a plain `shared.api.Request`, calls the domain
+and turns the `Answer` back into a `func.HttpResponse`.
+"""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from shared import api, mcp, runtime
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+def _request(req: func.HttpRequest) -> api.Request:
+    return api.Request(
+        method=req.method,
+        headers={k.lower(): v for k, v in req.headers.items()},
+        body=req.get_body() or b"",
+        route_params=dict(req.route_params),
+    )
+
+
+def _response(answer: api.Answer) -> func.HttpResponse:
+    return func.HttpResponse(body=answer.body, status_code=answer.status, headers=answer.headers)
+
+
+@app.route(route="a2a/mcp", methods=["POST", "GET", "DELETE"])
+def mcp_endpoint(req: func.HttpRequest) -> func.HttpResponse:
+    return _response(mcp.handle(_request(req), runtime.storefront(), runtime.settings()))
+
+
+@app.route(route="a2a/purchase", methods=["POST"])
+def purchase(req: func.HttpRequest) -> func.HttpResponse:
+    return _response(api.purchase(_request(req), runtime.storefront(), runtime.settings()))
+
+
+@app.route(route="receipts/{receipt_id}", methods=["GET"])
+def receipt(req: func.HttpRequest) -> func.HttpResponse:
+    return _response(api.receipt(_request(req), runtime.storefront()))
+
+
+@app.route(route="health", methods=["GET"])
+def health(req: func.HttpRequest) -> func.HttpResponse:
+    return _response(api.health(runtime.settings()))

@@ -1,0 +1,90 @@
+"""One error tree for the storefront; each class maps to one HTTP status and one JSON-RPC code.
+
+    StorefrontError                      500  -32603  (never raised for user input)
+    ├── InvalidRequest                   400  -32602  malformed body, wrong types, unknown fields
+    │   └── InvalidIdempotencyKey        400  -32602  key breaks ^[A-Za-z0-9._-]{8,128}$
+    ├── PayloadTooLarge                  413  -32600
+    ├── Unprocessable                    422  -32602  invalid email, unknown bundle
+    ├── LimitExceeded                    429  -32000  rate limit, daily cost ceiling (carries retry_after)
+    ├── UpstreamError                    502  -32000  Brevo answered with an error
+    │   └── UpstreamUnavailable          503  -32000  Brevo timed out, unreachable, 5xx or 429
+    ├── NotConfigured                    503  -32000  a production secret is missing
+    └── ProtocolError                    4xx  JSON-RPC code given per instance (MCP transport errors)
+
+`StoreUnavailable` is separate on purpose: it never reaches a caller. Storage adapters raise it for
+outages so the flow can fail open and mark the check `degraded`.
+"""
+
+from __future__ import annotations
+
+
+class StorefrontError(Exception):
+    status = 500
+    rpc_code = -32603
+    code = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None, retry_after: int | None = None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.retry_after = retry_after
+
+
+class InvalidRequest(StorefrontError):
+    status = 400
+    rpc_code = -32602
+    code = "invalid_request"
+
+
+class InvalidIdempotencyKey(InvalidRequest):
+    code = "invalid_idempotency_key"
+
+
+class PayloadTooLarge(StorefrontError):
+    status = 413
+    rpc_code = -32600
+    code = "payload_too_large"
+
+
+class Unprocessable(StorefrontError):
+    status = 422
+    rpc_code = -32602
+    code = "unprocessable"
+
+
+class LimitExceeded(StorefrontError):
+    status = 429
+    rpc_code = -32000
+    code = "limit_exceeded"
+
+
+class UpstreamError(StorefrontError):
+    status = 502
+    rpc_code = -32000
+    code = "upstream_error"
+
+
+class UpstreamUnavailable(UpstreamError):
+    status = 503
+    code = "upstream_unavailable"
+
+
+class NotConfigured(StorefrontError):
+    status = 503
+    rpc_code = -32000
+    code = "not_configured"
+
+
+class ProtocolError(StorefrontError):
+    """A JSON-RPC / transport-level error of the MCP endpoint, with its own status and code."""
+
+    def __init__(self, message: str, *, status: int, rpc_code: int, request_id: object = None):
+        super().__init__(message, code="protocol_error")
+        self.status = status
+        self.rpc_code = rpc_code
+        self.request_id = request_id
+
+
+class StoreUnavailable(Exception):
+    """Table or Blob storage could not be reached or answered with a server error."""

@@ -1,0 +1,168 @@
+"""Runtime governance: a per-client-IP hourly rate limit and a daily cost ceiling for the store.
+
+Both are counters in Azure Table storage, changed with ETag-conditional writes, so they hold across
+any number of function instances. A reservation is taken before the effects run and released if the
+purchase fails for a reason that is not the caller's (so an outage does not burn an agent's quota).
+Outages raise `StoreUnavailable`; the purchase flow then proceeds and marks the check `degraded`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    AzureError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
+from azure.data.tables import TableClient, UpdateMode
+
+from shared.errors import LimitExceeded, StoreUnavailable
+from shared.hashing import Hasher
+from shared.storage import create_table, is_missing_table, outage
+
+UNKNOWN_IP = "unknown"
+MICROS = Decimal(1_000_000)
+_MAX_ATTEMPTS = 25
+
+
+def client_ip(forwarded_for: str | None) -> str:
+    """The rightmost X-Forwarded-For entry, port stripped: the address Azure's front end saw.
+
+    Earlier entries are whatever the client sent and are never trusted. Unparseable → "unknown".
+    """
+    if not forwarded_for:
+        return UNKNOWN_IP
+    entry = forwarded_for.split(",")[-1].strip()
+    if entry.startswith("["):
+        entry = entry[1:].split("]", 1)[0]
+    elif entry.count(":") == 1:
+        entry = entry.split(":", 1)[0]
+    try:
+        return ipaddress.ip_address(entry).compressed
+    except ValueError:
+        return UNKNOWN_IP
+
+
+@dataclass(frozen=True)
+class Reservation:
+    partition: str
+    row: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class Limits:
+    rate_limit_per_hour: int
+    daily_cost_ceiling_usd: Decimal
+    cost_per_purchase_usd: Decimal
+
+
+class Governance:
+    def __init__(
+        self,
+        table: TableClient,
+        hasher: Hasher,
+        limits: Limits,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._counters = _Counters(table)
+        self._hasher = hasher
+        self._limits = limits
+        self._clock = clock
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    def reserve_rate(self, ip: str) -> Reservation:
+        """Count one attempt for this client IP in the current UTC hour, or refuse with 429."""
+        now = self._clock()
+        hour = datetime.fromtimestamp(now, timezone.utc).strftime("rate-%Y%m%d%H")
+        reservation = Reservation(self._hasher.client_ip(ip), hour, 1)
+        if not self._counters.add(reservation, limit=self._limits.rate_limit_per_hour):
+            raise LimitExceeded(
+                f"rate limit reached: {self._limits.rate_limit_per_hour} purchases per hour "
+                "from one client address",
+                code="rate_limited",
+                retry_after=3600 - int(now) % 3600,
+            )
+        return reservation
+
+    def reserve_cost(self) -> Reservation:
+        """Add one purchase's cost estimate to today's total, or refuse with 429 at the ceiling."""
+        now = self._clock()
+        day = datetime.fromtimestamp(now, timezone.utc).strftime("cost-%Y-%m-%d")
+        amount = int(self._limits.cost_per_purchase_usd * MICROS)
+        ceiling = int(self._limits.daily_cost_ceiling_usd * MICROS)
+        reservation = Reservation("store-cost", day, amount)
+        if not self._counters.add(reservation, limit=ceiling):
+            raise LimitExceeded(
+                f"daily cost ceiling of ${self._limits.daily_cost_ceiling_usd} reached for the store",
+                code="cost_ceiling_reached",
+                retry_after=86400 - int(now) % 86400,
+            )
+        return reservation
+
+    def release(self, reservation: Reservation) -> None:
+        """Give a reservation back; best effort, an outage here only leaves the counter high."""
+        try:
+            self._counters.add(
+                Reservation(reservation.partition, reservation.row, -reservation.amount), limit=None
+            )
+        except StoreUnavailable:
+            pass
+
+
+class _Counters:
+    """Integer counters updated with optimistic concurrency (read, then ETag-conditional write)."""
+
+    def __init__(self, table: TableClient):
+        self._table = table
+
+    def add(self, r: Reservation, *, limit: int | None) -> bool:
+        for attempt in range(_MAX_ATTEMPTS):
+            try:
+                if self._try_add(r, limit):
+                    return True
+                return False
+            except (ResourceExistsError, ResourceModifiedError):
+                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+            except ResourceNotFoundError as exc:
+                if not is_missing_table(exc):
+                    raise outage(exc, "governance table") from exc
+                create_table(self._table)
+            except AzureError as exc:
+                raise outage(exc, "governance table") from exc
+        raise StoreUnavailable("governance counter too contended")
+
+    def _try_add(self, r: Reservation, limit: int | None) -> bool:
+        try:
+            entity = self._table.get_entity(r.partition, r.row)
+        except ResourceNotFoundError as exc:
+            if is_missing_table(exc):
+                raise
+            if limit is not None and r.amount > limit:
+                return False
+            self._table.create_entity(
+                {"PartitionKey": r.partition, "RowKey": r.row, "Count": max(r.amount, 0)}
+            )
+            return True
+        count = int(entity["Count"]) + r.amount
+        if limit is not None and r.amount > 0 and count > limit:
+            return False
+        self._table.update_entity(
+            {"PartitionKey": r.partition, "RowKey": r.row, "Count": max(count, 0)},
+            mode=UpdateMode.REPLACE,
+            etag=entity.metadata["etag"],
+            match_condition=MatchConditions.IfNotModified,
+        )
+        return True

@@ -1,0 +1,183 @@
+"""The receipt: one protocol-neutral audit-trail document per purchase attempt, and its store.
+
+Every answer of the purchase flow is a receipt of this one shape, whichever endpoint was called; only
+the `caller` block says which. The six runtime checks always appear, in this order, each with a
+result of pass, fail, skipped or degraded. A fulfilled receipt is written once to Blob storage and
+served back byte for byte (replays, the receipt URL).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import secrets
+
+from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob import ContainerClient, ContentSettings
+
+from shared.errors import StoreUnavailable
+from shared.storage import is_missing_container, outage
+
+RECEIPT_VERSION = 1
+CHECK_NAMES = (
+    "idempotency",
+    "input_schema",
+    "rate_limit",
+    "cost_ceiling",
+    "contact_upsert",
+    "fulfillment_email",
+)
+RESULTS = ("pass", "fail", "skipped", "degraded")
+RECEIPT_ID_PATTERN = "^rcpt_[a-z2-7]{26}$"
+_RECEIPT_ID_RE = re.compile(RECEIPT_ID_PATTERN)
+
+
+def new_receipt_id() -> str:
+    return "rcpt_" + base64.b32encode(secrets.token_bytes(16)).decode().rstrip("=").lower()
+
+
+def is_receipt_id(value: str) -> bool:
+    return bool(_RECEIPT_ID_RE.fullmatch(value))
+
+
+class Checks:
+    """The six runtime checks, each starting as skipped ("not reached")."""
+
+    def __init__(self) -> None:
+        self._checks = {name: ("skipped", "not reached") for name in CHECK_NAMES}
+
+    def record(self, name: str, result: str, detail: str) -> None:
+        assert name in self._checks and result in RESULTS
+        self._checks[name] = (result, detail)
+
+    def as_list(self) -> list[dict[str, str]]:
+        return [{"name": n, "result": r, "detail": d} for n, (r, d) in self._checks.items()]
+
+
+def encode(receipt: dict) -> bytes:
+    return json.dumps(receipt, indent=2, ensure_ascii=False).encode()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def mask_email(email: str) -> str:
+    """A hint a person can recognise without the address being recoverable: j***@e***.com."""
+    local, _, domain = email.partition("@")
+    host, _, tld = domain.rpartition(".")
+    return f"{local[:1]}***@{host[:1]}***.{tld}"
+
+
+_NULLABLE_STRING = {"type": ["string", "null"]}
+_CHECK_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "enum": list(CHECK_NAMES)},
+        "result": {"type": "string", "enum": list(RESULTS)},
+        "detail": {"type": "string"},
+    },
+    "required": ["name", "result", "detail"],
+}
+OUTPUT_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "receipt_id": {"type": "string"},
+        "version": {"type": "integer"},
+        "issued_at": {"type": "string", "description": "ISO 8601 UTC time of issue."},
+        "operation": {"type": "string"},
+        "status": {"type": "string", "enum": ["fulfilled", "refused", "failed"]},
+        "bundle": {
+            "type": ["object", "null"],
+            "properties": {"id": {"type": "string"}, "title": {"type": "string"}},
+        },
+        "buyer": {
+            "type": ["object", "null"],
+            "description": "The buyer as a keyed hash and a masked hint; never the raw email.",
+            "properties": {"id": {"type": "string"}, "hint": {"type": "string"}},
+        },
+        "billing": {
+            "type": "object",
+            "properties": {
+                "amount": {"type": "string"},
+                "currency": {"type": "string"},
+                "cost_estimate": {"type": "string"},
+                "cost_currency": {"type": "string"},
+            },
+        },
+        "checks": {"type": "array", "items": _CHECK_SCHEMA, "minItems": 6, "maxItems": 6},
+        "receipt_url": _NULLABLE_STRING,
+        "download": {
+            "type": ["object", "null"],
+            "description": "The download token's id and expiry; the token itself is in the email.",
+            "properties": {"token_id": {"type": "string"}, "expires_at": {"type": "string"}},
+        },
+        "error": {
+            "type": ["object", "null"],
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "retry_after_seconds": {"type": ["integer", "null"]},
+            },
+        },
+        "caller": {
+            "type": "object",
+            "properties": {"channel": {"type": "string"}, "user_agent": {"type": "string"}},
+        },
+    },
+    "required": [
+        "receipt_id",
+        "version",
+        "issued_at",
+        "operation",
+        "status",
+        "billing",
+        "checks",
+        "caller",
+    ],
+}
+
+
+class BlobReceiptStore:
+    """Receipts as write-once blobs named `<receipt_id>.json` in one container."""
+
+    def __init__(self, container: ContainerClient):
+        self._container = container
+
+    def write(self, receipt_id: str, body: bytes) -> None:
+        for _ in range(2):
+            try:
+                self._container.upload_blob(
+                    f"{receipt_id}.json",
+                    body,
+                    overwrite=False,
+                    content_settings=ContentSettings(content_type="application/json"),
+                )
+                return
+            except ResourceExistsError:
+                raise StoreUnavailable(f"receipt {receipt_id} already exists") from None
+            except ResourceNotFoundError as exc:
+                if not is_missing_container(exc):
+                    raise outage(exc, "blob storage") from exc
+                self._create_container()
+            except AzureError as exc:
+                raise outage(exc, "blob storage") from exc
+        raise StoreUnavailable("receipts container could not be created")
+
+    def read(self, receipt_id: str) -> bytes | None:
+        try:
+            return self._container.download_blob(f"{receipt_id}.json").readall()
+        except ResourceNotFoundError:
+            return None
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc
+
+    def _create_container(self) -> None:
+        try:
+            self._container.create_container()
+        except ResourceExistsError:
+            pass
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc

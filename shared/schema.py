@@ -1,0 +1,138 @@
+"""The purchase's input: its JSON Schema (what agents see) and the validation that enforces it.
+
+The schema is written for the strictest consumers, grammar-based local-model runtimes: root
+`type: "object"`, `additionalProperties: false`, only anchored patterns, no `format`, `$ref` or
+`$schema`. Validation is hand-written to match it field for field and to say exactly what is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID, Bundle, find_bundle
+from shared.errors import InvalidIdempotencyKey, InvalidRequest, Unprocessable
+
+KEY_PATTERN = "^[A-Za-z0-9._-]{8,128}$"
+NAME_MAX = 100
+EMAIL_MAX = 254
+_KEY_RE = re.compile(KEY_PATTERN)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_EMAIL_RE = re.compile(
+    r"^(?P<local>[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*)"
+    rf"@(?P<domain>{_LABEL}(?:\.{_LABEL})*\.[A-Za-z]{{2,63}})$"
+)
+
+INPUT_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "email": {
+            "type": "string",
+            "description": "Where to send the bundle's download link (the buyer's email address).",
+            "minLength": 3,
+            "maxLength": EMAIL_MAX,
+        },
+        "name": {
+            "type": "string",
+            "description": "The buyer's name, used in the email greeting. Optional.",
+            "maxLength": NAME_MAX,
+        },
+        "bundle_id": {
+            "type": "string",
+            "description": f"Which free bundle to send. Defaults to {DEFAULT_BUNDLE_ID}.",
+            "enum": sorted(BUNDLES),
+            "default": DEFAULT_BUNDLE_ID,
+        },
+        "idempotency_key": {
+            "type": "string",
+            "description": (
+                "A unique key you choose for this purchase (8-128 of A-Z a-z 0-9 . _ -). Send the "
+                "same key when you retry: the store then returns the original receipt instead of "
+                "sending the bundle again. Recommended for every production agent."
+            ),
+            "pattern": KEY_PATTERN,
+            "minLength": 8,
+            "maxLength": 128,
+        },
+    },
+    "required": ["email"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class PurchaseInput:
+    email: str
+    name: str
+    bundle: Bundle
+
+
+def read_idempotency_key(arguments: object, header_value: str | None) -> str | None:
+    """The key from the arguments, else from the Idempotency-Key header; None when neither has one."""
+    if isinstance(arguments, dict) and "idempotency_key" in arguments:
+        key = arguments["idempotency_key"]
+        source = "idempotency_key"
+    elif header_value is not None:
+        key = header_value.strip()
+        source = "Idempotency-Key header"
+    else:
+        return None
+    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+        raise InvalidIdempotencyKey(
+            f"{source} must be 8-128 characters of A-Z a-z 0-9 . _ - (pattern {KEY_PATTERN})"
+        )
+    return key
+
+
+def validate_arguments(arguments: object) -> PurchaseInput:
+    if not isinstance(arguments, dict):
+        raise InvalidRequest("the purchase arguments must be a JSON object")
+    unknown = sorted(set(arguments) - set(INPUT_SCHEMA["properties"]))
+    if unknown:
+        raise InvalidRequest(f"unknown field(s): {', '.join(unknown)[:200]}")
+    return PurchaseInput(
+        email=_email(arguments.get("email")),
+        name=_name(arguments.get("name", "")),
+        bundle=_bundle(arguments.get("bundle_id", DEFAULT_BUNDLE_ID)),
+    )
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def _email(value: object) -> str:
+    if value is None:
+        raise InvalidRequest("email is required")
+    if not isinstance(value, str):
+        raise InvalidRequest("email must be a string")
+    email = normalise_email(value)
+    if len(email) > EMAIL_MAX:
+        raise InvalidRequest(f"email must be at most {EMAIL_MAX} characters")
+    match = _EMAIL_RE.fullmatch(email)
+    if not match or len(match["local"]) > 64:
+        raise Unprocessable("email is not a valid address", code="invalid_email")
+    return email
+
+
+def _name(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidRequest("name must be a string")
+    name = value.strip()
+    if len(name) > NAME_MAX:
+        raise InvalidRequest(f"name must be at most {NAME_MAX} characters")
+    if any(unicodedata.category(ch).startswith("C") for ch in name):
+        raise Unprocessable("name must not contain control characters", code="invalid_name")
+    return name
+
+
+def _bundle(value: object) -> Bundle:
+    if not isinstance(value, str):
+        raise InvalidRequest("bundle_id must be a string")
+    bundle = find_bundle(value)
+    if bundle is None:
+        raise Unprocessable(
+            f"unknown bundle_id; available: {', '.join(sorted(BUNDLES))}", code="unknown_bundle"
+        )
+    return bundle

@@ -1,0 +1,70 @@
+"""The seam to Azure Storage: clients built from one connection string, and the one place that
+decides which storage errors are outages (fail open) and which are answers (exists, not found,
+modified) that the callers act on.
+"""
+
+from __future__ import annotations
+
+from azure.core.exceptions import (
+    AzureError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
+from azure.data.tables import TableClient
+from azure.storage.blob import ContainerClient
+
+from shared.errors import StoreUnavailable
+
+ANSWERS = (ResourceExistsError, ResourceNotFoundError, ResourceModifiedError)
+
+
+def table_client(connection_string: str, table_name: str, timeout: float) -> TableClient:
+    return TableClient.from_connection_string(
+        connection_string,
+        table_name=table_name,
+        retry_total=1,
+        connection_timeout=timeout,
+        read_timeout=timeout,
+    )
+
+
+def container_client(connection_string: str, container: str, timeout: float) -> ContainerClient:
+    return ContainerClient.from_connection_string(
+        connection_string,
+        container_name=container,
+        retry_total=1,
+        connection_timeout=timeout,
+        read_timeout=timeout,
+    )
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True for errors that mean storage is unreachable or broken, not a conditional answer."""
+    return isinstance(exc, AzureError) and not isinstance(exc, ANSWERS)
+
+
+def is_missing_table(exc: BaseException) -> bool:
+    return isinstance(exc, ResourceNotFoundError) and "TableNotFound" in str(
+        getattr(exc, "error_code", "") or exc
+    )
+
+
+def is_missing_container(exc: BaseException) -> bool:
+    return isinstance(exc, ResourceNotFoundError) and "ContainerNotFound" in str(
+        getattr(exc, "error_code", "") or exc
+    )
+
+
+def outage(exc: AzureError, what: str) -> StoreUnavailable:
+    return StoreUnavailable(f"{what} unavailable: {type(exc).__name__}")
+
+
+def create_table(table: TableClient) -> None:
+    """Create a table that turned out to be missing; a concurrent creator is not an error."""
+    try:
+        table.create_table()
+    except ResourceExistsError:
+        pass
+    except AzureError as exc:
+        raise outage(exc, "table storage") from exc
