@@ -42,14 +42,10 @@ class Answer:
 
 
 def json_answer(status: int, payload: object, headers: dict[str, str] | None = None) -> Answer:
-    return Answer(
-        status, json.dumps(payload).encode(), {"Content-Type": JSON_TYPE, **(headers or {})}
-    )
+    return Answer(status, json.dumps(payload).encode(), {"Content-Type": JSON_TYPE, **(headers or {})})
 
 
-def error_answer(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
-) -> Answer:
+def error_answer(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Answer:
     return json_answer(status, {"error": {"code": code, "message": message}}, headers)
 
 
@@ -109,9 +105,7 @@ def receipt(req: Request, store: Storefront) -> Answer:
     try:
         body = store.receipts.read(receipt_id)
     except StoreUnavailable:
-        return error_answer(
-            503, "store_unavailable", "receipt storage is unreachable", {"Retry-After": "5"}
-        )
+        return error_answer(503, "store_unavailable", "receipt storage is unreachable", {"Retry-After": "5"})
     if body is None:
         return error_answer(404, "not_found", "no receipt with this id")
     return Answer(200, body, {"Content-Type": JSON_TYPE, "Cache-Control": "private, max-age=3600"})

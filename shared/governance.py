@@ -8,6 +8,7 @@ Outages raise `StoreUnavailable`; the purchase flow then proceeds and marks the 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import random
 import time
@@ -114,12 +115,10 @@ class Governance:
 
     def release(self, reservation: Reservation) -> None:
         """Give a reservation back; best effort, an outage here only leaves the counter high."""
-        try:
+        with contextlib.suppress(StoreUnavailable):
             self._counters.add(
                 Reservation(reservation.partition, reservation.row, -reservation.amount), limit=None
             )
-        except StoreUnavailable:
-            pass
 
 
 class _Counters:
@@ -131,9 +130,7 @@ class _Counters:
     def add(self, r: Reservation, *, limit: int | None) -> bool:
         for attempt in range(_MAX_ATTEMPTS):
             try:
-                if self._try_add(r, limit):
-                    return True
-                return False
+                return bool(self._try_add(r, limit))
             except (ResourceExistsError, ResourceModifiedError):
                 time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
             except ResourceNotFoundError as exc:

@@ -92,18 +92,14 @@ def _check_transport(req: Request, settings: Settings) -> None:
             rpc_code=INVALID_REQUEST,
         )
     if len(req.body) > MAX_BODY_BYTES:
-        raise ProtocolError(
-            f"message exceeds {MAX_BODY_BYTES} bytes", status=413, rpc_code=INVALID_REQUEST
-        )
+        raise ProtocolError(f"message exceeds {MAX_BODY_BYTES} bytes", status=413, rpc_code=INVALID_REQUEST)
 
 
 def _parse(body: bytes) -> dict:
     try:
         message = json.loads(body)
     except (UnicodeDecodeError, ValueError):
-        raise ProtocolError(
-            "Parse error: body is not JSON", status=400, rpc_code=PARSE_ERROR
-        ) from None
+        raise ProtocolError("Parse error: body is not JSON", status=400, rpc_code=PARSE_ERROR) from None
     if isinstance(message, list):
         raise ProtocolError(
             "batches are not supported: send one JSON-RPC message per request",
@@ -116,12 +112,8 @@ def _parse(body: bytes) -> dict:
     if "method" in message:
         if not isinstance(message["method"], str):
             raise ProtocolError("method must be a string", status=400, rpc_code=INVALID_REQUEST)
-        if "id" in message and (
-            isinstance(request_id, bool) or not isinstance(request_id, (str, int))
-        ):
-            raise ProtocolError(
-                "id must be a string or an integer", status=400, rpc_code=INVALID_REQUEST
-            )
+        if "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, (str, int))):
+            raise ProtocolError("id must be a string or an integer", status=400, rpc_code=INVALID_REQUEST)
     return message
 
 

@@ -43,9 +43,7 @@ def storefront() -> Storefront:
 def build_storefront(s: Settings) -> Storefront:
     hasher = Hasher(s.hash_secret)
     conn, timeout = s.storage_connection_string, s.storage_timeout_seconds
-    brevo = BrevoClient(
-        requests.Session(), s.brevo_base_url, s.brevo_api_key, s.brevo_timeout_seconds
-    )
+    brevo = BrevoClient(requests.Session(), s.brevo_base_url, s.brevo_api_key, s.brevo_timeout_seconds)
     return Storefront(
         StoreConfig(
             public_base_url=s.public_base_url,

@@ -53,9 +53,7 @@ class Settings:
             storage_connection_string=r.text("AzureWebJobsStorage", "UseDevelopmentStorage=true"),
             brevo_api_key=r.text("BREVO_API_KEY", ""),
             brevo_base_url=r.text("BREVO_BASE_URL", DEFAULT_BREVO_BASE_URL).rstrip("/"),
-            brevo_timeout_seconds=float(
-                r.decimal("STOREFRONT_BREVO_TIMEOUT_SECONDS", "10", low="0.1")
-            ),
+            brevo_timeout_seconds=float(r.decimal("STOREFRONT_BREVO_TIMEOUT_SECONDS", "10", low="0.1")),
             rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5, low=1),
             daily_cost_ceiling_usd=r.decimal("STOREFRONT_DAILY_COST_CEILING_USD", "5.00", low="0"),
             cost_per_purchase_usd=r.decimal("STOREFRONT_COST_PER_PURCHASE_USD", "0.01", low="0"),
@@ -68,15 +66,11 @@ class Settings:
             download_token_ttl_seconds=r.integer(
                 "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", 7 * 24 * 3600, low=60
             ),
-            storage_timeout_seconds=float(
-                r.decimal("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5", low="0.1")
-            ),
+            storage_timeout_seconds=float(r.decimal("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5", low="0.1")),
             idempotency_table=r.text("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency"),
             governance_table=r.text("STOREFRONT_GOVERNANCE_TABLE", "governance"),
             receipts_container=r.text("STOREFRONT_RECEIPTS_CONTAINER", "receipts"),
-            missing_secrets=tuple(
-                name for name in SECRET_SETTINGS if not env.get(name, "").strip()
-            ),
+            missing_secrets=tuple(name for name in SECRET_SETTINGS if not env.get(name, "").strip()),
         )
 
 

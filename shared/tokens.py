@@ -60,9 +60,7 @@ class TokenSigner:
 
 def _load_private_key(pem: str) -> ec.EllipticCurvePrivateKey:
     if not pem:
-        raise NotConfigured(
-            "STOREFRONT_SIGNING_KEY is not set; the store cannot mint download tokens"
-        )
+        raise NotConfigured("STOREFRONT_SIGNING_KEY is not set; the store cannot mint download tokens")
     try:
         key = serialization.load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError):
@@ -80,9 +78,7 @@ def public_jwk(key: ec.EllipticCurvePrivateKey) -> dict[str, str]:
 def key_id(key: ec.EllipticCurvePrivateKey) -> str:
     """RFC 7638 JWK thumbprint of the public key."""
     canonical = json.dumps(public_jwk(key), separators=(",", ":"), sort_keys=True)
-    return (
-        base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
-    )
+    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
 
 
 def _b64(n: int) -> str:
