@@ -1,0 +1,190 @@
+"""Test helpers: starting the real services (Azurite, the Brevo sandbox, the dev host) as
+processes, and HTTP clients that call from a chosen loopback address.
+
+Every test buys with its own email, key and client address, so tests sharing one host and one
+Azurite never see each other's data or limits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+from requests.adapters import HTTPAdapter
+
+ROOT = Path(__file__).resolve().parent.parent
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+_addresses = itertools.count(1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listening on port {port} after {timeout}s")
+
+
+def connection_string(blob_port: int, table_port: int) -> str:
+    return (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        f"AccountKey={AZURITE_KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{blob_port}/devstoreaccount1;"
+        f"TableEndpoint=http://127.0.0.1:{table_port}/devstoreaccount1;"
+    )
+
+
+def dev_settings() -> dict[str, str]:
+    """The development values from local.settings.json.example, which the tests run with."""
+    values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+    return {k: str(v) for k, v in values.items()}
+
+
+def unique_address() -> str:
+    """A fresh loopback address (all of 127.0.0.0/8 is loopback), so each test has its own
+    rate-limit bucket."""
+    n = next(_addresses) + (os.getpid() % 50) * 1000
+    return f"127.{20 + n // 62500}.{n // 250 % 250}.{n % 250 + 1}"
+
+
+def unique_email(tag: str = "buyer") -> str:
+    return f"{tag}.{uuid.uuid4().hex[:12]}@example.org"
+
+
+def unique_key() -> str:
+    return f"key-{uuid.uuid4().hex}"
+
+
+class _SourceAddressAdapter(HTTPAdapter):
+    def __init__(self, source: str):
+        self._source = source
+        super().__init__()
+
+    def init_poolmanager(self, *args, **kwargs):
+        kwargs["source_address"] = (self._source, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def client_from(source: str) -> requests.Session:
+    session = requests.Session()
+    adapter = _SourceAddressAdapter(source)
+    session.mount("http://", adapter)
+    return session
+
+
+@dataclass
+class Service:
+    """A started process with its base URL and the file its output goes to."""
+
+    proc: subprocess.Popen
+    url: str
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_process(
+    args: list[str], port: int, log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, proc)
+    except RuntimeError:
+        proc.kill()
+        raise RuntimeError(f"{args[0]} failed to start:\n{log_path.read_text()[-3000:]}") from None
+    return proc
+
+
+def start_host(log_dir: Path, env: dict[str, str]) -> Service:
+    port = free_port()
+    log_path = log_dir / f"devhost-{port}.log"
+    full_env = {**dev_settings(), **env}
+    proc = start_process(
+        [sys.executable, "-m", "tools.devhost", "--port", str(port), "--app-dir", str(ROOT)],
+        port,
+        log_path,
+        full_env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(base + "/api/health", timeout=2).status_code == 200:
+                return Service(proc, base, log_path, full_env)
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"dev host did not become healthy:\n{log_path.read_text()[-3000:]}")
+
+
+@dataclass
+class Buyer:
+    """One test's identity: its own client address, email and idempotency key."""
+
+    host: str
+    address: str = field(default_factory=unique_address)
+    email: str = field(default_factory=unique_email)
+    key: str = field(default_factory=unique_key)
+
+    def __post_init__(self) -> None:
+        self.http = client_from(self.address)
+
+    def purchase(self, payload: dict | None = None, headers: dict | None = None, **kw) -> requests.Response:
+        body = {"email": self.email} if payload is None else payload
+        return self.http.post(f"{self.host}/api/a2a/purchase", json=body, headers=headers, timeout=30, **kw)
+
+    def post_raw(self, path: str, data: bytes, headers: dict | None = None) -> requests.Response:
+        return self.http.post(f"{self.host}{path}", data=data, headers=headers, timeout=30)
+
+    def mcp(self, method: str, params: dict | None = None, headers: dict | None = None, rpc_id=1):
+        message = {"jsonrpc": "2.0", "id": rpc_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        return self.http.post(
+            f"{self.host}/api/a2a/mcp",
+            json=message,
+            headers={"Accept": "application/json, text/event-stream", **(headers or {})},
+            timeout=30,
+        )
+
+    def call_tool(self, arguments: dict, headers: dict | None = None) -> requests.Response:
+        return self.mcp("tools/call", {"name": "purchase_free_bundle", "arguments": arguments}, headers)

@@ -1,0 +1,99 @@
+"""Bad input of every kind gets a clear 4xx (or a JSON-RPC error / isError result), never a 500,
+and nothing is sent or stored."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+BAD_PAYLOADS = [
+    pytest.param({}, 400, "invalid_request", id="missing-email"),
+    pytest.param({"email": 42}, 400, "invalid_request", id="email-not-string"),
+    pytest.param({"email": None}, 400, "invalid_request", id="email-null"),
+    pytest.param({"email": ["a@b.co"]}, 400, "invalid_request", id="email-array"),
+    pytest.param({"email": "not-an-email"}, 422, "invalid_email", id="email-syntax"),
+    pytest.param({"email": "a@b"}, 422, "invalid_email", id="email-no-tld"),
+    pytest.param({"email": "a b@example.org"}, 422, "invalid_email", id="email-space"),
+    pytest.param({"email": "x" * 250 + "@example.org"}, 400, "invalid_request", id="email-too-long"),
+    pytest.param({"email": "{email}", "name": 7}, 400, "invalid_request", id="name-not-string"),
+    pytest.param({"email": "{email}", "name": "n" * 101}, 400, "invalid_request", id="name-too-long"),
+    pytest.param({"email": "{email}", "name": "bad\x00name"}, 422, "invalid_name", id="name-control"),
+    pytest.param({"email": "{email}", "bundle_id": "nope"}, 422, "unknown_bundle", id="unknown-bundle"),
+    pytest.param({"email": "{email}", "bundle_id": 3}, 400, "invalid_request", id="bundle-not-string"),
+    pytest.param({"email": "{email}", "coupon": "FREE"}, 400, "invalid_request", id="unknown-field"),
+]
+
+
+def fill(payload: dict, email: str) -> dict:
+    return {k: (email if v == "{email}" else v) for k, v in payload.items()}
+
+
+@pytest.mark.parametrize(("payload", "status", "code"), BAD_PAYLOADS)
+def test_http_bad_arguments_get_a_clear_refusal_receipt(buyer, mail, payload, status, code):
+    response = buyer.purchase(fill(payload, buyer.email))
+
+    assert response.status_code == status, response.text
+    receipt = response.json()
+    assert receipt["status"] == "refused"
+    assert receipt["error"]["code"] == code
+    assert receipt["error"]["message"]
+    assert {c["name"]: c["result"] for c in receipt["checks"]}["input_schema"] == "fail"
+    assert receipt["receipt_url"] is None
+    assert mail.emails_to(buyer.email) == []
+
+
+@pytest.mark.parametrize(("payload", "status", "code"), BAD_PAYLOADS)
+def test_mcp_bad_arguments_get_an_error_result_with_the_refusal_receipt(buyer, mail, payload, status, code):
+    response = buyer.call_tool(fill(payload, buyer.email))
+
+    assert response.status_code == 200
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == code
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    assert mail.emails_to(buyer.email) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"{", b"\xff\xfe", b"", b"[1,2]", b'"a string"', b"null", b"1e999999"],
+    ids=["text", "truncated", "binary", "empty", "array", "string", "null", "huge-number"],
+)
+def test_http_malformed_body_is_400_json(buyer, body):
+    response = buyer.post_raw("/api/a2a/purchase", body, {"Content-Type": "application/json"})
+
+    assert response.status_code == 400, response.text
+    assert response.json()["status"] == "refused"
+    assert response.json()["error"]["code"] in {"invalid_json", "invalid_request"}
+
+
+def test_http_oversized_body_is_413_json(buyer, mail):
+    body = json.dumps({"email": buyer.email, "name": "x" * 70_000}).encode()
+
+    response = buyer.post_raw("/api/a2a/purchase", body, {"Content-Type": "application/json"})
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_mcp_oversized_message_is_413_jsonrpc_error(buyer):
+    message = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "y" * 70_000}})
+
+    response = buyer.post_raw("/api/a2a/mcp", message.encode(), {"Content-Type": "application/json"})
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_foreign_origin_is_403_on_the_purchase_endpoint(buyer, mail):
+    response = buyer.purchase(headers={"Origin": "https://evil.example"})
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden_origin"
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_wrong_method_on_purchase_is_not_a_500(buyer):
+    assert buyer.http.get(f"{buyer.host}/api/a2a/purchase", timeout=10).status_code == 404

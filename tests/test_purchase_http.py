@@ -1,0 +1,261 @@
+"""The purchase flow end to end: real HTTP to the dev host, Azurite, the Brevo sandbox."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shared.receipts import CHECK_NAMES
+from tests.support import Buyer
+
+
+def checks(receipt: dict) -> dict[str, str]:
+    return {c["name"]: c["result"] for c in receipt["checks"]}
+
+
+def test_purchase_returns_fulfilled_receipt_and_sends_one_email(buyer, mail):
+    response = buyer.purchase({"email": buyer.email, "name": "Ada"})
+
+    assert response.status_code == 200, response.text
+    assert response.headers["Content-Type"].startswith("application/json")
+    receipt = response.json()
+    assert receipt["status"] == "fulfilled"
+    assert [c["name"] for c in receipt["checks"]] == list(CHECK_NAMES)
+    assert checks(receipt) == {
+        "idempotency": "skipped",
+        "input_schema": "pass",
+        "rate_limit": "pass",
+        "cost_ceiling": "pass",
+        "contact_upsert": "pass",
+        "fulfillment_email": "pass",
+    }
+    assert receipt["bundle"]["id"] == "agent-starter-kit"
+    assert receipt["billing"]["amount"] == "0.00"
+    assert receipt["caller"]["channel"] == "http"
+    assert buyer.email not in response.text
+    assert receipt["buyer"]["hint"].startswith(buyer.email[0] + "***@e***.")
+    emails = mail.emails_to(buyer.email)
+    assert len(emails) == 1
+    assert any("/api/download/" in link for link in emails[0]["links"])
+    assert "Ada" in emails[0]["htmlContent"]
+    assert mail.contact(buyer.email)["upserts"] == 1
+
+
+def test_download_link_carries_a_token_signed_for_the_bundle(buyer, mail):
+    from jose import jwt
+
+    receipt = buyer.purchase({"email": buyer.email, "bundle_id": "mcp-field-guide"}).json()
+    link = next(link for link in mail.emails_to(buyer.email)[0]["links"] if "/api/download/" in link)
+    token = link.rsplit("/", 1)[1]
+    header = jwt.get_unverified_header(token)
+    claims = jwt.get_unverified_claims(token)
+    assert header["alg"] == "ES256" and header["kid"]
+    assert claims["sub"] == "mcp-field-guide"
+    assert claims["aud"] == "storefront-download"
+    assert claims["jti"] == receipt["download"]["token_id"]
+    assert claims["exp"] > claims["iat"]
+    assert token not in json.dumps(receipt)
+
+
+def test_receipt_url_serves_the_stored_receipt_byte_for_byte(buyer):
+    response = buyer.purchase()
+    receipt = response.json()
+
+    stored = buyer.http.get(receipt["receipt_url"].replace("http://localhost:7071", buyer.host), timeout=10)
+
+    assert stored.status_code == 200
+    assert stored.content == response.content
+
+
+@pytest.mark.parametrize("receipt_id", ["rcpt_aaaaaaaaaaaaaaaaaaaaaaaaaa", "not-a-receipt", "..%2f..%2fetc"])
+def test_unknown_receipt_is_404_json(buyer, receipt_id):
+    response = buyer.http.get(f"{buyer.host}/api/receipts/{receipt_id}", timeout=10)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_retry_with_same_key_replays_byte_for_byte_and_sends_once(buyer, mail):
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+
+    first = buyer.purchase(payload)
+    second = buyer.purchase(payload)
+
+    assert first.status_code == second.status_code == 200
+    assert second.content == first.content
+    assert second.headers["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first.headers
+    assert checks(first.json())["idempotency"] == "pass"
+    assert len(mail.emails_to(buyer.email)) == 1
+    assert mail.contact(buyer.email)["upserts"] == 1
+
+
+def test_idempotency_key_header_replays_too(buyer, mail):
+    first = buyer.purchase(headers={"Idempotency-Key": buyer.key})
+    second = buyer.purchase(headers={"Idempotency-Key": buyer.key})
+
+    assert second.content == first.content
+    assert second.headers["Idempotent-Replayed"] == "true"
+    assert len(mail.emails_to(buyer.email)) == 1
+
+
+def test_tool_argument_key_wins_over_header(buyer, mail):
+    first = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+    other_header = "header-key-" + buyer.key[-12:]
+
+    replay = buyer.purchase(
+        {"email": buyer.email, "idempotency_key": buyer.key}, headers={"Idempotency-Key": other_header}
+    )
+    header_only = buyer.purchase(headers={"Idempotency-Key": other_header})
+
+    assert replay.content == first.content
+    assert header_only.json()["receipt_id"] != first.json()["receipt_id"]
+    assert "Idempotent-Replayed" not in header_only.headers
+    assert len(mail.emails_to(buyer.email)) == 2
+
+
+def test_replay_happens_before_input_validation(buyer):
+    first = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+
+    replay = buyer.purchase({"email": "not an email", "idempotency_key": buyer.key})
+
+    assert replay.status_code == 200
+    assert replay.content == first.content
+
+
+@pytest.mark.parametrize("key", ["short", "has space in it", "x" * 129, "emoji-🙂-key", 12345678, ""])
+def test_invalid_key_is_refused_and_nothing_runs(buyer, mail, key):
+    response = buyer.purchase({"email": buyer.email, "idempotency_key": key})
+
+    assert response.status_code == 400
+    receipt = response.json()
+    assert receipt["status"] == "refused"
+    assert receipt["error"]["code"] == "invalid_idempotency_key"
+    assert checks(receipt)["idempotency"] == "fail"
+    assert checks(receipt)["rate_limit"] == "skipped"
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_invalid_key_header_is_refused(buyer, mail):
+    response = buyer.purchase(headers={"Idempotency-Key": "bad key!"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_idempotency_key"
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_brevo_failure_is_not_cached_and_retry_succeeds(buyer, mail):
+    mail.fail_next("/v3/smtp/email", 500, match=buyer.email)
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+
+    failed = buyer.purchase(payload)
+    retried = buyer.purchase(payload)
+
+    assert failed.status_code == 503
+    assert failed.json()["status"] == "failed"
+    assert checks(failed.json())["fulfillment_email"] == "fail"
+    assert failed.json()["receipt_url"] is None
+    assert retried.status_code == 200
+    assert "Idempotent-Replayed" not in retried.headers
+    assert retried.json()["status"] == "fulfilled"
+    assert len(mail.emails_to(buyer.email)) == 1
+    assert buyer.purchase(payload).content == retried.content
+
+
+def test_brevo_rejection_is_502_and_contact_failure_stops_the_email(buyer, mail):
+    mail.fail_next("/v3/contacts", 400, match=buyer.email)
+
+    response = buyer.purchase()
+
+    assert response.status_code == 502
+    assert checks(response.json())["contact_upsert"] == "fail"
+    assert checks(response.json())["fulfillment_email"] == "skipped"
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_brevo_timeout_is_503_with_a_failure_receipt(host_factory, mail):
+    host = host_factory(STOREFRONT_BREVO_TIMEOUT_SECONDS="0.5")
+    buyer = Buyer(host.url)
+    mail.fail_next("/v3/smtp/email", 0, match=buyer.email, delay=2)
+
+    response = buyer.purchase()
+
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "upstream_unavailable"
+
+
+def test_sixth_purchase_from_one_address_in_an_hour_is_refused_replays_are_free(buyer):
+    keyed = {"email": buyer.email, "idempotency_key": buyer.key}
+    first = buyer.purchase(keyed)
+    for _ in range(4):
+        assert buyer.purchase().status_code == 200
+    replays = [buyer.purchase(keyed) for _ in range(3)]
+
+    sixth = buyer.purchase()
+
+    assert all(r.status_code == 200 and r.content == first.content for r in replays)
+    assert sixth.status_code == 429
+    assert int(sixth.headers["Retry-After"]) > 0
+    assert sixth.json()["error"]["code"] == "rate_limited"
+    assert checks(sixth.json())["rate_limit"] == "fail"
+    assert Buyer(buyer.host).purchase().status_code == 200
+
+
+def test_rate_limit_uses_the_address_azure_saw_not_a_forged_header(buyer):
+    for n in range(5):
+        assert buyer.purchase(headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code == 200
+    assert buyer.purchase(headers={"X-Forwarded-For": "10.9.9.9"}).status_code == 429
+
+
+def test_cost_ceiling_refuses_once_reached(host_factory):
+    host = host_factory(
+        STOREFRONT_DAILY_COST_CEILING_USD="0.03",
+        STOREFRONT_COST_PER_PURCHASE_USD="0.01",
+        STOREFRONT_GOVERNANCE_TABLE="governanceceiling",
+    )
+    answers = [Buyer(host.url).purchase() for _ in range(4)]
+
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    refused = answers[-1].json()
+    assert refused["error"]["code"] == "cost_ceiling_reached"
+    assert checks(refused)["cost_ceiling"] == "fail"
+    assert checks(answers[0].json())["cost_ceiling"] == "pass"
+
+
+def test_purchase_succeeds_with_table_service_down(host_factory, azurite, mail):
+    dead_port = azurite.split("TableEndpoint=http://127.0.0.1:")[1].split("/")[0]
+    broken = azurite.replace(f"127.0.0.1:{dead_port}", "127.0.0.1:9")
+    host = host_factory(AzureWebJobsStorage=broken, STOREFRONT_STORAGE_TIMEOUT_SECONDS="1")
+    buyer = Buyer(host.url)
+
+    response = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+
+    assert response.status_code == 200, response.text
+    receipt = response.json()
+    assert receipt["status"] == "fulfilled"
+    assert checks(receipt)["idempotency"] == "degraded"
+    assert checks(receipt)["rate_limit"] == "degraded"
+    assert checks(receipt)["cost_ceiling"] == "degraded"
+    assert len(mail.emails_to(buyer.email)) == 1
+    assert buyer.http.get(f"{host.url}/api/receipts/{receipt['receipt_id']}", timeout=10).content == (
+        response.content
+    )
+
+
+def test_missing_secrets_refuse_to_mint_with_a_clear_error(host_factory, mail):
+    host = host_factory(STOREFRONT_SIGNING_KEY=" ")
+    buyer = Buyer(host.url)
+
+    response = buyer.purchase()
+    health = buyer.http.get(f"{host.url}/api/health", timeout=10).json()
+
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "not_configured"
+    assert "STOREFRONT_SIGNING_KEY" in response.json()["error"]["message"]
+    assert health["missing_settings"] == ["STOREFRONT_SIGNING_KEY"]
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_health_reports_ok(buyer):
+    response = buyer.http.get(f"{buyer.host}/api/health", timeout=10)
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
