@@ -5,6 +5,7 @@ invocation. Building opens no connection; clients connect when first called.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 
 import requests
@@ -18,6 +19,9 @@ from shared.receipts import BlobReceiptStore
 from shared.settings import Settings
 from shared.storage import container_client, table_client
 from shared.tokens import TokenSigner
+
+# The Azure SDK logs every request's headers at INFO; keep the function's log to what matters.
+logging.getLogger("azure").setLevel(logging.WARNING)
 
 _lock = threading.Lock()
 _storefront: Storefront | None = None

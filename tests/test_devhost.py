@@ -1,0 +1,399 @@
+"""Behaviour of tools/devhost.py, the repo's stand-in for ``func start``.
+
+Most tests talk to one dev host subprocess serving tests/fixtures/devhost_app,
+started with DEVHOST_PRESET already in its environment.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+from tools.devhost import RouteTemplate, make_server
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE_APP = REPO / "tests" / "fixtures" / "devhost_app"
+PRESET = "from-environment"
+START_TIMEOUT = 20.0
+
+
+@dataclass
+class DevHost:
+    process: subprocess.Popen[bytes]
+    port: int
+    stdout_path: Path
+    stderr_path: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        return f"{self.base}/devapi/{path}"
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    ours = ("DEVHOST_PRESET", "DEVHOST_FROM_SETTINGS", "DEVHOST_FROM_EXAMPLE")
+    env = {name: value for name, value in os.environ.items() if name not in ours}
+    return {**env, **extra}
+
+
+def _wait_for_start(host: DevHost) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while "Host started" not in host.stdout():
+        if host.process.poll() is not None:
+            pytest.fail(f"dev host exited with {host.process.returncode}:\n{host.stderr()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"dev host did not start:\n{host.stderr()}")
+        time.sleep(0.05)
+
+
+@contextmanager
+def running_devhost(app_dir: Path, logs: Path, env: dict[str, str]) -> Iterator[DevHost]:
+    port = _free_port()
+    stdout_path, stderr_path = logs / "stdout.txt", logs / "stderr.txt"
+    command = [sys.executable, "-m", "tools.devhost", "--app-dir", str(app_dir)]
+    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        process = subprocess.Popen(
+            [*command, "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=err
+        )
+    host = DevHost(process, port, stdout_path, stderr_path)
+    try:
+        _wait_for_start(host)
+        yield host
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_for_log(host: DevHost, pattern: str) -> str:
+    deadline = time.monotonic() + 5
+    while not re.search(pattern, host.stderr()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return host.stderr()
+
+
+@pytest.fixture(scope="module")
+def devhost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHost]:
+    logs = tmp_path_factory.mktemp("devhost")
+    with running_devhost(FIXTURE_APP, logs, _env(DEVHOST_PRESET=PRESET)) as host:
+        yield host
+
+
+# --- start-up -----------------------------------------------------------------
+
+
+def test_lists_functions_then_announces_host_started(devhost: DevHost) -> None:
+    lines = devhost.stdout().splitlines()
+
+    assert lines[0] == "Functions:"
+    assert f"  item: [GET,DELETE] {devhost.base}/devapi/items/{{id:int}}/{{name?}}" in lines
+    assert f"  greet: {devhost.base}/devapi/greet/{{who:alpha}}" in lines
+    assert f"  unrouted: [GET] {devhost.base}/devapi/unrouted" in lines
+    assert "  nightly: timerTrigger" in lines
+    assert lines[-1] == f"Host started on {devhost.base}"
+
+
+# --- routing ------------------------------------------------------------------
+
+
+def test_serves_routes_under_the_host_json_route_prefix(devhost: DevHost) -> None:
+    assert requests.get(devhost.url("items/latest")).status_code == 200
+    assert requests.get(f"{devhost.base}/api/items/latest").status_code == 404
+
+
+def test_route_and_query_params_reach_the_function(devhost: DevHost) -> None:
+    response = requests.get(devhost.url("items/42/widget?colour=red&colour=blue&flag"))
+
+    assert response.status_code == 200
+    seen = response.json()
+    assert seen["route_params"] == {"id": "42", "name": "widget"}
+    assert seen["params"] == {"colour": "red", "flag": ""}
+    assert seen["url"] == devhost.url("items/42/widget?colour=red&colour=blue&flag")
+
+
+def test_optional_route_param_may_be_left_out(devhost: DevHost) -> None:
+    response = requests.get(devhost.url("items/42"))
+
+    assert response.json()["route_params"] == {"id": "42"}
+
+
+def test_literal_segments_match_case_insensitively(devhost: DevHost) -> None:
+    response = requests.get(f"{devhost.base}/DevApi/ITEMS/42")
+
+    assert response.status_code == 200
+    assert response.json()["function"] == "item"
+
+
+def test_route_constraints_reject_segments_that_do_not_fit(devhost: DevHost) -> None:
+    assert requests.get(devhost.url("items/forty-two")).status_code == 404
+    assert requests.get(devhost.url("greet/abc123")).status_code == 404
+
+
+def test_literal_route_wins_over_parameter_route_registered_first(devhost: DevHost) -> None:
+    assert requests.get(devhost.url("things/special")).json()["function"] == "special_thing"
+    assert requests.get(devhost.url("things/plain")).json()["function"] == "thing"
+
+
+def test_catch_all_param_takes_the_decoded_rest_of_the_path(devhost: DevHost) -> None:
+    response = requests.get(devhost.url("files/docs/a%20b/c%2Fd.txt"))
+
+    assert response.json()["route_params"] == {"path": "docs/a b/c%2Fd.txt"}
+
+
+def test_route_defaults_to_function_name_and_context_is_passed(devhost: DevHost) -> None:
+    response = requests.get(devhost.url("unrouted"))
+
+    assert response.json() == {"function_name": "unrouted"}
+
+
+def test_unknown_path_answers_404(devhost: DevHost) -> None:
+    response = requests.get(devhost.url("no/such/route"))
+
+    assert response.status_code == 404
+    assert response.content == b""
+
+
+def test_method_not_listed_by_the_trigger_answers_404(devhost: DevHost) -> None:
+    assert requests.post(devhost.url("items/42")).status_code == 404
+    assert requests.put(devhost.url("headers")).status_code == 404
+
+
+def test_listed_get_and_delete_reach_the_function(devhost: DevHost) -> None:
+    assert requests.get(devhost.url("items/42")).json()["method"] == "GET"
+    assert requests.delete(devhost.url("items/42")).json()["method"] == "DELETE"
+
+
+# --- requests -----------------------------------------------------------------
+
+
+def _get_headers_seen(connection: http.client.HTTPConnection, **headers: str) -> dict[str, str]:
+    connection.request("GET", "/devapi/headers", headers=headers)
+    response = connection.getresponse()
+    assert response.status == 200
+    return json.loads(response.read())
+
+
+def test_forwarded_for_gets_peer_appended_after_client_value(devhost: DevHost) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", devhost.port, timeout=10)
+    connection.connect()
+    peer_port = connection.sock.getsockname()[1]
+
+    seen = _get_headers_seen(connection, **{"X-Forwarded-For": "203.0.113.7"})
+
+    assert seen["x-forwarded-for"] == f"203.0.113.7, 127.0.0.1:{peer_port}"
+    connection.close()
+
+
+def test_forwarded_for_is_just_the_peer_when_client_sends_none(devhost: DevHost) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", devhost.port, timeout=10)
+    connection.connect()
+    peer_port = connection.sock.getsockname()[1]
+
+    assert _get_headers_seen(connection)["x-forwarded-for"] == f"127.0.0.1:{peer_port}"
+    connection.close()
+
+
+def test_keep_alive_connection_serves_several_requests(devhost: DevHost) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", devhost.port, timeout=10)
+
+    first = _get_headers_seen(connection)["x-forwarded-for"]
+    second = _get_headers_seen(connection)["x-forwarded-for"]
+
+    assert first == second  # same peer port: the connection was reused
+    connection.close()
+
+
+def test_chunked_request_body_reaches_the_function(devhost: DevHost) -> None:
+    chunks = (part for part in (b"first,", b"second,", b"third"))
+
+    response = requests.post(devhost.url("teapot"), data=chunks)
+
+    assert response.content == b"first,second,third"
+
+
+def test_body_over_100_mb_answers_413(devhost: DevHost) -> None:
+    request = (
+        "POST /devapi/teapot HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{devhost.port}\r\n"
+        f"Content-Length: {100 * 1024 * 1024 + 1}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", devhost.port), timeout=10) as sock:
+        sock.sendall(request.encode())
+        status_line = sock.makefile("rb").readline()
+
+    assert status_line.split()[1] == b"413"
+
+
+def test_slow_requests_are_served_in_parallel(devhost: DevHost) -> None:
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        statuses = list(
+            pool.map(lambda _: requests.get(devhost.url("slow?seconds=1")).status_code, range(4))
+        )
+
+    assert statuses == [200] * 4
+    assert time.monotonic() - started < 2.5
+
+
+# --- responses ----------------------------------------------------------------
+
+
+def test_async_function_is_awaited(devhost: DevHost) -> None:
+    response = requests.get(devhost.url("greet/World"))
+
+    assert response.status_code == 200
+    assert response.text == "hello World"
+    assert response.headers["Content-Type"] == "text/plain; charset=utf-8"
+
+
+def test_response_status_headers_and_body_pass_through(devhost: DevHost) -> None:
+    response = requests.post(devhost.url("teapot"), data=b"\x00binary\xff")
+
+    assert response.status_code == 418
+    assert response.headers["X-Teapot"] == "short and stout"
+    assert response.headers["Set-Cookie"] == "a=1"
+    assert response.headers["Content-Type"] == "application/octet-stream"
+    assert response.headers["Content-Length"] == "8"
+    assert response.content == b"\x00binary\xff"
+
+
+def test_raising_function_answers_500_and_logs_its_traceback(devhost: DevHost) -> None:
+    response = requests.get(devhost.url("boom"))
+
+    assert response.status_code == 500
+    assert response.content == b""
+    assert "RuntimeError: boom went the function" in devhost.stderr()
+
+
+def test_each_request_is_logged_without_query_string(devhost: DevHost) -> None:
+    requests.get(devhost.url("items/7?secret=hunter2"))
+
+    log = _wait_for_log(devhost, r"GET /devapi/items/7 200 ")
+    assert re.search(r"GET /devapi/items/7 200 \d+\.\dms", log)
+    assert "hunter2" not in log
+
+
+# --- settings -----------------------------------------------------------------
+
+
+def test_local_settings_are_loaded_but_do_not_override_the_environment(
+    devhost: DevHost,
+) -> None:
+    seen = requests.get(devhost.url("settings")).json()
+
+    assert seen["DEVHOST_FROM_SETTINGS"] == "from-local-settings"
+    assert seen["DEVHOST_PRESET"] == PRESET
+
+
+def _copy_app(target: Path) -> Path:
+    target.mkdir()
+    for name in ("function_app.py", "host.json"):
+        shutil.copy(FIXTURE_APP / name, target / name)
+    return target
+
+
+def test_settings_fall_back_to_the_example_file(tmp_path: Path) -> None:
+    app_dir = _copy_app(tmp_path / "app")
+    example = {"Values": {"DEVHOST_FROM_EXAMPLE": "from-example"}}
+    (app_dir / "local.settings.json.example").write_text(json.dumps(example))
+
+    with running_devhost(app_dir, tmp_path, _env()) as host:
+        seen = requests.get(host.url("settings")).json()
+
+    assert seen["DEVHOST_FROM_EXAMPLE"] == "from-example"
+    assert seen["DEVHOST_FROM_SETTINGS"] is None
+
+
+# --- lifecycle and in-process use ---------------------------------------------
+
+
+def test_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    with running_devhost(FIXTURE_APP, tmp_path, _env()) as host:
+        host.process.terminate()
+        returncode = host.process.wait(timeout=10)
+
+    assert returncode == 0
+
+
+def test_make_server_on_port_zero_serves_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setitem(sys.modules, "function_app", None)
+    server = make_server(_copy_app(tmp_path / "app"), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        response = requests.get(f"http://127.0.0.1:{port}/devapi/greet/inprocess")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert port != 0
+    assert response.text == "hello inprocess"
+    assert [f.name for f in server.app.background] == ["nightly"]
+
+
+# --- route templates ----------------------------------------------------------
+
+GUID = str(uuid.uuid4())
+
+
+@pytest.mark.parametrize(
+    ("template", "path", "expected"),
+    [
+        ("api/items", "/API/Items", {}),
+        ("api/items", "/api/items/", {}),
+        ("api/items", "/api/items/extra", None),
+        ("api/items/{id}", "/api/items/Abc", {"id": "Abc"}),
+        ("api/items/{id?}", "/api/items", {}),
+        ("api/items/{id:int}", "/api/items/-7", {"id": "-7"}),
+        ("api/items/{id:int}", "/api/items/2147483648", None),
+        ("api/items/{id:alpha}", "/api/items/abc1", None),
+        ("api/orders/{id:guid}", f"/api/orders/{GUID}", {"id": GUID}),
+        ("api/orders/{id:guid}", "/api/orders/not-a-guid", None),
+        ("api/orders/{id:minlength(3)}", "/api/orders/x", {"id": "x"}),
+        ("api/files/{*rest}", "/api/files/a/b/c", {"rest": "a/b/c"}),
+        ("api/files/{*rest}", "/api/files", {}),
+        ("api/files/{name}.{ext}", "/api/files/report.v2.pdf", {"name": "report.v2", "ext": "pdf"}),
+        ("", "/", {}),
+    ],
+)
+def test_route_template_matching(template: str, path: str, expected: dict[str, str] | None) -> None:
+    assert RouteTemplate.parse(template).match(path) == expected
