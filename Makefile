@@ -1,0 +1,42 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both set up everything from
+# scratch (a virtualenv from requirements*.txt, Azurite from package.json) on first use.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+
+.PHONY: install run test lint format clean
+
+install: $(PY_STAMP) $(NODE_STAMP)
+
+$(PY_STAMP): requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+## Start Azurite, the Brevo sandbox and the Functions host; Ctrl-C stops them all.
+run: install
+	$(PY) -m tools.run
+
+## Lint, then the whole suite (it starts its own Azurite, sandbox and dev hosts).
+test: install
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: install
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+clean:
+	rm -rf $(VENV) node_modules .azurite .pytest_cache .ruff_cache

@@ -1,0 +1,120 @@
+"""`make run`: start Azurite, the Brevo sandbox and the Functions host, print where they are and a
+client configuration to paste, and stop everything on Ctrl-C.
+
+The host is `func start` where Azure Functions Core Tools is installed, otherwise the repo's dev
+host. Azurite keeps its data in `.azurite/` so receipts survive a restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
+AZURITE_PORTS = (10000, 10001, 10002)
+
+
+def port_busy(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_for(port: int, proc: subprocess.Popen, name: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{name} exited with status {proc.returncode} before it was ready")
+        if port_busy(port):
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"{name} was not listening on port {port} after {timeout:.0f}s")
+
+
+def commands(host_port: int, sandbox_port: int) -> list[tuple[str, list[str], int]]:
+    (ROOT / ".azurite").mkdir(exist_ok=True)
+    azurite = [
+        str(AZURITE),
+        "--silent",
+        "--skipApiVersionCheck",
+        "--loose",
+        "--disableTelemetry",
+        "--location",
+        str(ROOT / ".azurite"),
+    ]
+    sandbox = [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(sandbox_port)]
+    if shutil.which("func"):
+        host = ["func", "start", "--port", str(host_port)]
+    else:
+        host = [sys.executable, "-m", "tools.devhost", "--port", str(host_port)]
+    return [("Azurite", azurite, AZURITE_PORTS[2]), ("Brevo sandbox", sandbox, sandbox_port), ("host", host, host_port)]
+
+
+def banner(host_port: int, sandbox_port: int) -> str:
+    mcp_url = f"http://localhost:{host_port}/api/a2a/mcp"
+    claude = {"mcpServers": {"storefront": {"command": "npx", "args": ["-y", "mcp-remote", mcp_url]}}}
+    return "\n".join(
+        [
+            "",
+            "Storefront is running.",
+            f"  MCP endpoint:    {mcp_url}",
+            f"  HTTP purchase:   http://localhost:{host_port}/api/a2a/purchase",
+            f"  Brevo sandbox:   http://localhost:{sandbox_port}/  (captured emails and download links)",
+            "",
+            "Claude Desktop (claude_desktop_config.json), through mcp-remote:",
+            json.dumps(claude, indent=2),
+            "",
+            "Press Ctrl-C to stop everything.",
+        ]
+    )
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=7071, help="Functions host port")
+    parser.add_argument("--sandbox-port", type=int, default=8025, help="Brevo sandbox port")
+    args = parser.parse_args(argv)
+    if not AZURITE.exists():
+        raise SystemExit("Azurite is not installed; run `make run` (it runs `npm ci` first)")
+    for port in (*AZURITE_PORTS, args.sandbox_port, args.port):
+        if port_busy(port):
+            raise SystemExit(f"port {port} is already in use; stop whatever listens there first")
+
+    started: list[subprocess.Popen] = []
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for name, cmd, port in commands(args.port, args.sandbox_port):
+            proc = subprocess.Popen(cmd, cwd=ROOT)
+            started.append(proc)
+            wait_for(port, proc, name)
+        print(banner(args.port, args.sandbox_port), flush=True)
+        while all(p.poll() is None for p in started):
+            time.sleep(0.5)
+        print("a service stopped; shutting down the rest", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for proc in reversed(started):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in started:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
