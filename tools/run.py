@@ -54,7 +54,11 @@ def commands(host_port: int, sandbox_port: int) -> list[tuple[str, list[str], in
         host = ["func", "start", "--port", str(host_port)]
     else:
         host = [sys.executable, "-m", "tools.devhost", "--port", str(host_port)]
-    return [("Azurite", azurite, AZURITE_PORTS[2]), ("Brevo sandbox", sandbox, sandbox_port), ("host", host, host_port)]
+    return [
+        ("Azurite", azurite, AZURITE_PORTS[2]),
+        ("Brevo sandbox", sandbox, sandbox_port),
+        ("host", host, host_port),
+    ]
 
 
 def banner(host_port: int, sandbox_port: int) -> str:
