@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import requests
+from urllib3.exceptions import ReadTimeoutError
 
 from shared.errors import UpstreamError, UpstreamUnavailable
 
@@ -65,9 +66,9 @@ class BrevoClient:
             response = self._session.post(
                 self._base + path, json=body, headers=self._headers, timeout=self._timeout
             )
-        except requests.Timeout:
-            raise UpstreamUnavailable(f"Brevo did not answer the {what} in time") from None
-        except requests.RequestException:
+        except requests.RequestException as exc:
+            if _timed_out(exc):
+                raise UpstreamUnavailable(f"Brevo did not answer the {what} in time") from None
             raise UpstreamUnavailable(f"Brevo could not be reached for the {what}") from None
         if response.status_code in (200, 201, 202, 204):
             return response
@@ -76,6 +77,11 @@ class BrevoClient:
         if response.status_code == 429 or response.status_code >= 500:
             raise UpstreamUnavailable(message, code="upstream_unavailable")
         raise UpstreamError(message, code="upstream_rejected")
+
+
+def _timed_out(exc: requests.RequestException) -> bool:
+    # requests reports a read timeout on a reused connection as ConnectionError(ReadTimeoutError).
+    return isinstance(exc, requests.Timeout) or any(isinstance(a, ReadTimeoutError) for a in exc.args)
 
 
 def _error_code(response: requests.Response) -> str:

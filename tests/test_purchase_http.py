@@ -181,6 +181,7 @@ def test_brevo_timeout_is_503_with_a_failure_receipt(host_factory, mail):
 
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "upstream_unavailable"
+    assert "in time" in response.json()["error"]["message"]
 
 
 def test_sixth_purchase_from_one_address_in_an_hour_is_refused_replays_are_free(buyer):
