@@ -94,7 +94,7 @@ def parse_body(body: bytes) -> object:
         raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
     try:
         return json.loads(body)
-    except (UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):
         raise InvalidRequest("request body is not valid JSON", code="invalid_json") from None
 
 

@@ -98,7 +98,7 @@ def _check_transport(req: Request, settings: Settings) -> None:
 def _parse(body: bytes) -> dict:
     try:
         message = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):
         raise ProtocolError("Parse error: body is not JSON", status=400, rpc_code=PARSE_ERROR) from None
     if isinstance(message, list):
         raise ProtocolError(

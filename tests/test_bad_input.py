@@ -57,8 +57,8 @@ def test_mcp_bad_arguments_get_an_error_result_with_the_refusal_receipt(buyer, m
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json", b"{", b"\xff\xfe", b"", b"[1,2]", b'"a string"', b"null", b"1e999999"],
-    ids=["text", "truncated", "binary", "empty", "array", "string", "null", "huge-number"],
+    [b"not json", b"{", b"\xff\xfe", b"", b"[1,2]", b'"a string"', b"null", b"1e999999", b"[" * 60000],
+    ids=["text", "truncated", "binary", "empty", "array", "string", "null", "huge-number", "deep-nesting"],
 )
 def test_http_malformed_body_is_400_json(buyer, body):
     response = buyer.post_raw("/api/a2a/purchase", body, {"Content-Type": "application/json"})
@@ -76,6 +76,13 @@ def test_http_oversized_body_is_413_json(buyer, mail):
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
     assert mail.emails_to(buyer.email) == []
+
+
+def test_mcp_deeply_nested_message_is_a_parse_error_not_a_500(buyer):
+    response = buyer.post_raw("/api/a2a/mcp", b"[" * 60000, {"Content-Type": "application/json"})
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
 
 
 def test_mcp_oversized_message_is_413_jsonrpc_error(buyer):
