@@ -123,11 +123,25 @@ class Storefront:
 
     def purchase(self, call: PurchaseCall) -> Outcome:
         attempt = _Attempt(call)
+        limits = self._governance.limits
         try:
             replay = self._check_key(attempt)
             if replay is not None:
                 return replay
-            purchase = self._govern_and_validate(attempt)
+            self._guard(
+                attempt,
+                "rate_limit",
+                lambda: self._governance.reserve_rate(call.client_ip),
+                f"within {limits.rate_limit_per_hour} per hour",
+            )
+            purchase = self._validate(attempt)
+            self._guard(
+                attempt,
+                "cost_ceiling",
+                self._governance.reserve_cost,
+                f"within ${limits.daily_cost_ceiling_usd} per day "
+                f"(this purchase ${limits.cost_per_purchase_usd})",
+            )
             self._fulfil(attempt, purchase)
         except StorefrontError as exc:
             self._release(attempt, exc)
@@ -154,9 +168,7 @@ class Storefront:
         try:
             record = self._idempotency.get(attempt.key_hash)
             if record is not None:
-                replay = self._replay(record)
-                if replay is not None:
-                    return replay
+                return self._replay(record)
         except StoreUnavailable as exc:
             log.warning("idempotency lookup failed, proceeding without it: %s", exc)
             checks.record("idempotency", "degraded", "store unreachable; retries are not protected")
@@ -165,52 +177,35 @@ class Storefront:
         checks.record("idempotency", "pass", "new key; a retry with it replays this receipt")
         return None
 
-    def _replay(self, record: IdempotencyRecord) -> Outcome | None:
+    def _replay(self, record: IdempotencyRecord) -> Outcome:
         body = self._receipts.read(record.receipt_id)
         if body is None or sha256(body) != record.receipt_sha256:
             log.error("receipt %s for a recorded key is missing or altered", record.receipt_id)
             raise StoreUnavailable("stored receipt missing or altered")
         return Outcome(200, body, replayed=True)
 
-    def _govern_and_validate(self, attempt: _Attempt) -> PurchaseInput:
-        checks = attempt.checks
-        limits = self._governance.limits
+    def _guard(self, attempt: _Attempt, check: str, reserve: Callable[[], Reservation], within: str) -> None:
+        """Take one governance reservation; an unreachable counter store fails open."""
         try:
-            attempt.reservations.append(self._governance.reserve_rate(attempt.call.client_ip))
-            checks.record("rate_limit", "pass", f"within {limits.rate_limit_per_hour} per hour")
+            attempt.reservations.append(reserve())
         except LimitExceeded as exc:
-            checks.record("rate_limit", "fail", exc.message)
+            attempt.checks.record(check, "fail", exc.message)
             raise
         except StoreUnavailable as exc:
-            log.warning("rate limit not enforced: %s", exc)
-            checks.record("rate_limit", "degraded", "counter store unreachable; limit not enforced")
+            log.warning("%s not enforced: %s", check, exc)
+            attempt.checks.record(check, "degraded", "counter store unreachable; not enforced")
+            return
+        attempt.checks.record(check, "pass", within)
 
+    def _validate(self, attempt: _Attempt) -> PurchaseInput:
         try:
             purchase = validate_arguments(attempt.call.arguments)
         except StorefrontError as exc:
-            checks.record("input_schema", "fail", exc.message)
+            attempt.checks.record("input_schema", "fail", exc.message)
             raise
-        checks.record("input_schema", "pass", "arguments match the input schema")
+        attempt.checks.record("input_schema", "pass", "arguments match the input schema")
         attempt.bundle = purchase.bundle
-        attempt.buyer = {
-            "id": self._hasher.email(purchase.email),
-            "hint": mask_email(purchase.email),
-        }
-
-        try:
-            attempt.reservations.append(self._governance.reserve_cost())
-            checks.record(
-                "cost_ceiling",
-                "pass",
-                f"within ${limits.daily_cost_ceiling_usd} per day "
-                f"(this purchase ${limits.cost_per_purchase_usd})",
-            )
-        except LimitExceeded as exc:
-            checks.record("cost_ceiling", "fail", exc.message)
-            raise
-        except StoreUnavailable as exc:
-            log.warning("cost ceiling not enforced: %s", exc)
-            checks.record("cost_ceiling", "degraded", "counter store unreachable; not enforced")
+        attempt.buyer = {"id": self._hasher.email(purchase.email), "hint": mask_email(purchase.email)}
         return purchase
 
     def _fulfil(self, attempt: _Attempt, purchase: PurchaseInput) -> None:
