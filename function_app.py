@@ -11,6 +11,7 @@ import azure.functions as func
 from shared import api, mcp, runtime
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+runtime.settings()  # a malformed setting stops the app at start-up, naming the setting
 
 
 def _request(req: func.HttpRequest) -> api.Request:
