@@ -49,7 +49,8 @@ class Checks:
         self._checks = {name: ("skipped", "not reached") for name in CHECK_NAMES}
 
     def record(self, name: str, result: str, detail: str) -> None:
-        assert name in self._checks and result in RESULTS
+        if name not in self._checks or result not in RESULTS:
+            raise ValueError(f"unknown check {name!r} or result {result!r}")
         self._checks[name] = (result, detail)
 
     def as_list(self) -> list[dict[str, str]]:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from urllib.parse import urlsplit
 
 DEFAULT_BREVO_BASE_URL = "https://api.brevo.com/v3"
 SECRET_SETTINGS = ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")
@@ -105,5 +106,9 @@ class _Reader:
         return value
 
     def hosts(self, name: str) -> tuple[str, ...]:
-        raw = self.env.get(name, "")
-        return tuple(h.strip().lower() for h in raw.split(",") if h.strip())
+        """Host names from a comma-separated list; full origins (https://host:port) are reduced."""
+        entries = (h.strip() for h in self.env.get(name, "").split(","))
+        hosts = tuple((urlsplit(h).hostname or "") if "://" in h else h.lower() for h in entries if h)
+        if "" in hosts:
+            raise SettingsError(f"{name} must list host names or origins, comma-separated")
+        return hosts

@@ -12,7 +12,7 @@ from azure.core.exceptions import (
     ResourceNotFoundError,
 )
 from azure.data.tables import TableClient
-from azure.storage.blob import ContainerClient
+from azure.storage.blob import ContainerClient, ExponentialRetry
 
 from shared.errors import StoreUnavailable
 
@@ -30,10 +30,13 @@ def table_client(connection_string: str, table_name: str, timeout: float) -> Tab
 
 
 def container_client(connection_string: str, container: str, timeout: float) -> ContainerClient:
+    # The Blob SDK's default retry waits 15 s (±3) before its first retry; keep outages short.
     return ContainerClient.from_connection_string(
         connection_string,
         container_name=container,
-        retry_total=1,
+        retry_policy=ExponentialRetry(
+            initial_backoff=0.2, increment_base=2, retry_total=1, random_jitter_range=0.1
+        ),
         connection_timeout=timeout,
         read_timeout=timeout,
     )

@@ -83,9 +83,7 @@ def running_devhost(app_dir: Path, logs: Path, env: dict[str, str]) -> Iterator[
     stdout_path, stderr_path = logs / "stdout.txt", logs / "stderr.txt"
     command = [sys.executable, "-m", "tools.devhost", "--app-dir", str(app_dir)]
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-        process = subprocess.Popen(
-            [*command, "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=err
-        )
+        process = subprocess.Popen([*command, "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=err)
     host = DevHost(process, port, stdout_path, stderr_path)
     try:
         _wait_for_start(host)
@@ -262,9 +260,7 @@ def test_body_over_100_mb_answers_413(devhost: DevHost) -> None:
 def test_slow_requests_are_served_in_parallel(devhost: DevHost) -> None:
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=4) as pool:
-        statuses = list(
-            pool.map(lambda _: requests.get(devhost.url("slow?seconds=1")).status_code, range(4))
-        )
+        statuses = list(pool.map(lambda _: requests.get(devhost.url("slow?seconds=1")).status_code, range(4)))
 
     assert statuses == [200] * 4
     assert time.monotonic() - started < 2.5
@@ -350,9 +346,7 @@ def test_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert returncode == 0
 
 
-def test_make_server_on_port_zero_serves_in_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_make_server_on_port_zero_serves_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setitem(sys.modules, "function_app", None)
     server = make_server(_copy_app(tmp_path / "app"), "127.0.0.1", 0)

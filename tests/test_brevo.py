@@ -1,0 +1,285 @@
+"""shared.brevo: the Brevo client against the session's Brevo sandbox, with injected faults.
+
+Every test uses its own address and matches its faults on it, so faults never hit other tests.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import requests
+
+from shared.brevo import BrevoClient, Email
+from shared.errors import UpstreamError, UpstreamUnavailable
+
+API_KEY = "unit-test-key"
+
+
+@pytest.fixture
+def address() -> str:
+    return f"brevo.{uuid.uuid4().hex[:12]}@example.org"
+
+
+@pytest.fixture
+def client(sandbox) -> BrevoClient:
+    session = requests.Session()
+    yield BrevoClient(session, f"{sandbox.url}/v3/", API_KEY, timeout=5)
+    session.close()
+
+
+def fault(
+    sandbox, path: str, match: str, status: int = 0, delay: float = 0, body: dict | None = None
+) -> None:
+    spec = {"path": path, "status": status, "match": match, "times": 1, "delay_seconds": delay}
+    if body is not None:
+        spec["body"] = body
+    requests.post(f"{sandbox.url}/_sandbox/faults", json=spec, timeout=5).raise_for_status()
+
+
+def emails_to(sandbox, address: str) -> list[dict]:
+    return requests.get(f"{sandbox.url}/_sandbox/emails", params={"to": address}, timeout=5).json()
+
+
+def contacts(sandbox, address: str) -> list[dict]:
+    return requests.get(f"{sandbox.url}/_sandbox/contacts", params={"email": address}, timeout=5).json()
+
+
+def email_to(address: str, name: str = "Ada") -> Email:
+    return Email(
+        sender_email="store@example.com",
+        sender_name="Storefront",
+        to_email=address,
+        to_name=name,
+        subject="Your Agent Starter Kit is ready",
+        html='<p>Hello Ada,</p><p><a href="https://store.example.net/api/download/t0k">Download</a></p>',
+        text="Hello Ada,\n\nhttps://store.example.net/api/download/t0k\n",
+        tags=("storefront", "agent-starter-kit"),
+    )
+
+
+# --- contacts --------------------------------------------------------------------------------------
+
+
+def test_upsert_creates_the_contact_then_updates_it(client, sandbox, address):
+    assert client.upsert_contact(address, "Ada") == "created"
+    assert client.upsert_contact(address, "Ada L.") == "updated"
+
+    [contact] = contacts(sandbox, address)
+    assert contact["upserts"] == 2
+    assert contact["attributes"] == {"FIRSTNAME": "Ada L."}
+
+
+def test_upsert_without_a_name_sends_no_attributes(client, sandbox, address):
+    assert client.upsert_contact(address, "") == "created"
+
+    [contact] = contacts(sandbox, address)
+    assert contact["attributes"] == {}
+
+
+# --- transactional email ---------------------------------------------------------------------------
+
+
+def test_email_returns_the_message_id_and_is_captured_with_the_exact_fields(client, sandbox, address):
+    email = email_to(address)
+
+    message_id = client.send_email(email)
+
+    [captured] = emails_to(sandbox, address)
+    assert message_id == captured["messageId"]
+    assert message_id.startswith("<") and message_id.endswith(">")
+    assert captured["sender"] == {"email": "store@example.com", "name": "Storefront"}
+    assert captured["to"] == [{"email": address, "name": "Ada"}]
+    assert captured["subject"] == email.subject
+    assert captured["htmlContent"] == email.html
+    assert captured["textContent"] == email.text
+    assert captured["tags"] == ["storefront", "agent-starter-kit"]
+    assert captured["templateId"] is None
+    assert captured["params"] == {}
+    assert captured["headers"] == {}
+    assert captured["links"] == ["https://store.example.net/api/download/t0k"]
+
+
+def test_email_without_a_recipient_name_sends_only_the_address(client, sandbox, address):
+    client.send_email(email_to(address, name=""))
+
+    [captured] = emails_to(sandbox, address)
+    assert captured["to"] == [{"email": address}]
+
+
+def test_each_email_gets_its_own_message_id(client, sandbox, address):
+    first = client.send_email(email_to(address))
+    second = client.send_email(email_to(address))
+
+    assert first != second
+    assert len(emails_to(sandbox, address)) == 2
+
+
+# --- failures --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 429])
+@pytest.mark.parametrize(
+    ("path", "call"),
+    [
+        ("/v3/contacts", lambda c, a: c.upsert_contact(a, "Ada")),
+        ("/v3/smtp/email", lambda c, a: c.send_email(email_to(a))),
+    ],
+    ids=["contact", "email"],
+)
+def test_server_errors_and_throttling_are_upstream_unavailable(client, sandbox, address, path, call, status):
+    fault(sandbox, path, address, status=status)
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        call(client, address)
+
+    assert caught.value.status == 503
+    assert caught.value.code == "upstream_unavailable"
+    assert str(status) in caught.value.message
+    assert emails_to(sandbox, address) == [] and contacts(sandbox, address) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "call"),
+    [
+        ("/v3/contacts", lambda c, a: c.upsert_contact(a, "Ada")),
+        ("/v3/smtp/email", lambda c, a: c.send_email(email_to(a))),
+    ],
+    ids=["contact", "email"],
+)
+def test_a_refusal_is_upstream_error_and_does_not_echo_the_address(client, sandbox, address, path, call):
+    body = {"code": "invalid_parameter", "message": f"{address} is not a valid email address"}
+    fault(sandbox, path, address, status=400, body=body)
+
+    with pytest.raises(UpstreamError) as caught:
+        call(client, address)
+
+    assert type(caught.value) is UpstreamError
+    assert caught.value.status == 502
+    assert caught.value.code == "upstream_rejected"
+    assert "invalid_parameter" in caught.value.message
+    assert address not in caught.value.message
+    assert address.split("@")[0] not in str(caught.value)
+
+
+def test_a_real_validation_refusal_from_brevo_is_upstream_error(client, sandbox, address):
+    bad = Email("store@example.com", "Storefront", "not-an-address", "", "s", "<p>h</p>", "h")
+
+    with pytest.raises(UpstreamError) as caught:
+        client.send_email(bad)
+
+    assert type(caught.value) is UpstreamError
+    assert "400 invalid_parameter" in caught.value.message
+
+
+def test_a_missing_api_key_is_refused_as_upstream_error(sandbox, address):
+    client = BrevoClient(requests.Session(), f"{sandbox.url}/v3", "", timeout=5)
+
+    with pytest.raises(UpstreamError) as caught:
+        client.upsert_contact(address, "Ada")
+
+    assert type(caught.value) is UpstreamError
+    assert "401 unauthorized" in caught.value.message
+    assert contacts(sandbox, address) == []
+
+
+def test_an_answer_slower_than_the_timeout_is_upstream_unavailable(sandbox, address):
+    client = BrevoClient(requests.Session(), f"{sandbox.url}/v3", API_KEY, timeout=0.3)
+    fault(sandbox, "/v3/smtp/email", address, delay=1.0)
+    started = time.monotonic()
+
+    with pytest.raises(UpstreamUnavailable, match="in time") as caught:
+        client.send_email(email_to(address))
+
+    assert time.monotonic() - started < 1.0
+    assert caught.value.status == 503
+
+
+def test_a_slow_answer_on_a_reused_keep_alive_connection_is_also_a_timeout(sandbox, address):
+    client = BrevoClient(requests.Session(), f"{sandbox.url}/v3", API_KEY, timeout=0.3)
+    client.upsert_contact(address, "Ada")  # opens the connection the next call reuses
+    fault(sandbox, "/v3/smtp/email", address, delay=1.0)
+
+    with pytest.raises(UpstreamUnavailable, match="in time"):
+        client.send_email(email_to(address))
+
+
+def test_an_unreachable_base_url_is_upstream_unavailable(address):
+    client = BrevoClient(requests.Session(), "http://127.0.0.1:9/v3", API_KEY, timeout=2)
+
+    with pytest.raises(UpstreamUnavailable, match="could not be reached") as caught:
+        client.upsert_contact(address, "Ada")
+
+    assert caught.value.status == 503
+
+
+class _Answer:
+    def __init__(self, status: int, payload: object):
+        self.status_code = status
+        self._payload = payload
+
+    def json(self):
+        if isinstance(self._payload, Exception):
+            raise self._payload
+        return self._payload
+
+
+class _Session:
+    """Answers every POST with one canned response and remembers the request."""
+
+    def __init__(self, answer: _Answer):
+        self.answer = answer
+        self.calls: list[dict] = []
+
+    def post(self, url, **kwargs):
+        self.calls.append({"url": url, **kwargs})
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    "payload", [{}, ValueError("not json"), ["messageId"], None], ids=["no-key", "not-json", "list", "null"]
+)
+def test_accepted_email_without_a_message_id_is_upstream_error(payload):
+    client = BrevoClient(_Session(_Answer(201, payload)), "https://api.example", API_KEY, timeout=5)
+
+    with pytest.raises(UpstreamError, match="no messageId") as caught:
+        client.send_email(email_to("a@example.org"))
+
+    assert type(caught.value) is UpstreamError
+
+
+def test_requests_carry_the_api_key_json_accept_header_and_timeout():
+    session = _Session(_Answer(201, {"messageId": "<m@x>"}))
+    client = BrevoClient(session, "https://api.example/v3/", "the-key", timeout=7.5)
+
+    client.upsert_contact("a@example.org", "Ada")
+    client.send_email(email_to("a@example.org"))
+
+    assert [c["url"] for c in session.calls] == [
+        "https://api.example/v3/contacts",
+        "https://api.example/v3/smtp/email",
+    ]
+    for call in session.calls:
+        assert call["headers"] == {"api-key": "the-key", "accept": "application/json"}
+        assert call["timeout"] == 7.5
+    assert session.calls[0]["json"] == {
+        "email": "a@example.org",
+        "attributes": {"FIRSTNAME": "Ada"},
+        "updateEnabled": True,
+    }
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204])
+def test_every_success_status_is_accepted_for_a_contact(status):
+    client = BrevoClient(_Session(_Answer(status, None)), "https://api.example", API_KEY, timeout=5)
+
+    assert client.upsert_contact("a@example.org", "") == ("created" if status == 201 else "updated")
+
+
+@pytest.mark.parametrize("payload", [ValueError("html"), ["x"], "text"], ids=["not-json", "list", "string"])
+def test_an_unreadable_error_body_gives_code_error(payload):
+    client = BrevoClient(_Session(_Answer(403, payload)), "https://api.example", API_KEY, timeout=5)
+
+    with pytest.raises(UpstreamError, match=r"\(403 error\)"):
+        client.upsert_contact("a@example.org", "")

@@ -1,0 +1,375 @@
+"""shared.governance: the client address behind Azure's front end, and the rate limit and cost
+ceiling counters, run against the session's Azurite."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from decimal import Decimal
+
+import pytest
+
+from shared.errors import LimitExceeded, StoreUnavailable
+from shared.governance import Governance, Limits, Reservation, client_ip
+from shared.hashing import Hasher
+from shared.storage import table_client
+from tests.support import AZURITE_KEY
+
+HOUR = 3600
+# 2030-01-01T10:15:00Z: a quarter past the hour, so retry_after is 45 minutes.
+T0 = 1893492900.0
+DEAD_TABLES = (
+    "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+    f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+)
+
+
+# --- client_ip -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("forwarded_for", "expected"),
+    [
+        pytest.param("203.0.113.7", "203.0.113.7", id="ipv4"),
+        pytest.param("203.0.113.7:51234", "203.0.113.7", id="ipv4-port"),
+        pytest.param("2001:db8::7", "2001:db8::7", id="ipv6-bare"),
+        pytest.param("[2001:db8::7]:51234", "2001:db8::7", id="ipv6-bracket-port"),
+        pytest.param("[2001:db8::7]", "2001:db8::7", id="ipv6-bracket"),
+        pytest.param("2001:DB8:0:0:0:0:0:7", "2001:db8::7", id="ipv6-normalised"),
+        pytest.param("  203.0.113.7  ", "203.0.113.7", id="whitespace"),
+        pytest.param("198.51.100.1, 203.0.113.7", "203.0.113.7", id="rightmost"),
+        pytest.param("198.51.100.1,203.0.113.7:443", "203.0.113.7", id="rightmost-with-port"),
+        pytest.param("10.0.0.1, [2001:db8::1]:80, 203.0.113.7", "203.0.113.7", id="three-entries"),
+        pytest.param("203.0.113.7, [2001:db8::7]:443", "2001:db8::7", id="rightmost-ipv6"),
+    ],
+)
+def test_client_ip_is_the_rightmost_forwarded_address_without_port(forwarded_for, expected):
+    assert client_ip(forwarded_for) == expected
+
+
+@pytest.mark.parametrize(
+    "forwarded_for",
+    ["1.1.1.1, 1.1.1.2, 203.0.113.9", "unknown, 203.0.113.9", "evil; drop table, 203.0.113.9"],
+)
+def test_forged_earlier_forwarded_entries_are_ignored(forwarded_for):
+    assert client_ip(forwarded_for) == "203.0.113.9"
+
+
+@pytest.mark.parametrize(
+    "forwarded_for",
+    [
+        pytest.param("not-an-ip", id="word"),
+        pytest.param("203.0.113.7, garbage", id="garbage-rightmost"),
+        pytest.param("999.1.1.1", id="octet-out-of-range"),
+        pytest.param("203.0.113", id="three-octets"),
+        pytest.param("203.0.113.7.8", id="five-octets"),
+        pytest.param("example.com:80", id="hostname-with-port"),
+        pytest.param("2001:db8::7::1", id="double-compression"),
+        pytest.param("[]:80", id="empty-brackets"),
+        pytest.param("203.0.113.7, ", id="empty-rightmost"),
+        pytest.param(",", id="only-comma"),
+        pytest.param("   ", id="blank"),
+    ],
+)
+def test_unparseable_forwarded_for_is_unknown(forwarded_for):
+    assert client_ip(forwarded_for) == "unknown"
+
+
+@pytest.mark.parametrize("forwarded_for", [None, ""])
+def test_absent_forwarded_for_is_unknown(forwarded_for):
+    assert client_ip(forwarded_for) == "unknown"
+
+
+# --- Governance on Azurite -------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self, now: float = T0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def governance(table, rate: int = 3, ceiling: str = "5.00", cost: str = "0.01", clock=None) -> Governance:
+    limits = Limits(rate, Decimal(ceiling), Decimal(cost))
+    return Governance(table, Hasher("unit-test-secret"), limits, clock=clock or Clock())
+
+
+@pytest.fixture
+def table(azurite):
+    client = table_client(azurite, "gov" + uuid.uuid4().hex[:12], timeout=5)
+    yield client
+    client.delete_table()
+    client.close()
+
+
+def test_rate_limit_allows_exactly_the_limit_then_refuses(table):
+    gov = governance(table, rate=3)
+
+    reservations = [gov.reserve_rate("203.0.113.1") for _ in range(3)]
+    with pytest.raises(LimitExceeded) as caught:
+        gov.reserve_rate("203.0.113.1")
+
+    assert len(reservations) == 3
+    assert caught.value.code == "rate_limited"
+    assert caught.value.status == 429
+    assert 0 < caught.value.retry_after <= HOUR
+    assert caught.value.retry_after == 45 * 60
+
+
+def test_refused_attempts_do_not_count_against_the_limit(table):
+    gov = governance(table, rate=2)
+    first = gov.reserve_rate("203.0.113.1")
+    gov.reserve_rate("203.0.113.1")
+    for _ in range(3):
+        with pytest.raises(LimitExceeded):
+            gov.reserve_rate("203.0.113.1")
+
+    gov.release(first)
+
+    gov.reserve_rate("203.0.113.1")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("203.0.113.1")
+
+
+def test_rate_limit_retry_after_is_a_full_hour_on_the_hour(table):
+    gov = governance(table, rate=1, clock=Clock(T0 - 15 * 60))
+    gov.reserve_rate("203.0.113.1")
+
+    with pytest.raises(LimitExceeded) as caught:
+        gov.reserve_rate("203.0.113.1")
+
+    assert caught.value.retry_after == HOUR
+
+
+def test_rate_limit_retry_after_is_one_second_at_the_end_of_the_hour(table):
+    gov = governance(table, rate=1, clock=Clock(T0 + 45 * 60 - 0.5))
+    gov.reserve_rate("203.0.113.1")
+
+    with pytest.raises(LimitExceeded) as caught:
+        gov.reserve_rate("203.0.113.1")
+
+    assert caught.value.retry_after == 1
+
+
+def test_each_client_address_has_its_own_bucket(table):
+    gov = governance(table, rate=1)
+    gov.reserve_rate("203.0.113.1")
+
+    gov.reserve_rate("203.0.113.2")
+    gov.reserve_rate("2001:db8::1")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("203.0.113.1")
+
+
+def test_client_address_is_stored_only_as_a_keyed_hash(table):
+    gov = governance(table, rate=1)
+
+    reservation = gov.reserve_rate("203.0.113.1")
+
+    assert "203.0.113.1" not in reservation.partition
+    assert reservation.partition == Hasher("unit-test-secret").client_ip("203.0.113.1")
+    entities = list(table.list_entities())
+    assert [(e["PartitionKey"], e["RowKey"], e["Count"]) for e in entities] == [
+        (reservation.partition, "rate-2030010110", 1)
+    ]
+
+
+def test_a_new_hour_resets_the_rate_limit(table):
+    clock = Clock()
+    gov = governance(table, rate=2, clock=clock)
+    gov.reserve_rate("203.0.113.1")
+    gov.reserve_rate("203.0.113.1")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("203.0.113.1")
+
+    clock.now = T0 + 45 * 60  # 11:00:00Z, the next hour
+
+    gov.reserve_rate("203.0.113.1")
+    gov.reserve_rate("203.0.113.1")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("203.0.113.1")
+
+
+def test_release_gives_one_slot_back(table):
+    gov = governance(table, rate=2)
+    first = gov.reserve_rate("203.0.113.1")
+    gov.reserve_rate("203.0.113.1")
+
+    gov.release(first)
+
+    gov.reserve_rate("203.0.113.1")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("203.0.113.1")
+
+
+def test_release_after_the_hour_changed_returns_the_slot_to_its_own_hour(table):
+    clock = Clock()
+    gov = governance(table, rate=1, clock=clock)
+    old = gov.reserve_rate("203.0.113.1")
+    clock.now = T0 + HOUR
+    gov.reserve_rate("203.0.113.1")
+
+    gov.release(old)
+
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("203.0.113.1")
+    clock.now = T0
+    gov.reserve_rate("203.0.113.1")
+
+
+def test_release_never_drives_a_counter_below_zero(table):
+    gov = governance(table, rate=1)
+    reservation = gov.reserve_rate("203.0.113.1")
+
+    gov.release(reservation)
+    gov.release(reservation)
+
+    gov.reserve_rate("203.0.113.1")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("203.0.113.1")
+
+
+def test_cost_ceiling_counts_decimal_costs_exactly_and_refuses_at_the_ceiling(table):
+    # 0.10 three times is exactly 0.30 in Decimal (and 0.30000000000000004 in float).
+    gov = governance(table, ceiling="0.30", cost="0.10")
+
+    reservations = [gov.reserve_cost() for _ in range(3)]
+    with pytest.raises(LimitExceeded) as caught:
+        gov.reserve_cost()
+
+    assert [r.amount for r in reservations] == [100_000] * 3
+    assert caught.value.code == "cost_ceiling_reached"
+    assert caught.value.status == 429
+    assert "0.30" in caught.value.message
+    assert caught.value.retry_after == 86400 - 10 * HOUR - 15 * 60
+
+
+def test_cost_ceiling_refuses_a_purchase_that_would_cross_it(table):
+    gov = governance(table, ceiling="0.05", cost="0.02")
+    gov.reserve_cost()
+    gov.reserve_cost()
+
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+
+def test_zero_cost_ceiling_refuses_the_first_purchase(table):
+    gov = governance(table, ceiling="0", cost="0.01")
+
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+
+def test_cost_ceiling_is_per_utc_day_and_released_cost_is_given_back(table):
+    clock = Clock()
+    gov = governance(table, ceiling="0.02", cost="0.01", clock=clock)
+    first = gov.reserve_cost()
+    gov.reserve_cost()
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+    gov.release(first)
+    gov.reserve_cost()
+    clock.now = T0 + 86400
+    gov.reserve_cost()
+
+    assert first == Reservation("store-cost", "cost-2030-01-01", 10_000)
+
+
+def test_cost_ceiling_is_shared_by_all_client_addresses(table):
+    gov = governance(table, rate=100, ceiling="0.01", cost="0.01")
+    gov.reserve_rate("203.0.113.1")
+    gov.reserve_cost()
+
+    gov.reserve_rate("203.0.113.2")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+
+def test_concurrent_reservations_never_exceed_the_limit(table):
+    gov = governance(table, rate=7)
+    gov.reserve_rate("198.51.100.1")  # the table exists; contention is on one counter
+    start = threading.Barrier(20)
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def attempt() -> None:
+        start.wait()
+        try:
+            gov.reserve_rate("203.0.113.1")
+            outcome = "ok"
+        except LimitExceeded:
+            outcome = "limited"
+        except StoreUnavailable as exc:
+            outcome = f"unavailable: {exc}"
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=attempt) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert sorted(results) == ["limited"] * 13 + ["ok"] * 7
+    counter = table.get_entity(Hasher("unit-test-secret").client_ip("203.0.113.1"), "rate-2030010110")
+    assert counter["Count"] == 7
+
+
+def test_concurrent_first_reservations_create_the_table_and_lose_no_update(table):
+    gov = governance(table, rate=50)
+    start = threading.Barrier(20)
+    errors: list[BaseException] = []
+
+    def attempt() -> None:
+        start.wait()
+        try:
+            gov.reserve_rate("203.0.113.1")
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=attempt) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert errors == []
+    counter = table.get_entity(Hasher("unit-test-secret").client_ip("203.0.113.1"), "rate-2030010110")
+    assert counter["Count"] == 20
+
+
+@pytest.fixture
+def dead_table():
+    client = table_client(DEAD_TABLES, "gov" + uuid.uuid4().hex[:12], timeout=1)
+    yield client
+    client.close()
+
+
+def test_unreachable_table_storage_raises_store_unavailable_for_the_rate_limit(dead_table):
+    gov = governance(dead_table)
+
+    with pytest.raises(StoreUnavailable, match="governance table"):
+        gov.reserve_rate("203.0.113.1")
+
+
+def test_unreachable_table_storage_raises_store_unavailable_for_the_cost_ceiling(dead_table):
+    with pytest.raises(StoreUnavailable):
+        governance(dead_table).reserve_cost()
+
+
+def test_release_swallows_a_storage_outage(dead_table):
+    started = time.monotonic()
+
+    governance(dead_table).release(Reservation("p", "rate-2030010110", 1))
+
+    assert time.monotonic() - started < 10
+
+
+def test_limits_are_exposed_as_configured(table):
+    gov = governance(table, rate=4, ceiling="1.50", cost="0.05")
+
+    assert gov.limits == Limits(4, Decimal("1.50"), Decimal("0.05"))

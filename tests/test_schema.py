@@ -1,0 +1,408 @@
+"""shared.schema: the idempotency key, the purchase arguments and the input schema agents see."""
+
+from __future__ import annotations
+
+import re
+
+import jsonschema
+import pytest
+
+from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID
+from shared.errors import InvalidIdempotencyKey, InvalidRequest, StorefrontError, Unprocessable
+from shared.schema import INPUT_SCHEMA, KEY_PATTERN, read_idempotency_key, validate_arguments
+
+# --- the local-model schema rules, as a reusable walker -------------------------------------------
+
+FORBIDDEN_KEYWORDS = ("$ref", "$defs", "definitions", "$schema", "format")
+# Keywords whose value is one schema, a list of schemas, or a name → schema map.
+SCHEMA_KEYWORDS = (
+    "items",
+    "additionalProperties",
+    "not",
+    "contains",
+    "propertyNames",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
+)
+SCHEMA_LIST_KEYWORDS = ("anyOf", "oneOf", "allOf", "prefixItems")
+SCHEMA_MAP_KEYWORDS = ("properties", "patternProperties", "dependentSchemas")
+LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
+SHORTHAND_CLASSES = re.compile(r"(?<!\\)(?:\\\\)*\\[dDsSwW]")
+
+
+def local_model_violations(schema: object, path: str = "#") -> list[str]:
+    """Every way `schema` breaks the rules of grammar-based local-model runtimes, as
+    "<JSON pointer>: <rule>" strings; an empty list means the schema is safe to hand them.
+
+    Rules: the root is `type: "object"` with `additionalProperties: false`; no `$ref`, `$defs`,
+    `$schema` or `format` anywhere; every `pattern` is anchored `^...$` and uses neither shorthand
+    classes (\\d \\s \\w and their negations) nor lookarounds; no boolean sub-schemas (the required
+    `additionalProperties: false` is the one exception).
+    """
+    violations: list[str] = []
+    if path == "#":
+        if not isinstance(schema, dict):
+            return [f"{path}: the root must be an object schema, not {type(schema).__name__}"]
+        if schema.get("type") != "object":
+            violations.append(f"{path}: the root must have type 'object'")
+        if schema.get("additionalProperties") is not False:
+            violations.append(f"{path}: the root must set additionalProperties to false")
+    if isinstance(schema, bool):
+        return [f"{path}: boolean sub-schema"]
+    if not isinstance(schema, dict):
+        return [f"{path}: a schema must be an object, not {type(schema).__name__}"]
+    for keyword in FORBIDDEN_KEYWORDS:
+        if keyword in schema:
+            violations.append(f"{path}: uses {keyword}")
+    if "pattern" in schema:
+        violations += _pattern_violations(schema["pattern"], f"{path}/pattern")
+    for keyword in SCHEMA_KEYWORDS:
+        if keyword not in schema:
+            continue
+        value = schema[keyword]
+        if keyword == "additionalProperties" and value is False:
+            continue
+        violations += local_model_violations(value, f"{path}/{keyword}")
+    for keyword in SCHEMA_LIST_KEYWORDS:
+        for i, sub in enumerate(schema.get(keyword, [])):
+            violations += local_model_violations(sub, f"{path}/{keyword}/{i}")
+    for keyword in SCHEMA_MAP_KEYWORDS:
+        for name, sub in schema.get(keyword, {}).items():
+            violations += local_model_violations(sub, f"{path}/{keyword}/{name}")
+    return violations
+
+
+def _pattern_violations(pattern: object, path: str) -> list[str]:
+    if not isinstance(pattern, str):
+        return [f"{path}: pattern must be a string"]
+    found = []
+    if not pattern.startswith("^") or not pattern.endswith("$") or pattern.endswith("\\$"):
+        found.append(f"{path}: pattern must be anchored ^...$")
+    if SHORTHAND_CLASSES.search(pattern):
+        found.append(f"{path}: pattern uses a shorthand class (\\d \\s \\w)")
+    if any(look in pattern for look in LOOKAROUNDS):
+        found.append(f"{path}: pattern uses a lookaround")
+    return found
+
+
+def _object(**properties: object) -> dict:
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+def test_input_schema_obeys_every_local_model_rule():
+    assert local_model_violations(INPUT_SCHEMA) == []
+
+
+def test_input_schema_patterns_compile_and_match_the_validator_pattern():
+    assert INPUT_SCHEMA["properties"]["idempotency_key"]["pattern"] == KEY_PATTERN
+    re.compile(KEY_PATTERN)
+
+
+def test_input_schema_requires_email_and_offers_exactly_the_catalog_bundles():
+    properties = INPUT_SCHEMA["properties"]
+    assert INPUT_SCHEMA["required"] == ["email"]
+    assert set(properties) == {"email", "name", "bundle_id", "idempotency_key"}
+    assert properties["bundle_id"]["enum"] == sorted(BUNDLES)
+    assert properties["bundle_id"]["default"] == DEFAULT_BUNDLE_ID
+
+
+@pytest.mark.parametrize(
+    ("schema", "rule"),
+    [
+        pytest.param({"type": "array"}, "type 'object'", id="root-not-object"),
+        pytest.param({"type": "object", "properties": {}}, "additionalProperties", id="root-open"),
+        pytest.param(
+            {"type": "object", "properties": {}, "additionalProperties": True},
+            "additionalProperties",
+            id="root-additional-true",
+        ),
+        pytest.param(_object(a={"$ref": "#/$defs/a"}), "uses $ref", id="ref"),
+        pytest.param({**_object(), "$defs": {"a": {"type": "string"}}}, "uses $defs", id="defs"),
+        pytest.param(
+            {**_object(), "$schema": "https://json-schema.org/draft/2020-12/schema"},
+            "uses $schema",
+            id="schema-keyword",
+        ),
+        pytest.param(_object(a={"type": "string", "format": "email"}), "uses format", id="format"),
+        pytest.param(_object(a={"type": "string", "pattern": "[a-z]+$"}), "anchored", id="no-caret"),
+        pytest.param(_object(a={"type": "string", "pattern": "^[a-z]+"}), "anchored", id="no-dollar"),
+        pytest.param(_object(a={"type": "string", "pattern": "^[a-z]+\\$"}), "anchored", id="escaped-dollar"),
+        pytest.param(_object(a={"type": "string", "pattern": "^\\d+$"}), "shorthand", id="digit-class"),
+        pytest.param(_object(a={"type": "string", "pattern": "^a\\sb$"}), "shorthand", id="space-class"),
+        pytest.param(_object(a={"type": "string", "pattern": "^\\w+$"}), "shorthand", id="word-class"),
+        pytest.param(_object(a={"type": "string", "pattern": "^[\\W]+$"}), "shorthand", id="non-word"),
+        pytest.param(_object(a={"type": "string", "pattern": "^(?=a)a+$"}), "lookaround", id="lookahead"),
+        pytest.param(_object(a={"type": "string", "pattern": "^(?<!a)b$"}), "lookaround", id="lookbehind"),
+        pytest.param(_object(a=True), "boolean", id="boolean-property"),
+        pytest.param(_object(a={"type": "array", "items": False}), "boolean", id="boolean-items"),
+        pytest.param(_object(a={"anyOf": [{"type": "string"}, True]}), "boolean", id="boolean-in-anyof"),
+        pytest.param(
+            _object(a={"type": "object", "additionalProperties": {"format": "uri"}}),
+            "uses format",
+            id="nested-format",
+        ),
+    ],
+)
+def test_schema_walker_flags_each_broken_rule(schema, rule):
+    violations = local_model_violations(schema)
+
+    assert any(rule in v for v in violations), violations
+
+
+def test_schema_walker_accepts_an_escaped_backslash_before_a_letter():
+    schema = _object(a={"type": "string", "pattern": "^[a\\\\d]+$"})
+
+    assert local_model_violations(schema) == []
+
+
+# --- read_idempotency_key --------------------------------------------------------------------------
+
+
+def test_key_from_the_arguments_wins_over_the_header():
+    assert read_idempotency_key({"idempotency_key": "from-args-1"}, "from-header-1") == "from-args-1"
+
+
+def test_invalid_key_in_the_arguments_is_refused_even_with_a_valid_header():
+    with pytest.raises(InvalidIdempotencyKey):
+        read_idempotency_key({"idempotency_key": "short"}, "valid-header-key")
+
+
+def test_key_from_the_header_is_used_when_the_arguments_have_none():
+    assert read_idempotency_key({"email": "a@example.org"}, "header-key-1") == "header-key-1"
+
+
+def test_key_from_the_header_is_stripped_of_surrounding_whitespace():
+    assert read_idempotency_key({}, "  header-key-1\t\n") == "header-key-1"
+
+
+def test_header_key_is_used_when_the_arguments_are_not_an_object():
+    assert read_idempotency_key(["idempotency_key"], "header-key-1") == "header-key-1"
+
+
+@pytest.mark.parametrize("arguments", [{}, {"email": "a@example.org"}, None, [], "text"])
+def test_no_key_anywhere_is_none(arguments):
+    assert read_idempotency_key(arguments, None) is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["abcdefgh", "A" * 128, "Aa0._-Zz", "key-0123456789", "........", "________"],
+    ids=["min-length", "max-length", "all-classes", "typical", "dots", "underscores"],
+)
+def test_well_formed_keys_are_accepted_from_either_source(key):
+    assert read_idempotency_key({"idempotency_key": key}, None) == key
+    assert read_idempotency_key({}, key) == key
+
+
+INVALID_KEYS = [
+    pytest.param("abcdefg", id="too-short"),
+    pytest.param("A" * 129, id="too-long"),
+    pytest.param("", id="empty"),
+    pytest.param("abcdefgh\n", id="trailing-newline"),
+    pytest.param("\nabcdefgh", id="leading-newline"),
+    pytest.param(" abcdefgh", id="leading-space"),
+    pytest.param("abcd efgh", id="inner-space"),
+    pytest.param("abcdefgh/", id="slash"),
+    pytest.param("abcdefgh+", id="plus"),
+    pytest.param("abcdéfgh", id="non-ascii-letter"),
+    pytest.param("abcdefg\u0661", id="non-ascii-digit"),
+    pytest.param("abcdefg\x00", id="nul"),
+    pytest.param(12345678, id="integer"),
+    pytest.param(None, id="null"),
+    pytest.param(True, id="boolean"),
+    pytest.param(["abcdefgh"], id="array"),
+    pytest.param({"k": "abcdefgh"}, id="object"),
+]
+
+
+@pytest.mark.parametrize("key", INVALID_KEYS)
+def test_malformed_key_in_the_arguments_is_refused(key):
+    with pytest.raises(InvalidIdempotencyKey) as caught:
+        read_idempotency_key({"idempotency_key": key}, None)
+
+    assert caught.value.code == "invalid_idempotency_key"
+    assert caught.value.status == 400
+    assert "idempotency_key" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["", "   ", "abcdefg", "A" * 129, "abcd efgh", "abcdefgh/", "abcdéfgh", "abc\ndefgh"],
+    ids=["empty", "blank", "too-short", "too-long", "inner-space", "slash", "non-ascii", "inner-newline"],
+)
+def test_malformed_key_in_the_header_is_refused(header):
+    with pytest.raises(InvalidIdempotencyKey) as caught:
+        read_idempotency_key({}, header)
+
+    assert "Idempotency-Key header" in caught.value.message
+
+
+def test_invalid_idempotency_key_is_an_invalid_request():
+    assert issubclass(InvalidIdempotencyKey, InvalidRequest)
+    assert InvalidIdempotencyKey("x").rpc_code == -32602
+
+
+# --- validate_arguments ----------------------------------------------------------------------------
+
+
+def test_valid_arguments_are_returned_with_the_bundle_object():
+    purchase = validate_arguments({"email": "ada@example.org", "name": "Ada", "bundle_id": "mcp-field-guide"})
+
+    assert purchase.email == "ada@example.org"
+    assert purchase.name == "Ada"
+    assert purchase.bundle is BUNDLES["mcp-field-guide"]
+
+
+def test_email_is_normalised_to_stripped_lower_case():
+    assert validate_arguments({"email": "  Ada.Lovelace@Example.ORG \n"}).email == "ada.lovelace@example.org"
+
+
+def test_name_is_stripped():
+    assert validate_arguments({"email": "a@example.org", "name": "  Ada  "}).name == "Ada"
+
+
+def test_missing_bundle_id_means_the_default_bundle():
+    purchase = validate_arguments({"email": "a@example.org"})
+
+    assert purchase.bundle is BUNDLES[DEFAULT_BUNDLE_ID]
+    assert purchase.name == ""
+
+
+def test_idempotency_key_is_an_allowed_field():
+    assert validate_arguments({"email": "a@example.org", "idempotency_key": "key-12345"}).email
+
+
+@pytest.mark.parametrize(
+    "email",
+    [
+        "a@b.co",
+        "first.last@example.org",
+        "x+tag@sub.example.co.uk",
+        "o'neil@example.org",
+        "a" * 64 + "@example.org",
+        "a@" + "b" * 63 + ".com",
+        "user@xn--bcher-kva.example",
+        "a" * 64 + "@" + "b" * 63 + "." + "c" * 63 + "." + "d" * 61,
+    ],
+    ids=["short", "dots", "plus-subdomains", "apostrophe", "local-64", "label-63", "punycode", "len-254"],
+)
+def test_valid_email_addresses_are_accepted(email):
+    assert validate_arguments({"email": email}).email == email
+
+
+ERRORS = [
+    pytest.param(None, InvalidRequest, "invalid_request", id="arguments-null"),
+    pytest.param([], InvalidRequest, "invalid_request", id="arguments-array"),
+    pytest.param("a@example.org", InvalidRequest, "invalid_request", id="arguments-string"),
+    pytest.param({}, InvalidRequest, "invalid_request", id="email-missing"),
+    pytest.param({"email": None}, InvalidRequest, "invalid_request", id="email-null"),
+    pytest.param({"email": 42}, InvalidRequest, "invalid_request", id="email-number"),
+    pytest.param({"email": True}, InvalidRequest, "invalid_request", id="email-boolean"),
+    pytest.param({"email": ["a@example.org"]}, InvalidRequest, "invalid_request", id="email-array"),
+    pytest.param({"email": "a" * 243 + "@example.org"}, InvalidRequest, "invalid_request", id="email-255"),
+    pytest.param({"email": "a@example.org", "coupon": "x"}, InvalidRequest, "invalid_request", id="unknown"),
+    pytest.param({"email": "a@example.org", "name": 7}, InvalidRequest, "invalid_request", id="name-number"),
+    pytest.param({"email": "a@example.org", "name": None}, InvalidRequest, "invalid_request", id="name-null"),
+    pytest.param(
+        {"email": "a@example.org", "name": "n" * 101}, InvalidRequest, "invalid_request", id="name-101"
+    ),
+    pytest.param(
+        {"email": "a@example.org", "bundle_id": 3}, InvalidRequest, "invalid_request", id="bundle-num"
+    ),
+    pytest.param(
+        {"email": "a@example.org", "bundle_id": None}, InvalidRequest, "invalid_request", id="bundle-null"
+    ),
+    pytest.param({"email": "not-an-email"}, Unprocessable, "invalid_email", id="email-no-at"),
+    pytest.param({"email": ""}, Unprocessable, "invalid_email", id="email-empty"),
+    pytest.param({"email": "a@b"}, Unprocessable, "invalid_email", id="email-no-tld"),
+    pytest.param({"email": "a@b.c"}, Unprocessable, "invalid_email", id="email-tld-1"),
+    pytest.param({"email": "a@b.c0m"}, Unprocessable, "invalid_email", id="email-tld-digit"),
+    pytest.param({"email": "a b@example.org"}, Unprocessable, "invalid_email", id="email-space"),
+    pytest.param({"email": "a@@example.org"}, Unprocessable, "invalid_email", id="email-double-at"),
+    pytest.param({"email": ".a@example.org"}, Unprocessable, "invalid_email", id="email-leading-dot"),
+    pytest.param({"email": "a..b@example.org"}, Unprocessable, "invalid_email", id="email-double-dot"),
+    pytest.param({"email": "a@-example.org"}, Unprocessable, "invalid_email", id="email-label-hyphen"),
+    pytest.param({"email": "a@example..org"}, Unprocessable, "invalid_email", id="email-empty-label"),
+    pytest.param({"email": "a@" + "b" * 64 + ".com"}, Unprocessable, "invalid_email", id="email-label-64"),
+    pytest.param({"email": "a" * 65 + "@example.org"}, Unprocessable, "invalid_email", id="email-local-65"),
+    pytest.param({"email": "ü@example.org"}, Unprocessable, "invalid_email", id="email-non-ascii"),
+    pytest.param({"email": "a@example.org\nb"}, Unprocessable, "invalid_email", id="email-inner-newline"),
+    pytest.param({"email": "a@example.org", "name": "a\x00b"}, Unprocessable, "invalid_name", id="name-nul"),
+    pytest.param(
+        {"email": "a@example.org", "name": "a\nb"}, Unprocessable, "invalid_name", id="name-newline"
+    ),
+    pytest.param(
+        {"email": "a@example.org", "name": "a\u202eb"}, Unprocessable, "invalid_name", id="name-bidi"
+    ),
+    pytest.param({"email": "a@example.org", "name": "a\x7fb"}, Unprocessable, "invalid_name", id="name-del"),
+    pytest.param(
+        {"email": "a@example.org", "bundle_id": "nope"}, Unprocessable, "unknown_bundle", id="bundle"
+    ),
+    pytest.param(
+        {"email": "a@example.org", "bundle_id": "Agent-Starter-Kit"},
+        Unprocessable,
+        "unknown_bundle",
+        id="bundle-case",
+    ),
+]
+
+
+@pytest.mark.parametrize(("arguments", "error", "code"), ERRORS)
+def test_invalid_arguments_raise_the_right_error_class_and_code(arguments, error, code):
+    with pytest.raises(StorefrontError) as caught:
+        validate_arguments(arguments)
+
+    assert type(caught.value) is error
+    assert caught.value.code == code
+    assert caught.value.message
+
+
+def test_error_classes_map_to_their_statuses():
+    assert (InvalidRequest.status, InvalidRequest.rpc_code) == (400, -32602)
+    assert (Unprocessable.status, Unprocessable.rpc_code) == (422, -32602)
+
+
+def test_unknown_fields_are_named_in_the_error():
+    with pytest.raises(InvalidRequest, match="coupon, zzz"):
+        validate_arguments({"email": "a@example.org", "zzz": 1, "coupon": 2})
+
+
+def test_unknown_bundle_error_lists_the_available_bundles():
+    with pytest.raises(Unprocessable) as caught:
+        validate_arguments({"email": "a@example.org", "bundle_id": "nope"})
+
+    for bundle_id in BUNDLES:
+        assert bundle_id in caught.value.message
+
+
+def test_invalid_email_error_does_not_echo_the_address():
+    with pytest.raises(Unprocessable) as caught:
+        validate_arguments({"email": "secret person@example.org"})
+
+    assert "secret" not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "arguments", [pytest.param(p.values[0], id=p.id) for p in ERRORS if p.values[1] is InvalidRequest]
+)
+def test_every_structural_refusal_is_also_rejected_by_the_input_schema(arguments):
+    assert not jsonschema.Draft202012Validator(INPUT_SCHEMA).is_valid(arguments)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"email": "a@example.org"},
+        {"email": "a@example.org", "name": "Ada Lovelace", "bundle_id": "mcp-field-guide"},
+        {"email": "a@example.org", "name": "", "idempotency_key": "key-12345678"},
+        {"email": "A@Example.org", "bundle_id": DEFAULT_BUNDLE_ID},
+    ],
+)
+def test_arguments_valid_under_the_input_schema_are_accepted(arguments):
+    jsonschema.Draft202012Validator(INPUT_SCHEMA).validate(arguments)
+
+    assert validate_arguments(arguments).email == arguments["email"].lower()

@@ -1,0 +1,253 @@
+"""shared.settings: every app setting read from the environment into one validated object."""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+
+import pytest
+
+from shared.settings import DEFAULT_BREVO_BASE_URL, SECRET_SETTINGS, Settings, SettingsError
+
+SECRETS = {
+    "BREVO_API_KEY": "xkeysib-test",
+    "STOREFRONT_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END PRIVATE KEY-----\\n",
+    "STOREFRONT_HASH_SECRET": "hash-secret",
+}
+
+
+def test_an_empty_environment_gives_the_documented_defaults():
+    settings = Settings.from_env({})
+
+    assert settings == Settings(missing_secrets=SECRET_SETTINGS)
+    assert settings.storage_connection_string == "UseDevelopmentStorage=true"
+    assert settings.brevo_api_key == ""
+    assert settings.brevo_base_url == DEFAULT_BREVO_BASE_URL == "https://api.brevo.com/v3"
+    assert settings.brevo_timeout_seconds == 10.0
+    assert settings.rate_limit_per_hour == 5
+    assert settings.daily_cost_ceiling_usd == Decimal("5.00")
+    assert settings.cost_per_purchase_usd == Decimal("0.01")
+    assert settings.signing_key_pem == ""
+    assert settings.hash_secret == ""
+    assert settings.sender_email == "store@example.com"
+    assert settings.sender_name == "Storefront"
+    assert settings.public_base_url == "http://localhost:7071"
+    assert settings.allowed_origins == ()
+    assert settings.download_token_ttl_seconds == 604800
+    assert settings.storage_timeout_seconds == 5.0
+    assert settings.idempotency_table == "idempotency"
+    assert settings.governance_table == "governance"
+    assert settings.receipts_container == "receipts"
+
+
+def test_every_setting_is_read_from_the_environment():
+    env = {
+        **SECRETS,
+        "AzureWebJobsStorage": "DefaultEndpointsProtocol=https;AccountName=acct",
+        "BREVO_BASE_URL": "http://127.0.0.1:8025/v3/",
+        "STOREFRONT_BREVO_TIMEOUT_SECONDS": "2.5",
+        "STOREFRONT_RATE_LIMIT_PER_HOUR": "12",
+        "STOREFRONT_DAILY_COST_CEILING_USD": "7.25",
+        "STOREFRONT_COST_PER_PURCHASE_USD": "0.015",
+        "STOREFRONT_SENDER_EMAIL": "shop@example.net",
+        "STOREFRONT_SENDER_NAME": "The Shop",
+        "STOREFRONT_PUBLIC_BASE_URL": "https://shop.example.net/",
+        "STOREFRONT_ALLOWED_ORIGINS": " App.Example.net, ,tools.example.org,",
+        "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "3600",
+        "STOREFRONT_STORAGE_TIMEOUT_SECONDS": "1.5",
+        "STOREFRONT_IDEMPOTENCY_TABLE": "idem2",
+        "STOREFRONT_GOVERNANCE_TABLE": "gov2",
+        "STOREFRONT_RECEIPTS_CONTAINER": "receipts2",
+    }
+
+    settings = Settings.from_env(env)
+
+    assert settings == Settings(
+        storage_connection_string="DefaultEndpointsProtocol=https;AccountName=acct",
+        brevo_api_key="xkeysib-test",
+        brevo_base_url="http://127.0.0.1:8025/v3",
+        brevo_timeout_seconds=2.5,
+        rate_limit_per_hour=12,
+        daily_cost_ceiling_usd=Decimal("7.25"),
+        cost_per_purchase_usd=Decimal("0.015"),
+        signing_key_pem="-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        hash_secret="hash-secret",
+        sender_email="shop@example.net",
+        sender_name="The Shop",
+        public_base_url="https://shop.example.net",
+        allowed_origins=("app.example.net", "tools.example.org"),
+        download_token_ttl_seconds=3600,
+        storage_timeout_seconds=1.5,
+        idempotency_table="idem2",
+        governance_table="gov2",
+        receipts_container="receipts2",
+        missing_secrets=(),
+    )
+
+
+def test_every_field_is_covered_by_the_full_environment_test():
+    # If a field is added, test_every_setting_is_read_from_the_environment must name it too.
+    assert len(dataclasses.fields(Settings)) == 19
+
+
+def test_values_are_stripped_and_blank_values_mean_the_default():
+    settings = Settings.from_env(
+        {
+            "STOREFRONT_SENDER_NAME": "  Shop  ",
+            "STOREFRONT_RATE_LIMIT_PER_HOUR": " 9 ",
+            "BREVO_BASE_URL": "   ",
+        }
+    )
+
+    assert settings.sender_name == "Shop"
+    assert settings.rate_limit_per_hour == 9
+    assert settings.brevo_base_url == DEFAULT_BREVO_BASE_URL
+
+
+def test_from_env_reads_the_process_environment_by_default(monkeypatch):
+    monkeypatch.setenv("STOREFRONT_RATE_LIMIT_PER_HOUR", "42")
+
+    assert Settings.from_env().rate_limit_per_hour == 42
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("STOREFRONT_RATE_LIMIT_PER_HOUR", "five"),
+        ("STOREFRONT_RATE_LIMIT_PER_HOUR", "1.5"),
+        ("STOREFRONT_RATE_LIMIT_PER_HOUR", "0"),
+        ("STOREFRONT_RATE_LIMIT_PER_HOUR", "-3"),
+        ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "1w"),
+        ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "59"),
+        ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "-3600"),
+        ("STOREFRONT_DAILY_COST_CEILING_USD", "$5"),
+        ("STOREFRONT_DAILY_COST_CEILING_USD", "-0.01"),
+        ("STOREFRONT_DAILY_COST_CEILING_USD", "NaN"),
+        ("STOREFRONT_DAILY_COST_CEILING_USD", "Infinity"),
+        ("STOREFRONT_COST_PER_PURCHASE_USD", "one cent"),
+        ("STOREFRONT_COST_PER_PURCHASE_USD", "-1"),
+        ("STOREFRONT_COST_PER_PURCHASE_USD", "0,01"),
+        ("STOREFRONT_BREVO_TIMEOUT_SECONDS", "ten"),
+        ("STOREFRONT_BREVO_TIMEOUT_SECONDS", "0.05"),
+        ("STOREFRONT_BREVO_TIMEOUT_SECONDS", "-10"),
+        ("STOREFRONT_BREVO_TIMEOUT_SECONDS", "inf"),
+        ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5s"),
+        ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "0"),
+        ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "sNaN"),
+    ],
+)
+def test_malformed_or_out_of_range_values_raise_settings_error_naming_the_setting(name, value):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({name: value})
+
+    assert name in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "field", "expected"),
+    [
+        ("STOREFRONT_RATE_LIMIT_PER_HOUR", "1", "rate_limit_per_hour", 1),
+        ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "60", "download_token_ttl_seconds", 60),
+        ("STOREFRONT_DAILY_COST_CEILING_USD", "0", "daily_cost_ceiling_usd", Decimal("0")),
+        ("STOREFRONT_COST_PER_PURCHASE_USD", "0", "cost_per_purchase_usd", Decimal("0")),
+        ("STOREFRONT_BREVO_TIMEOUT_SECONDS", "0.1", "brevo_timeout_seconds", 0.1),
+        ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "0.1", "storage_timeout_seconds", 0.1),
+    ],
+)
+def test_the_lowest_allowed_value_is_accepted(name, value, field, expected):
+    assert getattr(Settings.from_env({name: value}), field) == expected
+
+
+def test_decimal_settings_keep_their_exact_value():
+    settings = Settings.from_env({"STOREFRONT_COST_PER_PURCHASE_USD": "0.10"})
+
+    assert settings.cost_per_purchase_usd == Decimal("0.10")
+    assert isinstance(settings.cost_per_purchase_usd, Decimal)
+
+
+@pytest.mark.parametrize(
+    ("present", "missing"),
+    [
+        ((), SECRET_SETTINGS),
+        (SECRET_SETTINGS, ()),
+        (("BREVO_API_KEY",), ("STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")),
+        (("STOREFRONT_SIGNING_KEY",), ("BREVO_API_KEY", "STOREFRONT_HASH_SECRET")),
+        (("STOREFRONT_HASH_SECRET",), ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY")),
+        (("BREVO_API_KEY", "STOREFRONT_HASH_SECRET"), ("STOREFRONT_SIGNING_KEY",)),
+    ],
+)
+def test_missing_secrets_lists_exactly_the_unset_secrets(present, missing):
+    settings = Settings.from_env({name: SECRETS[name] for name in present})
+
+    assert settings.missing_secrets == missing
+
+
+def test_a_blank_secret_counts_as_missing():
+    settings = Settings.from_env({**SECRETS, "BREVO_API_KEY": "   "})
+
+    assert settings.missing_secrets == ("BREVO_API_KEY",)
+    assert settings.brevo_api_key == ""
+
+
+def test_secret_settings_are_the_three_production_secrets():
+    assert SECRET_SETTINGS == ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")
+
+
+def test_website_hostname_gives_the_default_public_base_url():
+    settings = Settings.from_env({"WEBSITE_HOSTNAME": " shop.azurewebsites.net "})
+
+    assert settings.public_base_url == "https://shop.azurewebsites.net"
+
+
+def test_explicit_public_base_url_wins_over_website_hostname():
+    settings = Settings.from_env(
+        {
+            "WEBSITE_HOSTNAME": "shop.azurewebsites.net",
+            "STOREFRONT_PUBLIC_BASE_URL": "https://shop.example.net",
+        }
+    )
+
+    assert settings.public_base_url == "https://shop.example.net"
+
+
+def test_escaped_newlines_in_the_signing_key_become_real_newlines():
+    settings = Settings.from_env({"STOREFRONT_SIGNING_KEY": "-----BEGIN-----\\nabc\\ndef\\n-----END-----"})
+
+    assert settings.signing_key_pem == "-----BEGIN-----\nabc\ndef\n-----END-----"
+    assert "\\n" not in settings.signing_key_pem
+
+
+def test_a_signing_key_with_real_newlines_is_kept():
+    key = "-----BEGIN-----\nabc\n-----END-----"
+
+    assert Settings.from_env({"STOREFRONT_SIGNING_KEY": key}).signing_key_pem == key
+
+
+def test_the_development_signing_key_from_the_example_settings_is_usable():
+    import json
+
+    from shared.tokens import TokenSigner
+    from tests.support import ROOT
+
+    values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+
+    settings = Settings.from_env(values)
+
+    assert settings.missing_secrets == ()
+    assert TokenSigner(settings.signing_key_pem, settings.public_base_url, 60).kid
+
+
+def test_settings_are_immutable():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Settings().rate_limit_per_hour = 100  # type: ignore[misc]
+
+
+def test_allowed_origins_accept_full_origins_as_well_as_host_names():
+    settings = Settings.from_env({"STOREFRONT_ALLOWED_ORIGINS": "https://App.example.net:8443, agents.example"})
+    assert settings.allowed_origins == ("app.example.net", "agents.example")
+
+
+def test_allowed_origins_that_name_no_host_are_refused():
+    with pytest.raises(SettingsError, match="STOREFRONT_ALLOWED_ORIGINS"):
+        Settings.from_env({"STOREFRONT_ALLOWED_ORIGINS": "https://"})

@@ -1,0 +1,223 @@
+"""shared.tokens: ES256 download tokens named by their key's RFC 7638 thumbprint, and the refusal
+of every signing key that is not an EC P-256 private key."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from jose import jwt
+from jose.exceptions import JWTClaimsError, JWTError
+
+from shared.errors import NotConfigured
+from shared.tokens import ALGORITHM, AUDIENCE, TokenSigner, key_id, public_jwk
+
+ISSUER = "https://store.example.net"
+TTL = 7 * 24 * 3600
+
+
+def pem(key, fmt=serialization.PrivateFormat.PKCS8, encryption=None) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, fmt, encryption or serialization.NoEncryption()
+    ).decode()
+
+
+def public_pem(key) -> str:
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+
+
+def b64url_decode(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def rfc7638_thumbprint(key: ec.EllipticCurvePrivateKey) -> str:
+    """Computed here from the RFC's text: the required members crv, kty, x, y in lexicographic
+    order, no whitespace, coordinates as full-length (32-byte) big-endian base64url."""
+    numbers = key.public_key().public_numbers()
+    x, y = (b64url(n.to_bytes(32, "big")) for n in (numbers.x, numbers.y))
+    canonical = '{"crv":"P-256","kty":"EC","x":"' + x + '","y":"' + y + '"}'
+    return b64url(hashlib.sha256(canonical.encode()).digest())
+
+
+@pytest.fixture(scope="module")
+def key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+@pytest.fixture
+def signer(key) -> TokenSigner:
+    return TokenSigner(pem(key), ISSUER, TTL)
+
+
+def test_mint_produces_a_compact_es256_jws_named_by_the_key_thumbprint(key, signer):
+    token = signer.mint("agent-starter-kit").token
+
+    header = jwt.get_unverified_header(token)
+    assert token.count(".") == 2
+    assert header["alg"] == ALGORITHM == "ES256"
+    assert header["kid"] == rfc7638_thumbprint(key)
+    assert signer.kid == header["kid"]
+
+
+def test_token_verifies_with_the_public_key_and_audience(key, signer):
+    minted = signer.mint("mcp-field-guide")
+
+    claims = jwt.decode(minted.token, public_pem(key), algorithms=["ES256"], audience=AUDIENCE, issuer=ISSUER)
+
+    assert claims["aud"] == "storefront-download"
+    assert claims["sub"] == "mcp-field-guide"
+    assert claims["iss"] == ISSUER
+    assert claims["jti"] == minted.jti
+    assert claims["exp"] == claims["iat"] + TTL == minted.expires_at
+    assert abs(claims["iat"] - time.time()) < 5
+
+
+def test_signature_is_a_raw_p256_ecdsa_signature_over_the_signing_input(key, signer):
+    token = signer.mint("agent-starter-kit").token
+    head, payload, signature = token.split(".")
+    raw = b64url_decode(signature)
+
+    assert len(raw) == 64
+    der = encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big"))
+    key.public_key().verify(der, f"{head}.{payload}".encode(), ec.ECDSA(hashes.SHA256()))
+
+
+def test_token_does_not_verify_with_another_key(signer):
+    other = ec.generate_private_key(ec.SECP256R1())
+
+    with pytest.raises(JWTError):
+        jwt.decode(
+            signer.mint("agent-starter-kit").token, public_pem(other), algorithms=["ES256"], audience=AUDIENCE
+        )
+
+
+def test_token_is_refused_for_another_audience(key, signer):
+    with pytest.raises(JWTClaimsError):
+        jwt.decode(
+            signer.mint("agent-starter-kit").token, public_pem(key), algorithms=["ES256"], audience="other"
+        )
+
+
+def test_tampered_token_does_not_verify(key, signer):
+    head, _, signature = signer.mint("agent-starter-kit").token.split(".")
+    forged = b64url(json.dumps({"aud": AUDIENCE, "sub": "mcp-field-guide", "exp": 4102444800}).encode())
+
+    with pytest.raises(JWTError):
+        jwt.decode(f"{head}.{forged}.{signature}", public_pem(key), algorithms=["ES256"], audience=AUDIENCE)
+
+
+def test_claims_follow_the_injected_clock_and_ttl(key):
+    signer = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_492_900.75)
+
+    minted = signer.mint("agent-starter-kit")
+
+    claims = jwt.get_unverified_claims(minted.token)
+    assert claims == {
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "sub": "agent-starter-kit",
+        "jti": minted.jti,
+        "iat": 1_893_492_900,
+        "exp": 1_893_493_500,
+    }
+    assert minted.expires_at == 1_893_493_500
+
+
+def test_expired_token_is_refused(key):
+    signer = TokenSigner(pem(key), ISSUER, 60, clock=lambda: time.time() - 3600)
+
+    with pytest.raises(JWTError):
+        jwt.decode(
+            signer.mint("agent-starter-kit").token, public_pem(key), algorithms=["ES256"], audience=AUDIENCE
+        )
+
+
+def test_every_token_has_a_unique_jti(signer):
+    minted = [signer.mint("agent-starter-kit") for _ in range(200)]
+
+    assert len({m.jti for m in minted}) == 200
+    assert len({m.token for m in minted}) == 200
+    assert all(len(b64url_decode(m.jti)) == 16 for m in minted)
+
+
+def test_kid_is_the_rfc7638_thumbprint_even_when_a_coordinate_has_leading_zero_bytes():
+    # About one key in 128 has x < 2**248; its JWK x must still be 32 bytes long.
+    key = ec.generate_private_key(ec.SECP256R1())
+    while key.public_key().public_numbers().x >= 2**248:
+        key = ec.generate_private_key(ec.SECP256R1())
+
+    assert len(b64url_decode(public_jwk(key)["x"])) == 32
+    assert key_id(key) == rfc7638_thumbprint(key)
+    assert TokenSigner(pem(key), ISSUER, TTL).kid == rfc7638_thumbprint(key)
+
+
+def test_public_jwk_has_exactly_the_rfc7638_members(key):
+    assert set(public_jwk(key)) == {"crv", "kty", "x", "y"}
+    assert public_jwk(key)["crv"] == "P-256" and public_jwk(key)["kty"] == "EC"
+
+
+def test_traditional_sec1_ec_key_pem_is_accepted(key):
+    signer = TokenSigner(pem(key, serialization.PrivateFormat.TraditionalOpenSSL), ISSUER, TTL)
+
+    token = signer.mint("agent-starter-kit").token
+
+    assert (
+        jwt.decode(token, public_pem(key), algorithms=["ES256"], audience=AUDIENCE)["sub"]
+        == "agent-starter-kit"
+    )
+    assert signer.kid == rfc7638_thumbprint(key)
+
+
+def _bad_keys() -> list:
+    return [
+        pytest.param("", "is not set", id="missing"),
+        pytest.param("not a pem at all", "not a readable PEM", id="garbage"),
+        pytest.param(
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+            "not a readable PEM",
+            id="garbage-inside-pem",
+        ),
+        pytest.param(
+            pem(ec.generate_private_key(ec.SECP256R1()))[:-40], "not a readable PEM", id="truncated"
+        ),
+        pytest.param(
+            public_pem(ec.generate_private_key(ec.SECP256R1())), "not a readable PEM", id="public-key"
+        ),
+        pytest.param(
+            pem(
+                ec.generate_private_key(ec.SECP256R1()),
+                encryption=serialization.BestAvailableEncryption(b"secret"),
+            ),
+            "not a readable PEM",
+            id="encrypted",
+        ),
+        pytest.param(pem(rsa.generate_private_key(65537, 2048)), "EC P-256", id="rsa"),
+        pytest.param(pem(ec.generate_private_key(ec.SECP384R1())), "EC P-256", id="p384"),
+        pytest.param(pem(ec.generate_private_key(ec.SECP256K1())), "EC P-256", id="secp256k1"),
+        pytest.param(pem(ed25519.Ed25519PrivateKey.generate()), "EC P-256", id="ed25519"),
+    ]
+
+
+@pytest.mark.parametrize(("private_key_pem", "detail"), _bad_keys())
+def test_unusable_signing_key_is_not_configured_naming_the_setting(private_key_pem, detail):
+    with pytest.raises(NotConfigured) as caught:
+        TokenSigner(private_key_pem, ISSUER, TTL)
+
+    assert "STOREFRONT_SIGNING_KEY" in caught.value.message
+    assert detail in caught.value.message
+    assert caught.value.status == 503
+    assert caught.value.code == "not_configured"
