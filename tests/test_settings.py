@@ -244,7 +244,9 @@ def test_settings_are_immutable():
 
 
 def test_allowed_origins_accept_full_origins_as_well_as_host_names():
-    settings = Settings.from_env({"STOREFRONT_ALLOWED_ORIGINS": "https://App.example.net:8443, agents.example"})
+    settings = Settings.from_env(
+        {"STOREFRONT_ALLOWED_ORIGINS": "https://App.example.net:8443, agents.example"}
+    )
     assert settings.allowed_origins == ("app.example.net", "agents.example")
 
 

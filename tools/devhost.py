@@ -274,9 +274,7 @@ def load_app(app_dir: str | os.PathLike[str]) -> LoadedApp:
         if function.is_http_function():
             routes.append(_route_for(function, prefix))
         else:
-            background.append(
-                BackgroundFunction(function.get_function_name(), _trigger_type(function))
-            )
+            background.append(BackgroundFunction(function.get_function_name(), _trigger_type(function)))
     return LoadedApp(directory, prefix, tuple(routes), tuple(background))
 
 
@@ -294,11 +292,7 @@ def _import_function_app(directory: Path) -> ModuleType:
 
 
 def _find_function_register(module: ModuleType) -> func.FunctionRegister:
-    found = {
-        id(value): value
-        for value in vars(module).values()
-        if isinstance(value, func.FunctionRegister)
-    }
+    found = {id(value): value for value in vars(module).values() if isinstance(value, func.FunctionRegister)}
     if len(found) != 1:
         raise RuntimeError(
             f"function_app.py must define exactly one FunctionApp instance, found {len(found)}"
@@ -375,9 +369,7 @@ class EventLoopThread:
 
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="devhost-asyncio", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop.run_forever, name="devhost-asyncio", daemon=True)
         self._thread.start()
 
     def run(self, awaitable: Awaitable[Any]) -> Any:
@@ -400,13 +392,9 @@ def to_http_answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     if isinstance(result, str):
         result = func.HttpResponse(result)
     if not isinstance(result, func.HttpResponse):
-        raise TypeError(
-            f"an HTTP function must return func.HttpResponse, got {type(result).__name__}"
-        )
+        raise TypeError(f"an HTTP function must return func.HttpResponse, got {type(result).__name__}")
     headers = [
-        (name, value)
-        for name, value in result.headers.items()
-        if name.lower() not in _FRAMING_HEADERS
+        (name, value) for name, value in result.headers.items() if name.lower() not in _FRAMING_HEADERS
     ]
     if "content-type" not in {name.lower() for name, _ in headers}:
         headers.append(("Content-Type", _content_type(result)))
@@ -446,9 +434,7 @@ class DevRequestHandler(BaseHTTPRequestHandler):
         started = time.perf_counter()
         path, query = _split_target(self.path)
         status = self._respond(path, query)
-        log.info(
-            "%s %s %d %.1fms", self.command, path, status, (time.perf_counter() - started) * 1000
-        )
+        log.info("%s %s %d %.1fms", self.command, path, status, (time.perf_counter() - started) * 1000)
 
     def _respond(self, path: str, query: str) -> int:
         try:
@@ -475,13 +461,9 @@ class DevRequestHandler(BaseHTTPRequestHandler):
         result = route.function(**arguments)
         return self.server.loop.run(result) if inspect.isawaitable(result) else result
 
-    def _build_request(
-        self, route_params: dict[str, str], query: str, body: bytes
-    ) -> func.HttpRequest:
+    def _build_request(self, route_params: dict[str, str], query: str, body: bytes) -> func.HttpRequest:
         headers = merge_headers(self.headers.items())
-        headers["x-forwarded-for"] = append_forwarded_for(
-            headers.get("x-forwarded-for"), self.client_address
-        )
+        headers["x-forwarded-for"] = append_forwarded_for(headers.get("x-forwarded-for"), self.client_address)
         host = headers.get("host") or self.server.authority
         url = f"http://{host}{self.path}" if self.path.startswith("/") else self.path
         return func.HttpRequest(
@@ -619,9 +601,7 @@ def _decode_path(path: str) -> str:
 # --- entry points -------------------------------------------------------------
 
 
-def make_server(
-    app_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 7071
-) -> DevServer:
+def make_server(app_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 7071) -> DevServer:
     """Load the app and bind a server to it (port 0 picks a free port); call serve_forever()."""
     return DevServer((host, port), load_app(app_dir))
 
@@ -639,14 +619,10 @@ def banner(server: DevServer) -> str:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.devhost", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m tools.devhost", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7071)
-    parser.add_argument(
-        "--app-dir", default=".", help="directory holding function_app.py (default: .)"
-    )
+    parser.add_argument("--app-dir", default=".", help="directory holding function_app.py (default: .)")
     return parser.parse_args(argv)
 
 
