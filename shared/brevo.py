@@ -42,8 +42,9 @@ class BrevoClient:
         response = self._post("/contacts", body, "contact upsert")
         return "created" if response.status_code == 201 else "updated"
 
-    def send_email(self, email: Email) -> str:
-        """Send one transactional email; returns Brevo's message id."""
+    def send_email(self, email: Email, idempotency_key: str | None = None) -> str | None:
+        """Send one transactional email; returns Brevo's message id, or None when Brevo
+        recognises `idempotency_key` (a UUID) from an earlier send: the email already went out."""
         to = {"email": email.to_email}
         if email.to_name:
             to["name"] = email.to_name
@@ -55,7 +56,14 @@ class BrevoClient:
             "textContent": email.text,
             "tags": list(email.tags),
         }
-        response = self._post("/smtp/email", body, "fulfillment email")
+        if idempotency_key:
+            body["headers"] = {"idempotencyKey": idempotency_key}
+        try:
+            response = self._post("/smtp/email", body, "fulfillment email")
+        except UpstreamError as exc:
+            if idempotency_key and exc.upstream_code == "duplicate_parameter":
+                return None
+            raise
         try:
             return str(response.json()["messageId"])
         except (ValueError, KeyError, TypeError):
@@ -76,7 +84,9 @@ class BrevoClient:
         message = f"Brevo refused the {what} ({response.status_code} {code})"
         if response.status_code == 429 or response.status_code >= 500:
             raise UpstreamUnavailable(message, code="upstream_unavailable")
-        raise UpstreamError(message, code="upstream_rejected")
+        error = UpstreamError(message, code="upstream_rejected")
+        error.upstream_code = code
+        raise error
 
 
 def _timed_out(exc: requests.RequestException) -> bool:

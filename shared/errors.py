@@ -3,12 +3,15 @@
     StorefrontError                      500  -32603  (never raised for user input)
     ├── InvalidRequest                   400  -32602  malformed body, wrong types, unknown fields
     │   └── InvalidIdempotencyKey        400  -32602  key breaks ^[A-Za-z0-9._-]{8,128}$
+    ├── KeyInUse                         409  -32000  the key's first request is still running
     ├── PayloadTooLarge                  413  -32600
     ├── Unprocessable                    422  -32602  invalid email, unknown bundle
+    │   └── KeyReused                    422  -32602  the key was used with a different request
     ├── LimitExceeded                    429  -32000  rate limit, daily cost ceiling (carries retry_after)
     ├── UpstreamError                    502  -32000  Brevo answered with an error
     │   └── UpstreamUnavailable          503  -32000  Brevo timed out, unreachable, 5xx or 429
     ├── NotConfigured                    503  -32000  a production secret is missing
+    ├── ReceiptUnavailable               503  -32000  a completed key's receipt cannot be read
     └── ProtocolError                    4xx  JSON-RPC code given per instance (MCP transport errors)
 
 `StoreUnavailable` is separate on purpose: it never reaches a caller. Storage adapters raise it for
@@ -41,6 +44,12 @@ class InvalidIdempotencyKey(InvalidRequest):
     code = "invalid_idempotency_key"
 
 
+class KeyInUse(StorefrontError):
+    status = 409
+    rpc_code = -32000
+    code = "idempotency_key_in_use"
+
+
 class PayloadTooLarge(StorefrontError):
     status = 413
     rpc_code = -32600
@@ -53,6 +62,10 @@ class Unprocessable(StorefrontError):
     code = "unprocessable"
 
 
+class KeyReused(Unprocessable):
+    code = "idempotency_key_reused"
+
+
 class LimitExceeded(StorefrontError):
     status = 429
     rpc_code = -32000
@@ -63,6 +76,7 @@ class UpstreamError(StorefrontError):
     status = 502
     rpc_code = -32000
     code = "upstream_error"
+    upstream_code = ""
 
 
 class UpstreamUnavailable(UpstreamError):
@@ -74,6 +88,12 @@ class NotConfigured(StorefrontError):
     status = 503
     rpc_code = -32000
     code = "not_configured"
+
+
+class ReceiptUnavailable(StorefrontError):
+    status = 503
+    rpc_code = -32000
+    code = "receipt_unavailable"
 
 
 class ProtocolError(StorefrontError):

@@ -30,3 +30,7 @@ class Hasher:
 
     def client_ip(self, ip: str) -> str:
         return self._digest("client-ip", ip)
+
+    def request(self, canonical: str) -> str:
+        """The payload fingerprint stored beside an idempotency key."""
+        return self._digest("request", canonical)

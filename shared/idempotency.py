@@ -1,76 +1,197 @@
-"""The idempotency store: idempotency key (as a keyed hash) → the receipt first returned for it.
+"""Exactly-once purchases per idempotency key: a claim in a shared store, with a lease and
+recovery points, that every function instance respects.
 
-`IdempotencyStore` is the interface the purchase flow talks to; `TableIdempotencyStore` is the
-Azure Table adapter. Vendor errors stop here: a conditional answer becomes a return value, an
-outage becomes `StoreUnavailable` so the flow can fail open.
+A key's life, as a small state machine over one stored `Claim`:
+
+    (absent) --create--> processing --complete--> completed --expire/reap--> (absent)
+                           |   ^  \\--release (delete: nothing irreversible happened)--> (absent)
+                           |   |
+                           \\---/  take over after the lease ends (exactly one taker wins)
+
+Every change after the first is conditional on the claim's ETag, so two instances can never both
+believe they hold a key. `IdempotencyStore` is the persistence interface (get, create, update,
+delete, reap); `shared.idempotency_table` is its Azure Table adapter. Vendor errors stop there:
+the handler sees `None`, `ClaimLost` or `StoreUnavailable`, never an Azure exception.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
-from azure.data.tables import TableClient
+from shared.errors import ReceiptUnavailable, StoreUnavailable
+from shared.receipts import BlobReceiptStore, sha256
 
-from shared.errors import StoreUnavailable
-from shared.storage import create_table, is_missing_table, outage
+PROCESSING = "processing"
+COMPLETED = "completed"
+MAX_RETRY_AFTER = 5
+_BREVO_NAMESPACE = uuid.UUID("5c1d7a52-0f0e-4a8e-9f55-5b0b1a7d3e21")
+
+
+class ClaimLost(Exception):
+    """The claim changed under us (ETag mismatch) or vanished: another request holds the key now."""
 
 
 @dataclass(frozen=True)
-class IdempotencyRecord:
+class Claim:
     key_hash: str
+    state: str
+    fingerprint: str
     receipt_id: str
-    receipt_sha256: str
-    created_at: str
+    locked_until: float
+    expires_at: float
+    progress: dict = field(default_factory=dict)
+    receipt_sha256: str = ""
+    etag: str = ""
+
+    def brevo_idempotency_key(self) -> str:
+        """A UUID derived from the claim, so a resumed send is recognised by Brevo as a repeat."""
+        return str(uuid.uuid5(_BREVO_NAMESPACE, f"{self.key_hash}:{self.receipt_id}"))
 
 
 class IdempotencyStore(Protocol):
-    def get(self, key_hash: str) -> IdempotencyRecord | None: ...
+    def get(self, key_hash: str) -> Claim | None: ...
 
-    def put(self, record: IdempotencyRecord) -> bool:
-        """Record a completed purchase; False when the key already had a record (first wins)."""
+    def create(self, claim: Claim) -> Claim | None:
+        """Insert a new claim; None when the key already has one."""
+        ...
+
+    def update(self, claim: Claim) -> Claim:
+        """Replace the claim if its ETag still matches; raises ClaimLost otherwise."""
+        ...
+
+    def delete(self, claim: Claim) -> None:
+        """Delete the claim if its ETag still matches; raises ClaimLost otherwise."""
+        ...
+
+    def reap(self, now: float) -> int:
+        """Delete every claim whose `expires_at` has passed (ETag-conditionally); returns the count."""
         ...
 
 
-class TableIdempotencyStore:
-    """One entity per key: PartitionKey and RowKey are both the key's keyed hash."""
+@dataclass(frozen=True)
+class Replay:
+    body: bytes
 
-    def __init__(self, table: TableClient):
-        self._table = table
 
-    def get(self, key_hash: str) -> IdempotencyRecord | None:
+@dataclass(frozen=True)
+class InProgress:
+    retry_after: int
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The key was used with a different request."""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    claim: Claim
+    resumed: bool
+
+
+Begin = Replay | InProgress | Mismatch | Claimed
+
+
+class IdempotencyHandler:
+    def __init__(
+        self,
+        store: IdempotencyStore,
+        receipts: BlobReceiptStore,
+        *,
+        lease_seconds: int,
+        ttl_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._store = store
+        self._receipts = receipts
+        self._lease = lease_seconds
+        self._ttl = ttl_seconds
+        self._clock = clock
+
+    def begin(self, key_hash: str, fingerprint: str, receipt_id: str) -> Begin:
+        """Claim the key, or say why not. Raises StoreUnavailable when the store is down."""
+        for _ in range(5):
+            now = self._clock()
+            claim = self._store.get(key_hash)
+            if claim is None:
+                created = self._store.create(self._fresh(key_hash, fingerprint, receipt_id, now))
+                if created is not None:
+                    return Claimed(created, resumed=False)
+                continue
+            if claim.expires_at <= now:
+                outcome = self._take(claim, self._fresh(key_hash, fingerprint, receipt_id, now), False)
+            elif claim.fingerprint != fingerprint:
+                return Mismatch()
+            elif claim.state == COMPLETED:
+                return Replay(self._replay(claim))
+            elif claim.locked_until > now:
+                return InProgress(min(MAX_RETRY_AFTER, max(1, math.ceil(claim.locked_until - now))))
+            else:
+                outcome = self._take(claim, self._leased(claim, now), True)
+            if outcome is not None:
+                return outcome
+        return InProgress(1)
+
+    def checkpoint(self, claim: Claim, progress: dict) -> Claim:
+        """Record a recovery point and renew the lease. Raises ClaimLost or StoreUnavailable."""
+        return self._store.update(replace(self._leased(claim, self._clock()), progress=progress))
+
+    def complete(self, claim: Claim, body: bytes) -> Claim:
+        now = self._clock()
+        done = replace(
+            claim,
+            state=COMPLETED,
+            receipt_sha256=sha256(body),
+            locked_until=now,
+            expires_at=now + self._ttl,
+        )
+        return self._store.update(done)
+
+    def release(self, claim: Claim, *, keep_progress: bool) -> None:
+        """Let the next request run: delete the claim, or, when an effect may already have left
+        (an email whose answer never came), keep its recovery points and end the lease now."""
         try:
-            entity = self._table.get_entity(key_hash, key_hash)
-        except ResourceNotFoundError:
-            return None
-        except AzureError as exc:
-            raise outage(exc, "idempotency table") from exc
-        return IdempotencyRecord(
+            if keep_progress:
+                now = self._clock()
+                self._store.update(replace(claim, locked_until=now, expires_at=now + self._ttl))
+            else:
+                self._store.delete(claim)
+        except (ClaimLost, StoreUnavailable):
+            pass
+
+    def reap(self) -> int:
+        return self._store.reap(self._clock())
+
+    def _fresh(self, key_hash: str, fingerprint: str, receipt_id: str, now: float) -> Claim:
+        return Claim(
             key_hash=key_hash,
-            receipt_id=entity["ReceiptId"],
-            receipt_sha256=entity["ReceiptSha256"],
-            created_at=entity["CreatedAt"],
+            state=PROCESSING,
+            fingerprint=fingerprint,
+            receipt_id=receipt_id,
+            locked_until=now + self._lease,
+            expires_at=now + self._lease + self._ttl,
         )
 
-    def put(self, record: IdempotencyRecord) -> bool:
-        entity = {
-            "PartitionKey": record.key_hash,
-            "RowKey": record.key_hash,
-            "ReceiptId": record.receipt_id,
-            "ReceiptSha256": record.receipt_sha256,
-            "CreatedAt": record.created_at,
-        }
-        for _ in range(2):
-            try:
-                self._table.create_entity(entity)
-                return True
-            except ResourceExistsError:
-                return False
-            except ResourceNotFoundError as exc:
-                if not is_missing_table(exc):
-                    raise outage(exc, "idempotency table") from exc
-                create_table(self._table)
-            except AzureError as exc:
-                raise outage(exc, "idempotency table") from exc
-        raise StoreUnavailable("idempotency table could not be created")
+    def _leased(self, claim: Claim, now: float) -> Claim:
+        return replace(claim, locked_until=now + self._lease, expires_at=now + self._lease + self._ttl)
+
+    def _take(self, old: Claim, new: Claim, resumed: bool) -> Claimed | None:
+        try:
+            return Claimed(self._store.update(replace(new, etag=old.etag)), resumed=resumed)
+        except ClaimLost:
+            return None
+
+    def _replay(self, claim: Claim) -> bytes:
+        """The completed key's receipt, verified; never a reason to run the purchase again."""
+        try:
+            body = self._receipts.read(claim.receipt_id)
+        except StoreUnavailable as exc:
+            raise ReceiptUnavailable("receipt storage is unreachable; retry shortly", retry_after=5) from exc
+        if body is None or sha256(body) != claim.receipt_sha256:
+            raise ReceiptUnavailable("the stored receipt for this key is missing or altered")
+        return body

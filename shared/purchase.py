@@ -1,12 +1,15 @@
 """The purchase flow, the same for the MCP tool and the HTTP endpoint.
 
-    key check → replay? → rate limit → input validation → cost ceiling →
-    contact upsert → download token → fulfillment email → receipt blob → key record
+    key → claim (or replay / 409 in progress / 422 reused) → rate limit → input validation →
+    cost ceiling → contact upsert + token [recovery point] → fulfillment email [recovery point] →
+    receipt blob (write-once) → claim completed
 
-A valid idempotency key is looked up before anything else runs; a hit returns the stored receipt
-byte for byte and runs nothing. Only fulfilled purchases are recorded, so every failure can be
-retried. Storage outages fail open: the purchase proceeds and the receipt marks the guard that was
-not in force as `degraded`.
+With a key, the purchase runs under a claim (`shared.idempotency`): one request at a time per key,
+across every instance. Each external effect is recorded on the claim as it completes, so a request
+that takes over a dead holder's claim resumes instead of redoing effects, and the email carries a
+Brevo idempotency key derived from the claim for the gap between sending and recording. Failures
+release the claim, so a retry runs again. Storage outages fail open: the purchase proceeds and the
+receipt marks the guard that was not in force as `degraded`.
 """
 
 from __future__ import annotations
@@ -17,13 +20,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from decimal import Decimal
 
 from shared.brevo import BrevoClient, Email
 from shared.catalog import Bundle
-from shared.errors import LimitExceeded, NotConfigured, StorefrontError, StoreUnavailable
+from shared.errors import (
+    KeyInUse,
+    KeyReused,
+    LimitExceeded,
+    NotConfigured,
+    StorefrontError,
+    StoreUnavailable,
+)
 from shared.governance import Governance, Reservation
 from shared.hashing import Hasher
-from shared.idempotency import IdempotencyRecord, IdempotencyStore
+from shared.idempotency import Claim, Claimed, ClaimLost, IdempotencyHandler, InProgress, Mismatch, Replay
 from shared.receipts import (
     RECEIPT_VERSION,
     BlobReceiptStore,
@@ -31,9 +42,8 @@ from shared.receipts import (
     encode,
     mask_email,
     new_receipt_id,
-    sha256,
 )
-from shared.schema import PurchaseInput, read_idempotency_key, validate_arguments
+from shared.schema import PurchaseInput, canonical_request, read_idempotency_key, validate_arguments
 from shared.tokens import DownloadToken, TokenSigner
 
 log = logging.getLogger("storefront.purchase")
@@ -84,12 +94,21 @@ class _Attempt:
     call: PurchaseCall
     receipt_id: str = field(default_factory=new_receipt_id)
     checks: Checks = field(default_factory=Checks)
-    key_hash: str | None = None
-    key_recordable: bool = False
+    claim: Claim | None = None
     buyer: dict | None = None
     bundle: Bundle | None = None
     token: DownloadToken | None = None
+    token_claims: dict | None = None
+    email_attempted: bool = False
     reservations: list[Reservation] = field(default_factory=list)
+
+    def progress(self) -> dict:
+        """What a taker needs to resume: the checks done so far and the token's claims."""
+        return {"checks": self.checks.recorded(), "token": self.token_claims}
+
+    def resume(self, progress: dict) -> None:
+        self.checks.restore(progress.get("checks", {}))
+        self.token_claims = progress.get("token")
 
 
 class Storefront:
@@ -98,7 +117,7 @@ class Storefront:
         config: StoreConfig,
         *,
         hasher: Hasher,
-        idempotency: IdempotencyStore,
+        idempotency: IdempotencyHandler,
         governance: Governance,
         receipts: BlobReceiptStore,
         brevo: BrevoClient,
@@ -120,6 +139,10 @@ class Storefront:
 
     def receipt_url(self, receipt_id: str) -> str:
         return f"{self._config.public_base_url}/api/receipts/{receipt_id}"
+
+    def reap_expired_keys(self) -> int:
+        """Delete idempotency claims past their expiry (the timer trigger's job)."""
+        return self._idempotency.reap()
 
     def purchase(self, call: PurchaseCall) -> Outcome:
         attempt = _Attempt(call)
@@ -164,28 +187,40 @@ class Storefront:
         if key is None:
             checks.record("idempotency", "skipped", "no key supplied; a retry would buy again")
             return None
-        attempt.key_hash = self._hasher.idempotency_key(key)
+        key_hash = self._hasher.idempotency_key(key)
+        fingerprint = self._hasher.request(canonical_request(attempt.call.arguments))
         try:
-            record = self._idempotency.get(attempt.key_hash)
-            if record is not None:
-                return self._replay(record)
+            begun = self._idempotency.begin(key_hash, fingerprint, attempt.receipt_id)
         except StoreUnavailable as exc:
-            log.warning("idempotency lookup failed, proceeding without it: %s", exc)
+            log.warning("idempotency store unreachable, proceeding without it: %s", exc)
             checks.record("idempotency", "degraded", "store unreachable; retries are not protected")
             return None
-        attempt.key_recordable = True
-        checks.record("idempotency", "pass", "new key; a retry with it replays this receipt")
-        return None
+        if isinstance(begun, Replay):
+            return Outcome(200, begun.body, replayed=True)
+        if isinstance(begun, InProgress):
+            message = "a request with this idempotency key is still running; retry shortly"
+            checks.record("idempotency", "fail", message)
+            raise KeyInUse(message, retry_after=begun.retry_after)
+        if isinstance(begun, Mismatch):
+            message = "this idempotency key was already used with a different request"
+            checks.record("idempotency", "fail", message)
+            raise KeyReused(message)
+        return self._hold(attempt, begun)
 
-    def _replay(self, record: IdempotencyRecord) -> Outcome:
-        body = self._receipts.read(record.receipt_id)
-        if body is None or sha256(body) != record.receipt_sha256:
-            log.error("receipt %s for a recorded key is missing or altered", record.receipt_id)
-            raise StoreUnavailable("stored receipt missing or altered")
-        return Outcome(200, body, replayed=True)
+    def _hold(self, attempt: _Attempt, claimed: Claimed) -> None:
+        attempt.claim = claimed.claim
+        attempt.receipt_id = claimed.claim.receipt_id
+        if claimed.resumed:
+            attempt.resume(claimed.claim.progress)
+            detail = "key claimed after an interrupted attempt; resumed from its recovery points"
+        else:
+            detail = "key claimed; a retry with it replays this receipt"
+        attempt.checks.record("idempotency", "pass", detail)
 
     def _guard(self, attempt: _Attempt, check: str, reserve: Callable[[], Reservation], within: str) -> None:
         """Take one governance reservation; an unreachable counter store fails open."""
+        if attempt.checks.has(check):
+            return
         try:
             attempt.reservations.append(reserve())
         except LimitExceeded as exc:
@@ -214,21 +249,50 @@ class Storefront:
                 "the store is not configured: " + ", ".join(self._config.missing_secrets) + " unset"
             )
         signer = self._signer()
-        brevo = self._brevo
         checks = attempt.checks
+        if not checks.has("contact_upsert"):
+            try:
+                outcome = self._brevo.upsert_contact(purchase.email, purchase.name)
+            except StorefrontError as exc:
+                checks.record("contact_upsert", "fail", exc.message)
+                raise
+            checks.record("contact_upsert", "pass", f"contact {outcome} in Brevo")
+        claims = attempt.token_claims or {}
+        attempt.token = signer.mint(purchase.bundle.id, jti=claims.get("jti"), issued_at=claims.get("iat"))
+        attempt.token_claims = {"jti": attempt.token.jti, "iat": attempt.token.issued_at}
+        self._checkpoint(attempt)
+        if checks.has("fulfillment_email"):
+            return
+        attempt.email_attempted = True
         try:
-            outcome = brevo.upsert_contact(purchase.email, purchase.name)
-        except StorefrontError as exc:
-            checks.record("contact_upsert", "fail", exc.message)
-            raise
-        checks.record("contact_upsert", "pass", f"contact {outcome} in Brevo")
-        attempt.token = signer.mint(purchase.bundle.id)
-        try:
-            message_id = brevo.send_email(self._email(purchase, attempt.token))
+            message_id = self._brevo.send_email(
+                self._email(purchase, attempt.token),
+                attempt.claim.brevo_idempotency_key() if attempt.claim else None,
+            )
         except StorefrontError as exc:
             checks.record("fulfillment_email", "fail", exc.message)
             raise
-        checks.record("fulfillment_email", "pass", f"accepted by Brevo as {message_id}")
+        if message_id is None:
+            checks.record("fulfillment_email", "pass", "already accepted by Brevo before a restart")
+        else:
+            checks.record("fulfillment_email", "pass", f"accepted by Brevo as {message_id}")
+        self._checkpoint(attempt)
+
+    def _checkpoint(self, attempt: _Attempt) -> None:
+        """Record a recovery point on the claim. Losing the claim stops the run (409)."""
+        if attempt.claim is None:
+            return
+        try:
+            attempt.claim = self._idempotency.checkpoint(attempt.claim, attempt.progress())
+        except ClaimLost:
+            attempt.claim = None
+            raise KeyInUse(
+                "another request took over this idempotency key; retry shortly", retry_after=1
+            ) from None
+        except StoreUnavailable as exc:
+            log.warning("recovery point not recorded, continuing without the claim: %s", exc)
+            attempt.claim = None
+            attempt.checks.record("idempotency", "degraded", "store became unreachable mid-purchase")
 
     def _email(self, purchase: PurchaseInput, token: DownloadToken) -> Email:
         link = f"{self._config.public_base_url}/api/download/{token.token}"
@@ -257,35 +321,29 @@ class Storefront:
         )
 
     def _release(self, attempt: _Attempt, exc: StorefrontError) -> None:
-        """Give reservations back unless the caller caused the failure (bad input counts)."""
+        """Let a retry run again: free the claim, and give governance reservations back unless
+        the caller caused the failure (bad input counts against the rate limit)."""
+        if attempt.claim is not None:
+            self._idempotency.release(attempt.claim, keep_progress=attempt.email_attempted)
         if exc.status >= 500 or isinstance(exc, LimitExceeded):
             for reservation in attempt.reservations:
                 self._governance.release(reservation)
 
     def _complete(self, attempt: _Attempt) -> Outcome:
-        receipt = self._receipt(attempt, "fulfilled", None)
-        body = encode(receipt)
+        body = encode(self._receipt(attempt, "fulfilled", None))
         try:
-            self._receipts.write(attempt.receipt_id, body)
+            if not self._receipts.write(attempt.receipt_id, body):
+                # A holder that died after writing the receipt: its bytes are the answer.
+                body = self._receipts.read(attempt.receipt_id) or body
         except StoreUnavailable as exc:
-            log.error("receipt %s not stored (%s); it cannot be replayed", attempt.receipt_id, exc)
+            log.error("receipt %s not stored (%s); it cannot be replayed yet", attempt.receipt_id, exc)
             return Outcome(200, body)
-        if attempt.key_recordable and attempt.key_hash:
-            self._record(attempt, body)
+        if attempt.claim is not None:
+            try:
+                self._idempotency.complete(attempt.claim, body)
+            except (ClaimLost, StoreUnavailable) as exc:
+                log.warning("claim not completed (%s); a retry after the lease will finish it", exc)
         return Outcome(200, body)
-
-    def _record(self, attempt: _Attempt, body: bytes) -> None:
-        record = IdempotencyRecord(
-            key_hash=attempt.key_hash or "",
-            receipt_id=attempt.receipt_id,
-            receipt_sha256=sha256(body),
-            created_at=_iso(self._clock()),
-        )
-        try:
-            if not self._idempotency.put(record):
-                log.warning("key already recorded by a concurrent purchase; first record kept")
-        except StoreUnavailable as exc:
-            log.warning("idempotency record not written: %s", exc)
 
     def _refusal(self, attempt: _Attempt, exc: StorefrontError) -> Outcome:
         status = "refused" if exc.status < 500 else "failed"
@@ -307,7 +365,7 @@ class Storefront:
             "billing": {
                 "amount": bundle.price if bundle else "0.00",
                 "currency": bundle.currency if bundle else "USD",
-                "cost_estimate": f"{limits.cost_per_purchase_usd:.2f}" if fulfilled else "0.00",
+                "cost_estimate": _money(limits.cost_per_purchase_usd) if fulfilled else "0.00",
                 "cost_currency": "USD",
             },
             "checks": attempt.checks.as_list(),
@@ -328,6 +386,11 @@ class Storefront:
             ),
             "caller": attempt.call.caller.as_dict(),
         }
+
+
+def _money(amount: Decimal) -> str:
+    """At least two decimals, never rounded away: 0.01 → "0.01", 0.005 → "0.005"."""
+    return f"{amount:.2f}" if amount == amount.quantize(Decimal("0.01")) else str(amount.normalize())
 
 
 def _iso(timestamp: float) -> str:

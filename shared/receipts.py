@@ -47,11 +47,24 @@ class Checks:
 
     def __init__(self) -> None:
         self._checks = {name: ("skipped", "not reached") for name in CHECK_NAMES}
+        self._recorded: set[str] = set()
 
     def record(self, name: str, result: str, detail: str) -> None:
         if name not in self._checks or result not in RESULTS:
             raise ValueError(f"unknown check {name!r} or result {result!r}")
         self._checks[name] = (result, detail)
+        self._recorded.add(name)
+
+    def recorded(self) -> dict[str, list[str]]:
+        """The checks that have a result so far, for a recovery point."""
+        return {n: list(self._checks[n]) for n in CHECK_NAMES if n in self._recorded}
+
+    def has(self, name: str) -> bool:
+        return name in self._recorded
+
+    def restore(self, recorded: dict[str, list[str]]) -> None:
+        for name, (result, detail) in recorded.items():
+            self.record(name, result, detail)
 
     def as_list(self) -> list[dict[str, str]]:
         return [{"name": n, "result": r, "detail": d} for n, (r, d) in self._checks.items()]
@@ -147,7 +160,8 @@ class BlobReceiptStore:
     def __init__(self, container: ContainerClient):
         self._container = container
 
-    def write(self, receipt_id: str, body: bytes) -> None:
+    def write(self, receipt_id: str, body: bytes) -> bool:
+        """Store the receipt once; False when a receipt with this id already exists."""
         for _ in range(2):
             try:
                 self._container.upload_blob(
@@ -156,9 +170,9 @@ class BlobReceiptStore:
                     overwrite=False,
                     content_settings=ContentSettings(content_type="application/json"),
                 )
-                return
+                return True
             except ResourceExistsError:
-                raise StoreUnavailable(f"receipt {receipt_id} already exists") from None
+                return False
             except ResourceNotFoundError as exc:
                 if not is_missing_container(exc):
                     raise outage(exc, "blob storage") from exc

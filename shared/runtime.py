@@ -13,7 +13,8 @@ import requests
 from shared.brevo import BrevoClient
 from shared.governance import Governance, Limits
 from shared.hashing import Hasher
-from shared.idempotency import TableIdempotencyStore
+from shared.idempotency import IdempotencyHandler
+from shared.idempotency_table import TableIdempotencyStore
 from shared.purchase import StoreConfig, Storefront
 from shared.receipts import BlobReceiptStore
 from shared.settings import Settings
@@ -47,6 +48,7 @@ def storefront() -> Storefront:
 def build_storefront(s: Settings) -> Storefront:
     hasher = Hasher(s.hash_secret)
     conn, timeout = s.storage_connection_string, s.storage_timeout_seconds
+    receipts = BlobReceiptStore(container_client(conn, s.receipts_container, timeout))
     brevo = BrevoClient(requests.Session(), s.brevo_base_url, s.brevo_api_key, s.brevo_timeout_seconds)
     return Storefront(
         StoreConfig(
@@ -56,13 +58,18 @@ def build_storefront(s: Settings) -> Storefront:
             missing_secrets=s.missing_secrets,
         ),
         hasher=hasher,
-        idempotency=TableIdempotencyStore(table_client(conn, s.idempotency_table, timeout)),
+        idempotency=IdempotencyHandler(
+            TableIdempotencyStore(table_client(conn, s.idempotency_table, timeout)),
+            receipts,
+            lease_seconds=s.idempotency_lease_seconds,
+            ttl_seconds=s.idempotency_ttl_seconds,
+        ),
         governance=Governance(
             table_client(conn, s.governance_table, timeout),
             hasher,
             Limits(s.rate_limit_per_hour, s.daily_cost_ceiling_usd, s.cost_per_purchase_usd),
         ),
-        receipts=BlobReceiptStore(container_client(conn, s.receipts_container, timeout)),
+        receipts=receipts,
         brevo=brevo,
         signer=functools.cache(
             lambda: TokenSigner(s.signing_key_pem, s.public_base_url, s.download_token_ttl_seconds)

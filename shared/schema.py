@@ -7,6 +7,7 @@ The schema is written for the strictest consumers, grammar-based local-model run
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -83,6 +84,21 @@ def read_idempotency_key(arguments: object, header_value: str | None) -> str | N
             f"{source} must be 8-128 characters of A-Z a-z 0-9 . _ - (pattern {KEY_PATTERN})"
         )
     return key
+
+
+def canonical_request(arguments: object) -> str:
+    """The request as the payload fingerprint sees it: arguments minus the key, the email
+    normalised, defaults filled in, keys sorted. Equal purchases give equal text."""
+    if not isinstance(arguments, dict):
+        return json.dumps(arguments, sort_keys=True)
+    canonical = {k: v for k, v in arguments.items() if k != "idempotency_key"}
+    if isinstance(canonical.get("email"), str):
+        canonical["email"] = normalise_email(canonical["email"])
+    if isinstance(canonical.get("name"), str):
+        canonical["name"] = canonical["name"].strip()
+    canonical.setdefault("name", "")
+    canonical.setdefault("bundle_id", DEFAULT_BUNDLE_ID)
+    return json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def validate_arguments(arguments: object) -> PurchaseInput:

@@ -39,6 +39,8 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     download_token_ttl_seconds: int = 7 * 24 * 3600
     storage_timeout_seconds: float = 5.0
+    idempotency_lease_seconds: int = 600
+    idempotency_ttl_seconds: int = 24 * 3600
     idempotency_table: str = "idempotency"
     governance_table: str = "governance"
     receipts_container: str = "receipts"
@@ -46,7 +48,17 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
+        settings = cls._read(os.environ if env is None else env)
+        if settings.idempotency_ttl_seconds > settings.download_token_ttl_seconds:
+            raise SettingsError(
+                "STOREFRONT_IDEMPOTENCY_TTL_SECONDS must not exceed "
+                "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS: a replay would hand out a receipt "
+                "for a download link that no longer works"
+            )
+        return settings
+
+    @classmethod
+    def _read(cls, env: Mapping[str, str]) -> Settings:
         r = _Reader(env)
         website = env.get("WEBSITE_HOSTNAME", "").strip()
         default_base = f"https://{website}" if website else "http://localhost:7071"
@@ -68,6 +80,8 @@ class Settings:
                 "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", 7 * 24 * 3600, low=60
             ),
             storage_timeout_seconds=float(r.decimal("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5", low="0.1")),
+            idempotency_lease_seconds=r.integer("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", 600, low=1),
+            idempotency_ttl_seconds=r.integer("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, low=1),
             idempotency_table=r.text("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency"),
             governance_table=r.text("STOREFRONT_GOVERNANCE_TABLE", "governance"),
             receipts_container=r.text("STOREFRONT_RECEIPTS_CONTAINER", "receipts"),

@@ -26,6 +26,7 @@ ALGORITHM = "ES256"
 class DownloadToken:
     token: str
     jti: str
+    issued_at: int
     expires_at: int
 
 
@@ -43,9 +44,11 @@ class TokenSigner:
         self._clock = clock
         self.kid = key_id(_load_private_key(private_key_pem))
 
-    def mint(self, bundle_id: str) -> DownloadToken:
-        now = int(self._clock())
-        jti = secrets.token_urlsafe(16)
+    def mint(self, bundle_id: str, *, jti: str | None = None, issued_at: int | None = None) -> DownloadToken:
+        """A new token; given the `jti` and `issued_at` of an earlier one, the same claims again
+        (for a send resumed after a crash, so the receipt names the token the email carries)."""
+        now = int(self._clock()) if issued_at is None else issued_at
+        jti = jti or secrets.token_urlsafe(16)
         claims = {
             "iss": self._issuer,
             "aud": AUDIENCE,
@@ -55,7 +58,7 @@ class TokenSigner:
             "exp": now + self._ttl,
         }
         token = jwt.encode(claims, self._pem, algorithm=ALGORITHM, headers={"kid": self.kid})
-        return DownloadToken(token=token, jti=jti, expires_at=now + self._ttl)
+        return DownloadToken(token=token, jti=jti, issued_at=now, expires_at=now + self._ttl)
 
 
 def _load_private_key(pem: str) -> ec.EllipticCurvePrivateKey:

@@ -114,13 +114,13 @@ def test_tool_argument_key_wins_over_header(buyer, mail):
     assert len(mail.emails_to(buyer.email)) == 2
 
 
-def test_replay_happens_before_input_validation(buyer):
-    first = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+def test_key_check_runs_before_input_validation(buyer):
+    buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
 
-    replay = buyer.purchase({"email": "not an email", "idempotency_key": buyer.key})
+    reused = buyer.purchase({"email": "not an email", "idempotency_key": buyer.key})
 
-    assert replay.status_code == 200
-    assert replay.content == first.content
+    assert reused.status_code == 422
+    assert reused.json()["error"]["code"] == "idempotency_key_reused"
 
 
 @pytest.mark.parametrize("key", ["short", "has space in it", "x" * 129, "emoji-🙂-key", 12345678, ""])

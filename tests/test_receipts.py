@@ -22,7 +22,8 @@ from shared.brevo import BrevoClient
 from shared.errors import InvalidRequest, LimitExceeded, StoreUnavailable
 from shared.governance import Governance, Limits
 from shared.hashing import Hasher
-from shared.idempotency import TableIdempotencyStore
+from shared.idempotency import IdempotencyHandler
+from shared.idempotency_table import TableIdempotencyStore
 from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront
 from shared.receipts import (
     CHECK_NAMES,
@@ -200,12 +201,18 @@ def storefront(azurite, sandbox):
     hasher = Hasher("unit-test-secret")
     pem = _signing_key()
     limits = Limits(5, Decimal("5.00"), Decimal("0.01"))
+    receipts = BlobReceiptStore(container_client(azurite, "rcpt" + suffix, 5))
     store = Storefront(
         StoreConfig("http://localhost:7071", "store@example.com", "Storefront"),
         hasher=hasher,
-        idempotency=TableIdempotencyStore(table_client(azurite, "idem" + suffix, 5)),
+        idempotency=IdempotencyHandler(
+            TableIdempotencyStore(table_client(azurite, "idem" + suffix, 5)),
+            receipts,
+            lease_seconds=60,
+            ttl_seconds=3600,
+        ),
         governance=Governance(table_client(azurite, "gov" + suffix, 5), hasher, limits),
-        receipts=BlobReceiptStore(container_client(azurite, "rcpt" + suffix, 5)),
+        receipts=receipts,
         brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 5),
         signer=lambda: TokenSigner(pem, "http://localhost:7071", 3600),
     )

@@ -1,0 +1,142 @@
+"""The Azure Table adapter of the idempotency store.
+
+One entity per key; PartitionKey and RowKey are both the key's keyed hash, so no raw key is
+stored. Azure's conditional answers become the interface's: an existing entity on insert → None,
+an ETag mismatch (412) or a vanished entity (404) on update or delete → `ClaimLost`. Anything
+else is an outage → `StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    AzureError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
+from azure.data.tables import TableClient, UpdateMode
+
+from shared.errors import StoreUnavailable
+from shared.idempotency import Claim, ClaimLost
+from shared.storage import create_table, is_missing_table, outage
+
+WHAT = "idempotency table"
+
+
+class TableIdempotencyStore:
+    def __init__(self, table: TableClient):
+        self._table = table
+
+    def get(self, key_hash: str) -> Claim | None:
+        try:
+            entity = self._table.get_entity(key_hash, key_hash)
+        except ResourceNotFoundError:
+            return None
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+        return _claim(entity)
+
+    def create(self, claim: Claim) -> Claim | None:
+        for _ in range(2):
+            try:
+                meta = self._table.create_entity(_entity(claim))
+                return _with_etag(claim, meta)
+            except ResourceExistsError:
+                return None
+            except ResourceNotFoundError as exc:
+                if not is_missing_table(exc):
+                    raise outage(exc, WHAT) from exc
+                create_table(self._table)
+            except AzureError as exc:
+                raise outage(exc, WHAT) from exc
+        raise StoreUnavailable(f"{WHAT} could not be created")
+
+    def update(self, claim: Claim) -> Claim:
+        try:
+            meta = self._table.update_entity(
+                _entity(claim),
+                mode=UpdateMode.REPLACE,
+                etag=claim.etag,
+                match_condition=MatchConditions.IfNotModified,
+            )
+        except (ResourceModifiedError, ResourceNotFoundError):
+            raise ClaimLost(claim.key_hash) from None
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+        return _with_etag(claim, meta)
+
+    def delete(self, claim: Claim) -> None:
+        try:
+            self._table.delete_entity(
+                claim.key_hash,
+                claim.key_hash,
+                etag=claim.etag,
+                match_condition=MatchConditions.IfNotModified,
+            )
+        except ResourceModifiedError:
+            raise ClaimLost(claim.key_hash) from None
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+
+    def reap(self, now: float) -> int:
+        removed = 0
+        try:
+            expired = list(
+                self._table.query_entities(
+                    "ExpiresAt lt @now", parameters={"now": float(now)}, select=["PartitionKey", "RowKey"]
+                )
+            )
+        except ResourceNotFoundError:
+            return 0
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+        for entity in expired:
+            try:
+                self._table.delete_entity(
+                    entity["PartitionKey"],
+                    entity["RowKey"],
+                    etag=entity.metadata["etag"],
+                    match_condition=MatchConditions.IfNotModified,
+                )
+                removed += 1
+            except ResourceModifiedError:
+                continue
+            except AzureError as exc:
+                raise outage(exc, WHAT) from exc
+        return removed
+
+
+def _entity(claim: Claim) -> dict:
+    return {
+        "PartitionKey": claim.key_hash,
+        "RowKey": claim.key_hash,
+        "State": claim.state,
+        "Fingerprint": claim.fingerprint,
+        "ReceiptId": claim.receipt_id,
+        "LockedUntil": float(claim.locked_until),
+        "ExpiresAt": float(claim.expires_at),
+        "Progress": json.dumps(claim.progress, separators=(",", ":")),
+        "ReceiptSha256": claim.receipt_sha256,
+    }
+
+
+def _claim(entity) -> Claim:
+    return Claim(
+        key_hash=entity["PartitionKey"],
+        state=entity["State"],
+        fingerprint=entity["Fingerprint"],
+        receipt_id=entity["ReceiptId"],
+        locked_until=float(entity["LockedUntil"]),
+        expires_at=float(entity["ExpiresAt"]),
+        progress=json.loads(entity.get("Progress") or "{}"),
+        receipt_sha256=entity.get("ReceiptSha256", ""),
+        etag=entity.metadata["etag"],
+    )
+
+
+def _with_etag(claim: Claim, meta: dict) -> Claim:
+    return replace(claim, etag=meta["etag"])
