@@ -6,6 +6,8 @@ and turns the `Answer` back into a `func.HttpResponse`.
 
 from __future__ import annotations
 
+import logging
+
 import azure.functions as func
 
 from shared import api, mcp, runtime
@@ -45,3 +47,10 @@ def receipt(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="health", methods=["GET"])
 def health(req: func.HttpRequest) -> func.HttpResponse:
     return _response(api.health(runtime.settings()))
+
+
+@app.timer_trigger(schedule="0 */15 * * * *", arg_name="timer", run_on_startup=False)
+def reap_idempotency_keys(timer: func.TimerRequest) -> None:
+    """Every 15 minutes: delete idempotency claims past their expiry."""
+    removed = runtime.storefront().reap_expired_keys()
+    logging.info("reaped %d expired idempotency keys", removed)

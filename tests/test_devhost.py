@@ -126,6 +126,29 @@ def test_lists_functions_then_announces_host_started(devhost: DevHost) -> None:
     assert lines[-1] == f"Host started on {devhost.base}"
 
 
+# --- timer triggers through the admin API ---------------------------------------
+
+
+def test_timer_runs_only_when_asked_through_the_admin_api(devhost: DevHost) -> None:
+    assert requests.get(f"{devhost.base}/devapi/timer-runs", timeout=5).json() == {"runs": 0}
+
+    answer = requests.post(f"{devhost.base}/admin/functions/nightly", json={"input": ""}, timeout=5)
+
+    assert answer.status_code == 202
+    assert requests.get(f"{devhost.base}/devapi/timer-runs", timeout=5).json() == {"runs": 1}
+
+
+@pytest.mark.parametrize(
+    ("method", "name", "status"),
+    [("POST", "no_such_function", 404), ("GET", "nightly", 404), ("POST", "item", 404)],
+)
+def test_admin_api_runs_only_known_timer_functions(
+    devhost: DevHost, method: str, name: str, status: int
+) -> None:
+    answer = requests.request(method, f"{devhost.base}/admin/functions/{name}", timeout=5)
+    assert answer.status_code == status
+
+
 # --- routing ------------------------------------------------------------------
 
 

@@ -12,19 +12,23 @@ from tests.support import ROOT
 def test_every_route_is_registered_with_its_methods():
     import function_app
 
+    functions = function_app.app.get_functions()
     routes = {
         f.get_function_name(): (
             f.get_trigger().route,
             sorted(str(m).split(".")[-1] for m in f.get_trigger().methods),
         )
-        for f in function_app.app.get_functions()
+        for f in functions
+        if f.is_http_function()
     }
+    timers = {f.get_function_name(): f.get_trigger().schedule for f in functions if not f.is_http_function()}
     assert routes == {
         "mcp_endpoint": ("a2a/mcp", ["DELETE", "GET", "POST"]),
         "purchase": ("a2a/purchase", ["POST"]),
         "receipt": ("receipts/{receipt_id}", ["GET"]),
         "health": ("health", ["GET"]),
     }
+    assert timers == {"reap_idempotency_keys": "0 */15 * * * *"}
 
 
 def test_the_domain_never_imports_azure_functions():

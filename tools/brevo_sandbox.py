@@ -847,6 +847,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
 
 class SandboxServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the default backlog of 5 resets bursts of concurrent clients
 
     def __init__(self, address: tuple[str, int], app: SandboxApp) -> None:
         self.app = app

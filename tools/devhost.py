@@ -52,6 +52,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import azure.functions as func
 from azure.functions.decorators.function_app import Function
+from azure.functions.timer import TimerRequest
 
 MAX_BODY_BYTES = 100 * 1024 * 1024
 DEFAULT_ROUTE_PREFIX = "api"
@@ -234,10 +235,18 @@ class Route:
 
 @dataclass(frozen=True)
 class BackgroundFunction:
-    """A non-HTTP function: listed at start-up, never run."""
+    """A non-HTTP function: listed at start-up, run only on demand through the admin API
+    (`POST /admin/functions/{name}`), as `func start` allows for timer triggers."""
 
     name: str
     trigger_type: str
+    arg_name: str = ""
+    function: Callable[..., Any] | None = field(default=None, repr=False)
+
+    def run(self) -> Any:
+        if self.trigger_type != "timerTrigger" or self.function is None:
+            raise TypeError(f"{self.name} is a {self.trigger_type}; the dev host runs timer triggers only")
+        return self.function(**{self.arg_name: TimerRequest(past_due=False)})
 
 
 @dataclass(frozen=True)
@@ -274,7 +283,7 @@ def load_app(app_dir: str | os.PathLike[str]) -> LoadedApp:
         if function.is_http_function():
             routes.append(_route_for(function, prefix))
         else:
-            background.append(BackgroundFunction(function.get_function_name(), _trigger_type(function)))
+            background.append(_background_for(function))
     return LoadedApp(directory, prefix, tuple(routes), tuple(background))
 
 
@@ -313,6 +322,16 @@ def _route_for(function: Function, prefix: str) -> Route:
         auth_level=None if trigger.auth_level is None else _enum_name(trigger.auth_level),
         function=user_function,
         wants_context="context" in inspect.signature(user_function).parameters,
+    )
+
+
+def _background_for(function: Function) -> BackgroundFunction:
+    trigger = function.get_trigger()
+    return BackgroundFunction(
+        name=function.get_function_name(),
+        trigger_type=_trigger_type(function),
+        arg_name=getattr(trigger, "name", ""),
+        function=function.get_user_function(),
     )
 
 
@@ -416,6 +435,9 @@ class _BodyError(Exception):
         self.status = status
 
 
+ADMIN_PREFIX = "/admin/functions/"
+
+
 class DevRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes; without this, Nagle and delayed ACKs add 40 ms per
@@ -442,6 +464,8 @@ class DevRequestHandler(BaseHTTPRequestHandler):
         except _BodyError as error:
             self.close_connection = True
             return self._send(error.status, [("Connection", "close")], b"")
+        if path.lower().startswith(ADMIN_PREFIX):
+            return self._run_admin(path[len(ADMIN_PREFIX) :])
         found = self.server.app.find(self.command, _decode_path(path))
         if found is None:
             return self._send(404, [], b"")
@@ -453,6 +477,23 @@ class DevRequestHandler(BaseHTTPRequestHandler):
             log.exception("Executed 'Functions.%s' (Failed)", route.name)
             answer = (500, [], b"")
         return self._send(*answer)
+
+    def _run_admin(self, name: str) -> int:
+        """`POST /admin/functions/{name}` runs a timer function now, like the Functions host's
+        admin API; unlike Azure it answers after the run, so a caller sees its effects."""
+        function = next((f for f in self.server.app.background if f.name.lower() == name.lower()), None)
+        if self.command != "POST" or function is None:
+            return self._send(404, [], b"")
+        try:
+            result = function.run()
+            if inspect.isawaitable(result):
+                self.server.loop.run(result)
+        except TypeError as error:
+            return self._send(400, [("Content-Type", "text/plain")], str(error).encode())
+        except Exception:
+            log.exception("Executed 'Functions.%s' (Failed)", function.name)
+            return self._send(500, [], b"")
+        return self._send(202, [], b"")
 
     def _invoke(self, route: Route, request: func.HttpRequest) -> Any:
         arguments: dict[str, Any] = {route.arg_name: request}
@@ -530,6 +571,7 @@ class DevRequestHandler(BaseHTTPRequestHandler):
 
 class DevServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the default backlog of 5 resets bursts of concurrent clients
 
     def __init__(self, address: tuple[str, int], app: LoadedApp) -> None:
         if ":" in address[0]:

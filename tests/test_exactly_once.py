@@ -1,0 +1,282 @@
+"""Exactly one email and one receipt per idempotency key, whatever the timing, the number of
+instances or a crash: real dev host processes sharing one Azurite, the Brevo sandbox counting."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from azure.core.exceptions import ResourceNotFoundError
+from azure.data.tables import TableClient
+from azure.storage.blob import ContainerClient
+
+from shared.hashing import Hasher
+from tests.support import Buyer, dev_settings
+
+
+def names(tag: str) -> dict[str, str]:
+    """Settings giving a group of hosts their own idempotency table and receipts container."""
+    suffix = uuid.uuid4().hex[:10]
+    return {
+        "STOREFRONT_IDEMPOTENCY_TABLE": f"idem{tag}{suffix}",
+        "STOREFRONT_RECEIPTS_CONTAINER": f"rcpt-{tag}-{suffix}",
+    }
+
+
+def receipt_blobs(azurite: str, env: dict[str, str]) -> list[str]:
+    container = ContainerClient.from_connection_string(azurite, env["STOREFRONT_RECEIPTS_CONTAINER"])
+    if not container.exists():
+        return []
+    return [blob.name for blob in container.list_blobs()]
+
+
+def claim_entity(azurite: str, env: dict[str, str], key: str) -> dict | None:
+    key_hash = Hasher(dev_settings()["STOREFRONT_HASH_SECRET"]).idempotency_key(key)
+    table = TableClient.from_connection_string(azurite, env["STOREFRONT_IDEMPOTENCY_TABLE"])
+    try:
+        found = list(table.query_entities("PartitionKey eq @pk", parameters={"pk": key_hash}))
+    except ResourceNotFoundError:
+        return None
+    return dict(found[0]) if found else None
+
+
+def check(receipt: dict, name: str) -> dict:
+    return next(c for c in receipt["checks"] if c["name"] == name)
+
+
+def storm(hosts, email: str, key: str, *, header_for_half: bool) -> list[requests.Response]:
+    """50 requests with one key, spread over the hosts, released at the same instant."""
+    start = threading.Barrier(50)
+
+    def one(n: int) -> requests.Response:
+        buyer = Buyer(hosts[n % len(hosts)].url, email=email, key=key)
+        if header_for_half and n % 2:
+            payload, headers = {"email": email}, {"Idempotency-Key": key}
+        else:
+            payload, headers = {"email": email, "idempotency_key": key}, None
+        start.wait()
+        return buyer.purchase(payload, headers=headers)
+
+    with ThreadPoolExecutor(50) as pool:
+        return list(pool.map(one, range(50)))
+
+
+@pytest.mark.parametrize("header_for_half", [False, True], ids=["argument", "header-and-argument"])
+def test_fifty_concurrent_retries_over_two_hosts_send_one_email_and_store_one_receipt(
+    host_factory, azurite, mail, header_for_half
+):
+    env = names("storm")
+    hosts = [host_factory(**env), host_factory(**env)]
+    email, key = f"storm.{uuid.uuid4().hex[:12]}@example.org", f"storm-{uuid.uuid4().hex}"
+    mail.fail_next("/v3/smtp/email", 0, match=email, delay=0.5)
+
+    answers = storm(hosts, email, key, header_for_half=header_for_half)
+
+    statuses = [a.status_code for a in answers]
+    assert set(statuses) <= {200, 409}, statuses
+    bodies = {a.content for a in answers if a.status_code == 200}
+    assert len(bodies) == 1, "every 200 carries the same receipt bytes"
+    assert statuses.count(409) > 0, "the storm overlapped the first purchase"
+    for refused in (a for a in answers if a.status_code == 409):
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert refused.json()["error"]["code"] == "idempotency_key_in_use"
+    assert len(mail.emails_to(email)) == 1
+    assert mail.contact(email)["upserts"] == 1
+    assert receipt_blobs(azurite, env) == [f"{answers[statuses.index(200)].json()['receipt_id']}.json"]
+    late = Buyer(hosts[1].url, email=email, key=key).purchase({"email": email, "idempotency_key": key})
+    assert late.status_code == 200 and late.content in bodies
+
+
+def test_host_killed_after_brevo_accepted_the_email_is_finished_by_a_retry_without_a_second_email(
+    host_factory, azurite, mail
+):
+    env = {**names("crash"), "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "3"}
+    doomed, survivor = host_factory(**env), host_factory(**env)
+    buyer = Buyer(doomed.url)
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+    mail.fail_next("/v3/smtp/email", 0, match=buyer.email, delay=1.5)
+    claimed_at = time.monotonic()
+    in_flight = threading.Thread(target=lambda: _swallow(lambda: buyer.purchase(payload)), daemon=True)
+    in_flight.start()
+    _wait_until(lambda: claim_entity(azurite, env, buyer.key) is not None)
+    time.sleep(0.5)
+
+    doomed.proc.kill()
+    _wait_until(lambda: len(mail.emails_to(buyer.email)) == 1, timeout=10)
+    retry = Buyer(survivor.url, email=buyer.email, key=buyer.key)
+    during_lease = retry.purchase(payload)
+    time.sleep(max(0.0, claimed_at + 3.5 - time.monotonic()))
+    finished = retry.purchase(payload)
+
+    assert during_lease.status_code == 409
+    assert finished.status_code == 200, finished.text
+    receipt = finished.json()
+    assert receipt["status"] == "fulfilled"
+    assert check(receipt, "idempotency")["detail"].startswith("key claimed after an interrupted attempt")
+    assert check(receipt, "fulfillment_email") == {
+        "name": "fulfillment_email",
+        "result": "pass",
+        "detail": "already accepted by Brevo before a restart",
+    }
+    assert len(mail.emails_to(buyer.email)) == 1
+    email_link = mail.emails_to(buyer.email)[0]["links"][0]
+    assert receipt["download"]["token_id"] == _token_claims(email_link)["jti"]
+    assert mail.contact(buyer.email)["upserts"] == 1
+    replays = [retry.purchase(payload) for _ in range(3)]
+    assert all(r.status_code == 200 and r.content == finished.content for r in replays)
+    assert all(r.headers["Idempotent-Replayed"] == "true" for r in replays)
+    assert receipt_blobs(azurite, env) == [f"{receipt['receipt_id']}.json"]
+
+
+def test_same_key_with_another_email_is_422_and_never_sees_the_first_receipt(buyer, mail):
+    first = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+    intruder = f"intruder.{uuid.uuid4().hex[:12]}@example.org"
+
+    reused = buyer.purchase({"email": intruder, "idempotency_key": buyer.key})
+
+    assert reused.status_code == 422
+    assert reused.json()["error"]["code"] == "idempotency_key_reused"
+    assert first.json()["receipt_id"] not in reused.text
+    assert first.json()["buyer"]["id"] not in reused.text
+    assert "Idempotent-Replayed" not in reused.headers
+    assert mail.emails_to(intruder) == []
+    via_mcp = buyer.call_tool({"email": intruder, "idempotency_key": buyer.key}).json()["result"]
+    assert via_mcp["isError"] is True
+    assert via_mcp["structuredContent"]["error"]["code"] == "idempotency_key_reused"
+    assert first.json()["receipt_id"] not in str(via_mcp)
+
+
+def test_same_key_same_purchase_in_other_words_still_replays(buyer, mail):
+    first = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+
+    again = buyer.purchase(
+        {"email": "  " + buyer.email.upper(), "bundle_id": "agent-starter-kit", "idempotency_key": buyer.key}
+    )
+
+    assert again.status_code == 200
+    assert again.content == first.content
+    assert len(mail.emails_to(buyer.email)) == 1
+
+
+def test_mcp_call_while_the_first_is_running_gets_is_error_409_meaning(buyer, mail):
+    mail.fail_next("/v3/smtp/email", 0, match=buyer.email, delay=1.0)
+    args = {"email": buyer.email, "idempotency_key": buyer.key}
+    first = threading.Thread(target=lambda: buyer.purchase(args), daemon=True)
+    first.start()
+    time.sleep(0.4)
+
+    result = buyer.call_tool(args).json()["result"]
+    first.join(10)
+
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == "idempotency_key_in_use"
+    assert result["structuredContent"]["error"]["retry_after_seconds"] >= 1
+    assert len(mail.emails_to(buyer.email)) == 1
+
+
+def test_expired_mapping_is_reaped_and_the_key_then_runs_as_new(host_factory, azurite, mail):
+    env = {**names("ttl"), "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "2"}
+    host = host_factory(**env)
+    buyer = Buyer(host.url)
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+    first = buyer.purchase(payload)
+    assert buyer.purchase(payload).content == first.content
+    assert claim_entity(azurite, env, buyer.key)["State"] == "completed"
+    time.sleep(2.2)
+
+    reaped = requests.post(
+        f"{host.url}/admin/functions/reap_idempotency_keys", json={"input": ""}, timeout=30
+    )
+    gone = claim_entity(azurite, env, buyer.key)
+    again = buyer.purchase(payload)
+
+    assert reaped.status_code == 202
+    assert gone is None
+    assert again.status_code == 200
+    assert "Idempotent-Replayed" not in again.headers
+    assert again.json()["receipt_id"] != first.json()["receipt_id"]
+    assert len(mail.emails_to(buyer.email)) == 2
+
+
+def test_expiry_is_checked_on_read_before_the_reaper_runs(host_factory, mail):
+    host = host_factory(**names("ttlread"), STOREFRONT_IDEMPOTENCY_TTL_SECONDS="1")
+    buyer = Buyer(host.url)
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+    first = buyer.purchase(payload)
+    time.sleep(1.2)
+
+    again = buyer.purchase(payload)
+
+    assert again.status_code == 200
+    assert "Idempotent-Replayed" not in again.headers
+    assert again.json()["receipt_id"] != first.json()["receipt_id"]
+    assert len(mail.emails_to(buyer.email)) == 2
+
+
+def test_without_a_key_two_identical_requests_are_two_purchases(buyer, mail):
+    first = buyer.purchase({"email": buyer.email})
+    second = buyer.purchase({"email": buyer.email})
+
+    assert first.status_code == second.status_code == 200
+    assert first.json()["receipt_id"] != second.json()["receipt_id"]
+    assert check(first.json(), "idempotency")["result"] == "skipped"
+    assert len(mail.emails_to(buyer.email)) == 2
+
+
+def test_a_failed_attempt_releases_the_key_so_the_retry_runs_at_once(buyer, mail):
+    mail.fail_next("/v3/contacts", 503, match=buyer.email)
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+
+    failed = buyer.purchase(payload)
+    retried = buyer.purchase(payload)
+
+    assert failed.status_code == 503
+    assert retried.status_code == 200
+    assert (
+        check(retried.json(), "idempotency")["detail"] == "key claimed; a retry with it replays this receipt"
+    )
+    assert len(mail.emails_to(buyer.email)) == 1
+
+
+def test_an_email_timeout_keeps_the_token_so_the_retry_does_not_send_twice(host_factory, mail):
+    host = host_factory(STOREFRONT_BREVO_TIMEOUT_SECONDS="0.5")
+    buyer = Buyer(host.url)
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+    mail.fail_next("/v3/smtp/email", 0, match=buyer.email, delay=1.0)
+
+    timed_out = buyer.purchase(payload)
+    _wait_until(lambda: len(mail.emails_to(buyer.email)) == 1)
+    retried = buyer.purchase(payload)
+
+    assert timed_out.status_code == 503
+    assert retried.status_code == 200, retried.text
+    assert (
+        check(retried.json(), "fulfillment_email")["detail"] == "already accepted by Brevo before a restart"
+    )
+    link = mail.emails_to(buyer.email)[0]["links"][0]
+    assert _token_claims(link)["jti"] == retried.json()["download"]["token_id"]
+    assert len(mail.emails_to(buyer.email)) == 1
+
+
+def _token_claims(link: str) -> dict:
+    from jose import jwt
+
+    return jwt.get_unverified_claims(link.rsplit("/", 1)[1])
+
+
+def _swallow(call) -> None:
+    with contextlib.suppress(requests.RequestException):
+        call()
+
+
+def _wait_until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
