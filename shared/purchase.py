@@ -95,6 +95,7 @@ class _Attempt:
     receipt_id: str = field(default_factory=new_receipt_id)
     checks: Checks = field(default_factory=Checks)
     claim: Claim | None = None
+    brevo_key: str | None = None
     buyer: dict | None = None
     bundle: Bundle | None = None
     token: DownloadToken | None = None
@@ -210,6 +211,7 @@ class Storefront:
     def _hold(self, attempt: _Attempt, claimed: Claimed) -> None:
         attempt.claim = claimed.claim
         attempt.receipt_id = claimed.claim.receipt_id
+        attempt.brevo_key = claimed.claim.brevo_idempotency_key()
         if claimed.resumed:
             attempt.resume(claimed.claim.progress)
             detail = "key claimed after an interrupted attempt; resumed from its recovery points"
@@ -265,10 +267,7 @@ class Storefront:
             return
         attempt.email_attempted = True
         try:
-            message_id = self._brevo.send_email(
-                self._email(purchase, attempt.token),
-                attempt.claim.brevo_idempotency_key() if attempt.claim else None,
-            )
+            message_id = self._brevo.send_email(self._email(purchase, attempt.token), attempt.brevo_key)
         except StorefrontError as exc:
             checks.record("fulfillment_email", "fail", exc.message)
             raise
