@@ -2,8 +2,9 @@
 
 One entity per key; PartitionKey and RowKey are both the key's keyed hash, so no raw key is
 stored. Azure's conditional answers become the interface's: an existing entity on insert → None,
-an ETag mismatch (412) or a vanished entity (404) on update or delete → `ClaimLost`. Anything
-else is an outage → `StoreUnavailable`.
+an ETag mismatch (412) on update or delete, or a vanished entity on update → `ClaimLost`
+(deleting a vanished entity succeeds quietly, as the SDK ignores 404 there). Anything else,
+including an entity this version cannot read, is an outage → `StoreUnavailable`.
 """
 
 from __future__ import annotations
@@ -125,6 +126,14 @@ def _entity(claim: Claim) -> dict:
 
 
 def _claim(entity) -> Claim:
+    try:
+        return _parse(entity)
+    except (KeyError, TypeError, ValueError) as exc:
+        # Not written by this version: treat like an outage (fail open, logged), never a crash.
+        raise StoreUnavailable(f"{WHAT} holds an unreadable claim ({type(exc).__name__})") from None
+
+
+def _parse(entity) -> Claim:
     return Claim(
         key_hash=entity["PartitionKey"],
         state=entity["State"],

@@ -49,11 +49,14 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         settings = cls._read(os.environ if env is None else env)
-        if settings.idempotency_ttl_seconds > settings.download_token_ttl_seconds:
+        if (
+            settings.idempotency_ttl_seconds + settings.idempotency_lease_seconds
+            > settings.download_token_ttl_seconds
+        ):
             raise SettingsError(
-                "STOREFRONT_IDEMPOTENCY_TTL_SECONDS must not exceed "
-                "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS: a replay would hand out a receipt "
-                "for a download link that no longer works"
+                "STOREFRONT_IDEMPOTENCY_TTL_SECONDS plus STOREFRONT_IDEMPOTENCY_LEASE_SECONDS must not "
+                "exceed STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS: a replay would hand out a receipt for "
+                "a download link that no longer works"
             )
         return settings
 

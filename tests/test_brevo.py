@@ -116,6 +116,92 @@ def test_each_email_gets_its_own_message_id(client, sandbox, address):
     assert len(emails_to(sandbox, address)) == 2
 
 
+# --- the idempotency key ---------------------------------------------------------------------------
+
+
+def test_an_idempotency_key_is_sent_as_the_idempotency_key_header_of_the_email(client, sandbox, address):
+    key = str(uuid.uuid4())
+
+    message_id = client.send_email(email_to(address), key)
+
+    [captured] = emails_to(sandbox, address)
+    assert message_id == captured["messageId"]
+    assert captured["headers"] == {"idempotencyKey": key}
+
+
+def test_a_repeat_with_the_same_key_returns_none_and_sends_nothing_more(client, sandbox, address):
+    key = str(uuid.uuid4())
+    first = client.send_email(email_to(address), key)
+
+    repeat = client.send_email(email_to(address), key)
+
+    assert first is not None
+    assert repeat is None
+    assert [e["messageId"] for e in emails_to(sandbox, address)] == [first]
+
+
+def test_different_keys_send_different_emails(client, sandbox, address):
+    first = client.send_email(email_to(address), str(uuid.uuid4()))
+    second = client.send_email(email_to(address), str(uuid.uuid4()))
+
+    assert first is not None and second is not None and first != second
+    assert len(emails_to(sandbox, address)) == 2
+
+
+def test_without_a_key_a_duplicate_parameter_refusal_still_raises(client, sandbox, address):
+    body = {
+        "code": "duplicate_parameter",
+        "message": "An email with this idempotencyKey was already accepted",
+    }
+    fault(sandbox, "/v3/smtp/email", address, status=400, body=body)
+
+    with pytest.raises(UpstreamError) as caught:
+        client.send_email(email_to(address))
+
+    assert type(caught.value) is UpstreamError
+    assert caught.value.upstream_code == "duplicate_parameter"
+    assert emails_to(sandbox, address) == []
+
+
+def test_with_a_key_a_duplicate_parameter_refusal_means_already_sent(client, sandbox, address):
+    body = {
+        "code": "duplicate_parameter",
+        "message": "An email with this idempotencyKey was already accepted",
+    }
+    fault(sandbox, "/v3/smtp/email", address, status=400, body=body)
+
+    assert client.send_email(email_to(address), str(uuid.uuid4())) is None
+
+
+def test_with_a_key_other_refusals_still_raise(client, sandbox, address):
+    fault(sandbox, "/v3/smtp/email", address, status=400, body={"code": "invalid_parameter", "message": "x"})
+
+    with pytest.raises(UpstreamError) as caught:
+        client.send_email(email_to(address), str(uuid.uuid4()))
+
+    assert type(caught.value) is UpstreamError
+    assert caught.value.upstream_code == "invalid_parameter"
+
+
+def test_with_a_key_server_errors_are_still_upstream_unavailable(client, sandbox, address):
+    fault(sandbox, "/v3/smtp/email", address, status=503)
+
+    with pytest.raises(UpstreamUnavailable):
+        client.send_email(email_to(address), str(uuid.uuid4()))
+
+
+def test_a_key_that_failed_with_a_server_error_can_send_on_retry(client, sandbox, address):
+    key = str(uuid.uuid4())
+    fault(sandbox, "/v3/smtp/email", address, status=500)
+    with pytest.raises(UpstreamUnavailable):
+        client.send_email(email_to(address), key)
+
+    message_id = client.send_email(email_to(address), key)
+
+    [captured] = emails_to(sandbox, address)
+    assert message_id == captured["messageId"]
+
+
 # --- failures --------------------------------------------------------------------------------------
 
 
@@ -283,3 +369,20 @@ def test_an_unreadable_error_body_gives_code_error(payload):
 
     with pytest.raises(UpstreamError, match=r"\(403 error\)"):
         client.upsert_contact("a@example.org", "")
+
+
+def test_the_key_goes_in_the_body_headers_and_not_in_the_http_headers():
+    session = _Session(_Answer(201, {"messageId": "<m@x>"}))
+    client = BrevoClient(session, "https://api.example/v3", "the-key", timeout=5)
+    key = str(uuid.uuid4())
+
+    client.send_email(email_to("a@example.org"))
+    client.send_email(email_to("a@example.org"), key)
+
+    without, with_key = (call["json"] for call in session.calls)
+    assert "headers" not in without
+    assert with_key["headers"] == {"idempotencyKey": key}
+    assert {k: v for k, v in with_key.items() if k != "headers"} == without
+    assert all(
+        call["headers"] == {"api-key": "the-key", "accept": "application/json"} for call in session.calls
+    )

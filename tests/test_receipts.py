@@ -168,6 +168,106 @@ def test_as_list_returns_a_copy():
     assert checks.as_list()[0]["result"] == "skipped"
 
 
+def test_nothing_is_recorded_or_had_before_a_check_is_recorded():
+    checks = Checks()
+
+    assert checks.recorded() == {}
+    assert not any(checks.has(name) for name in CHECK_NAMES)
+
+
+def test_recorded_lists_only_the_recorded_checks_in_the_documented_order():
+    checks = Checks()
+
+    checks.record("fulfillment_email", "pass", "sent")
+    checks.record("idempotency", "pass", "claimed")
+    checks.record("rate_limit", "degraded", "store down")
+
+    recorded = checks.recorded()
+    assert recorded == {
+        "idempotency": ["pass", "claimed"],
+        "rate_limit": ["degraded", "store down"],
+        "fulfillment_email": ["pass", "sent"],
+    }
+    assert list(recorded) == ["idempotency", "rate_limit", "fulfillment_email"]
+
+
+def test_recorded_keeps_the_latest_result_of_a_check():
+    checks = Checks()
+
+    checks.record("idempotency", "degraded", "store down")
+    checks.record("idempotency", "pass", "claimed")
+
+    assert checks.recorded() == {"idempotency": ["pass", "claimed"]}
+
+
+def test_has_is_true_only_for_recorded_checks_even_when_recorded_as_skipped():
+    checks = Checks()
+
+    checks.record("idempotency", "skipped", "no key supplied")
+    checks.record("contact_upsert", "pass", "contact created in Brevo")
+
+    assert [name for name in CHECK_NAMES if checks.has(name)] == ["idempotency", "contact_upsert"]
+    assert not checks.has("refund")
+
+
+def test_recorded_is_a_copy():
+    checks = Checks()
+    checks.record("idempotency", "pass", "claimed")
+
+    checks.recorded()["idempotency"][0] = "fail"
+    checks.recorded()["rate_limit"] = ["pass", "forged"]
+
+    assert checks.recorded() == {"idempotency": ["pass", "claimed"]}
+    assert not checks.has("rate_limit")
+
+
+def test_restore_from_recorded_checks_round_trips_through_json():
+    original = Checks()
+    original.record("idempotency", "pass", "claimed")
+    original.record("rate_limit", "pass", "within 5 per hour")
+    original.record("contact_upsert", "pass", "contact created in Brevo")
+    recovery_point = json.loads(json.dumps(original.recorded()))
+
+    restored = Checks()
+    restored.restore(recovery_point)
+
+    assert restored.as_list() == original.as_list()
+    assert restored.recorded() == original.recorded()
+    assert [n for n in CHECK_NAMES if restored.has(n)] == ["idempotency", "rate_limit", "contact_upsert"]
+    assert not restored.has("fulfillment_email")
+
+
+def test_restore_of_nothing_leaves_every_check_unrecorded():
+    checks = Checks()
+
+    checks.restore({})
+
+    assert checks.recorded() == {}
+    assert checks.as_list() == Checks().as_list()
+
+
+def test_a_check_recorded_after_restore_replaces_the_restored_result():
+    checks = Checks()
+    checks.restore({"idempotency": ["pass", "claimed"], "fulfillment_email": ["fail", "timed out"]})
+
+    checks.record("fulfillment_email", "pass", "sent")
+
+    assert checks.recorded() == {
+        "idempotency": ["pass", "claimed"],
+        "fulfillment_email": ["pass", "sent"],
+    }
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [{"refund": ["pass", "ok"]}, {"idempotency": ["ok", "claimed"]}],
+    ids=["unknown-check", "unknown-result"],
+)
+def test_restore_refuses_an_unknown_check_or_result(recorded):
+    with pytest.raises(ValueError):
+        Checks().restore(recorded)
+
+
 # --- encoding --------------------------------------------------------------------------------------
 
 
@@ -301,12 +401,23 @@ def test_first_write_creates_the_container_and_stores_the_bytes(container):
 def test_receipts_are_write_once(container):
     store = BlobReceiptStore(container)
     receipt_id = new_receipt_id()
-    store.write(receipt_id, b"first")
+    assert store.write(receipt_id, b"first") is True
 
-    with pytest.raises(StoreUnavailable, match="already exists"):
-        store.write(receipt_id, b"second")
+    assert store.write(receipt_id, b"second") is False
 
     assert store.read(receipt_id) == b"first"
+
+
+def test_a_write_under_another_id_is_stored_even_after_a_refused_overwrite(container):
+    store = BlobReceiptStore(container)
+    first, second = new_receipt_id(), new_receipt_id()
+    store.write(first, b"first")
+    store.write(first, b"again")
+
+    assert store.write(second, b"second") is True
+
+    assert store.read(first) == b"first"
+    assert store.read(second) == b"second"
 
 
 def test_reading_a_missing_receipt_is_none(container):

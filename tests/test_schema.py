@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import jsonschema
@@ -9,7 +10,13 @@ import pytest
 
 from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID
 from shared.errors import InvalidIdempotencyKey, InvalidRequest, StorefrontError, Unprocessable
-from shared.schema import INPUT_SCHEMA, KEY_PATTERN, read_idempotency_key, validate_arguments
+from shared.schema import (
+    INPUT_SCHEMA,
+    KEY_PATTERN,
+    canonical_request,
+    read_idempotency_key,
+    validate_arguments,
+)
 
 # --- the local-model schema rules, as a reusable walker -------------------------------------------
 
@@ -406,3 +413,72 @@ def test_arguments_valid_under_the_input_schema_are_accepted(arguments):
     jsonschema.Draft202012Validator(INPUT_SCHEMA).validate(arguments)
 
     assert validate_arguments(arguments).email == arguments["email"].lower()
+
+
+# --- canonical_request (the payload fingerprint's input) -------------------------------------------
+
+BASE = {"email": "ada@example.org", "name": "Ada", "bundle_id": "mcp-field-guide"}
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        pytest.param(
+            {**BASE, "idempotency_key": "key-aaaaaaaa"}, {**BASE, "idempotency_key": "key-bbbbbbbb"}, id="key"
+        ),
+        pytest.param({**BASE, "idempotency_key": "key-aaaaaaaa"}, BASE, id="key-or-none"),
+        pytest.param({**BASE, "email": "  Ada@Example.ORG \n"}, BASE, id="email-case-and-space"),
+        pytest.param(
+            {"email": "ada@example.org"},
+            {"email": "ada@example.org", "bundle_id": DEFAULT_BUNDLE_ID},
+            id="bundle",
+        ),
+        pytest.param({**BASE, "name": "  Ada\t"}, BASE, id="name-whitespace"),
+        pytest.param({"email": "ada@example.org"}, {"email": "ada@example.org", "name": ""}, id="no-name"),
+        pytest.param(
+            {"email": "ada@example.org"}, {"email": "ada@example.org", "name": "   "}, id="blank-name"
+        ),
+        pytest.param(dict(reversed(list(BASE.items()))), BASE, id="field-order"),
+    ],
+)
+def test_canonical_request_is_equal_for_the_same_purchase(one, other):
+    assert canonical_request(one) == canonical_request(other)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param({**BASE, "email": "bob@example.org"}, id="email"),
+        pytest.param({**BASE, "email": "ada@example.com"}, id="email-domain"),
+        pytest.param({**BASE, "bundle_id": DEFAULT_BUNDLE_ID}, id="bundle"),
+        pytest.param({**BASE, "name": "Bob"}, id="name"),
+        pytest.param({**BASE, "name": "ada"}, id="name-case"),
+        pytest.param({k: v for k, v in BASE.items() if k != "name"}, id="name-left-out"),
+        pytest.param({**BASE, "extra": 1}, id="unknown-field"),
+    ],
+)
+def test_canonical_request_differs_for_a_different_purchase(other):
+    assert canonical_request(other) != canonical_request(BASE)
+
+
+def test_canonical_request_is_compact_sorted_json_without_the_key():
+    text = canonical_request({"name": " Zoë ", "idempotency_key": "key-12345678", "email": "Zoe@Example.org"})
+
+    assert text == '{"bundle_id":"agent-starter-kit","email":"zoe@example.org","name":"Zoë"}'
+    assert json.loads(text) == {"bundle_id": DEFAULT_BUNDLE_ID, "email": "zoe@example.org", "name": "Zoë"}
+
+
+def test_canonical_request_does_not_change_the_arguments():
+    arguments = {"email": " Ada@Example.org ", "idempotency_key": "key-12345678"}
+
+    canonical_request(arguments)
+
+    assert arguments == {"email": " Ada@Example.org ", "idempotency_key": "key-12345678"}
+
+
+@pytest.mark.parametrize(
+    "arguments", [None, [], "ada@example.org", 7], ids=["null", "list", "string", "number"]
+)
+def test_canonical_request_of_non_object_arguments_is_their_json(arguments):
+    assert canonical_request(arguments) == json.dumps(arguments)
+    assert canonical_request(arguments) != canonical_request({"email": "ada@example.org"})

@@ -35,6 +35,8 @@ def test_an_empty_environment_gives_the_documented_defaults():
     assert settings.allowed_origins == ()
     assert settings.download_token_ttl_seconds == 604800
     assert settings.storage_timeout_seconds == 5.0
+    assert settings.idempotency_lease_seconds == 600
+    assert settings.idempotency_ttl_seconds == 86400
     assert settings.idempotency_table == "idempotency"
     assert settings.governance_table == "governance"
     assert settings.receipts_container == "receipts"
@@ -55,6 +57,8 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_ALLOWED_ORIGINS": " App.Example.net, ,tools.example.org,",
         "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "3600",
         "STOREFRONT_STORAGE_TIMEOUT_SECONDS": "1.5",
+        "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "120",
+        "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "1800",
         "STOREFRONT_IDEMPOTENCY_TABLE": "idem2",
         "STOREFRONT_GOVERNANCE_TABLE": "gov2",
         "STOREFRONT_RECEIPTS_CONTAINER": "receipts2",
@@ -78,6 +82,8 @@ def test_every_setting_is_read_from_the_environment():
         allowed_origins=("app.example.net", "tools.example.org"),
         download_token_ttl_seconds=3600,
         storage_timeout_seconds=1.5,
+        idempotency_lease_seconds=120,
+        idempotency_ttl_seconds=1800,
         idempotency_table="idem2",
         governance_table="gov2",
         receipts_container="receipts2",
@@ -87,7 +93,7 @@ def test_every_setting_is_read_from_the_environment():
 
 def test_every_field_is_covered_by_the_full_environment_test():
     # If a field is added, test_every_setting_is_read_from_the_environment must name it too.
-    assert len(dataclasses.fields(Settings)) == 19
+    assert len(dataclasses.fields(Settings)) == 21
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
@@ -134,6 +140,14 @@ def test_from_env_reads_the_process_environment_by_default(monkeypatch):
         ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5s"),
         ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "0"),
         ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "sNaN"),
+        ("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", "ten minutes"),
+        ("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", "0"),
+        ("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", "-600"),
+        ("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", "1.5"),
+        ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "1d"),
+        ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "0"),
+        ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "-86400"),
+        ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "86400.5"),
     ],
 )
 def test_malformed_or_out_of_range_values_raise_settings_error_naming_the_setting(name, value):
@@ -144,19 +158,104 @@ def test_malformed_or_out_of_range_values_raise_settings_error_naming_the_settin
     assert isinstance(caught.value, ValueError)
 
 
+# The idempotency TTL plus the lease may not exceed the token TTL, so the lowest token TTL needs a
+# TTL and a lease that fit.
+FITTING_TTL = {"STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "30", "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "30"}
+
+
 @pytest.mark.parametrize(
-    ("name", "value", "field", "expected"),
+    ("name", "value", "field", "expected", "other"),
     [
-        ("STOREFRONT_RATE_LIMIT_PER_HOUR", "1", "rate_limit_per_hour", 1),
-        ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "60", "download_token_ttl_seconds", 60),
-        ("STOREFRONT_DAILY_COST_CEILING_USD", "0", "daily_cost_ceiling_usd", Decimal("0")),
-        ("STOREFRONT_COST_PER_PURCHASE_USD", "0", "cost_per_purchase_usd", Decimal("0")),
-        ("STOREFRONT_BREVO_TIMEOUT_SECONDS", "0.1", "brevo_timeout_seconds", 0.1),
-        ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "0.1", "storage_timeout_seconds", 0.1),
+        ("STOREFRONT_RATE_LIMIT_PER_HOUR", "1", "rate_limit_per_hour", 1, {}),
+        ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "60", "download_token_ttl_seconds", 60, FITTING_TTL),
+        ("STOREFRONT_DAILY_COST_CEILING_USD", "0", "daily_cost_ceiling_usd", Decimal("0"), {}),
+        ("STOREFRONT_COST_PER_PURCHASE_USD", "0", "cost_per_purchase_usd", Decimal("0"), {}),
+        ("STOREFRONT_BREVO_TIMEOUT_SECONDS", "0.1", "brevo_timeout_seconds", 0.1, {}),
+        ("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "0.1", "storage_timeout_seconds", 0.1, {}),
+        ("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", "1", "idempotency_lease_seconds", 1, {}),
+        ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "1", "idempotency_ttl_seconds", 1, {}),
     ],
 )
-def test_the_lowest_allowed_value_is_accepted(name, value, field, expected):
-    assert getattr(Settings.from_env({name: value}), field) == expected
+def test_the_lowest_allowed_value_is_accepted(name, value, field, expected, other):
+    assert getattr(Settings.from_env({name: value, **other}), field) == expected
+
+
+# --- the idempotency lease and TTL -----------------------------------------------------------------
+
+
+def test_idempotency_lease_and_ttl_are_read_as_integers():
+    settings = Settings.from_env(
+        {"STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": " 45 ", "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "7200"}
+    )
+
+    assert settings.idempotency_lease_seconds == 45
+    assert settings.idempotency_ttl_seconds == 7200
+    assert isinstance(settings.idempotency_lease_seconds, int)
+    assert isinstance(settings.idempotency_ttl_seconds, int)
+
+
+def test_blank_idempotency_lease_and_ttl_mean_the_defaults():
+    settings = Settings.from_env(
+        {"STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "  ", "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": ""}
+    )
+
+    assert settings.idempotency_lease_seconds == 600
+    assert settings.idempotency_ttl_seconds == 86400
+
+
+@pytest.mark.parametrize(
+    ("ttl", "lease", "token_ttl"),
+    [("3000", "600", "3600"), ("604200", "", ""), ("30", "30", "60"), ("29", "30", "60")],
+    ids=["sum-equal", "sum-equal-to-the-default-token-ttl", "both-lowest", "shorter"],
+)
+def test_an_idempotency_ttl_plus_lease_up_to_the_token_ttl_is_accepted(ttl, lease, token_ttl):
+    settings = Settings.from_env(
+        {
+            "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": ttl,
+            "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": lease,
+            "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": token_ttl,
+        }
+    )
+
+    assert settings.idempotency_ttl_seconds == int(ttl)
+    assert (
+        settings.idempotency_ttl_seconds + settings.idempotency_lease_seconds
+        <= settings.download_token_ttl_seconds
+    )
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "3001", "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "3600"},
+        {"STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "604201"},
+        {"STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "86999"},
+        {"STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "518401"},
+    ],
+    ids=[
+        "one-second-longer",
+        "longer-than-the-default-token-ttl",
+        "default-ttl-over-a-short-token-ttl",
+        "long-lease",
+    ],
+)
+def test_an_idempotency_retention_outliving_the_token_is_refused_naming_the_settings(env):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env(env)
+
+    assert "STOREFRONT_IDEMPOTENCY_TTL_SECONDS" in str(caught.value)
+    assert "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS" in str(caught.value)
+    assert "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS" in str(caught.value)
+
+
+def test_the_shipped_defaults_satisfy_the_ttl_rule():
+    defaults = Settings()
+
+    assert (
+        defaults.idempotency_ttl_seconds + defaults.idempotency_lease_seconds
+        <= defaults.download_token_ttl_seconds
+    )
+    assert Settings.from_env({}).idempotency_ttl_seconds == defaults.idempotency_ttl_seconds
 
 
 def test_decimal_settings_keep_their_exact_value():

@@ -154,6 +154,57 @@ def test_every_token_has_a_unique_jti(signer):
     assert all(len(b64url_decode(m.jti)) == 16 for m in minted)
 
 
+def test_minting_again_with_the_jti_and_issued_at_of_a_token_gives_identical_claims(key):
+    first = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_492_900.75).mint("mcp-field-guide")
+    later = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_499_999.0)
+
+    again = later.mint("mcp-field-guide", jti=first.jti, issued_at=first.issued_at)
+
+    assert jwt.get_unverified_claims(again.token) == jwt.get_unverified_claims(first.token)
+    assert jwt.get_unverified_header(again.token) == jwt.get_unverified_header(first.token)
+    assert (again.jti, again.issued_at, again.expires_at) == (first.jti, 1_893_492_900, 1_893_493_500)
+
+
+def test_a_reminted_token_verifies_with_the_public_key(key, signer):
+    first = signer.mint("agent-starter-kit")
+
+    again = signer.mint("agent-starter-kit", jti=first.jti, issued_at=first.issued_at)
+
+    claims = jwt.decode(again.token, public_pem(key), algorithms=["ES256"], audience=AUDIENCE, issuer=ISSUER)
+    assert claims["jti"] == first.jti
+    assert claims["iat"] == first.issued_at
+    assert claims["exp"] == first.expires_at
+
+
+def test_reminting_after_a_json_recovery_point_gives_the_same_claims(signer):
+    first = signer.mint("agent-starter-kit")
+    saved = json.loads(json.dumps({"jti": first.jti, "iat": first.issued_at}))
+
+    again = signer.mint("agent-starter-kit", jti=saved["jti"], issued_at=saved["iat"])
+
+    assert jwt.get_unverified_claims(again.token) == jwt.get_unverified_claims(first.token)
+
+
+def test_only_a_given_jti_keeps_the_id_and_the_clock_gives_the_time(key):
+    signer = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_492_900.0)
+
+    minted = signer.mint("agent-starter-kit", jti="resumed-token-id")
+
+    assert minted.jti == "resumed-token-id"
+    assert (minted.issued_at, minted.expires_at) == (1_893_492_900, 1_893_493_500)
+    assert jwt.get_unverified_claims(minted.token)["jti"] == "resumed-token-id"
+
+
+def test_only_a_given_issued_at_keeps_the_time_and_draws_a_new_jti(key):
+    signer = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_499_999.0)
+
+    minted = [signer.mint("agent-starter-kit", issued_at=1_893_492_900) for _ in range(2)]
+
+    assert [(m.issued_at, m.expires_at) for m in minted] == [(1_893_492_900, 1_893_493_500)] * 2
+    assert minted[0].jti != minted[1].jti
+    assert all(len(b64url_decode(m.jti)) == 16 for m in minted)
+
+
 def test_kid_is_the_rfc7638_thumbprint_even_when_a_coordinate_has_leading_zero_bytes():
     # About one key in 128 has x < 2**248; its JWK x must still be 32 bytes long.
     key = ec.generate_private_key(ec.SECP256R1())
