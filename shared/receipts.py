@@ -85,7 +85,11 @@ def mask_email(email: str) -> str:
     return f"{local[:1]}***@{host[:1]}***.{tld}"
 
 
-_NULLABLE_STRING = {"type": ["string", "null"]}
+def _nullable(schema: dict) -> dict:
+    """`schema` or null, as anyOf branches of one type each: portable to single-`type` dialects."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
 _CHECK_SCHEMA = {
     "type": "object",
     "properties": {
@@ -103,15 +107,16 @@ OUTPUT_SCHEMA: dict = {
         "issued_at": {"type": "string", "description": "ISO 8601 UTC time of issue."},
         "operation": {"type": "string"},
         "status": {"type": "string", "enum": ["fulfilled", "refused", "failed"]},
-        "bundle": {
-            "type": ["object", "null"],
-            "properties": {"id": {"type": "string"}, "title": {"type": "string"}},
-        },
-        "buyer": {
-            "type": ["object", "null"],
-            "description": "The buyer as a keyed hash and a masked hint; never the raw email.",
-            "properties": {"id": {"type": "string"}, "hint": {"type": "string"}},
-        },
+        "bundle": _nullable(
+            {"type": "object", "properties": {"id": {"type": "string"}, "title": {"type": "string"}}}
+        ),
+        "buyer": _nullable(
+            {
+                "type": "object",
+                "description": "The buyer as a keyed hash and a masked hint; never the raw email.",
+                "properties": {"id": {"type": "string"}, "hint": {"type": "string"}},
+            }
+        ),
         "billing": {
             "type": "object",
             "properties": {
@@ -122,20 +127,24 @@ OUTPUT_SCHEMA: dict = {
             },
         },
         "checks": {"type": "array", "items": _CHECK_SCHEMA, "minItems": 6, "maxItems": 6},
-        "receipt_url": _NULLABLE_STRING,
-        "download": {
-            "type": ["object", "null"],
-            "description": "The download token's id and expiry; the token itself is in the email.",
-            "properties": {"token_id": {"type": "string"}, "expires_at": {"type": "string"}},
-        },
-        "error": {
-            "type": ["object", "null"],
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "retry_after_seconds": {"type": ["integer", "null"]},
-            },
-        },
+        "receipt_url": _nullable({"type": "string"}),
+        "download": _nullable(
+            {
+                "type": "object",
+                "description": "The download token's id and expiry; the token itself is in the email.",
+                "properties": {"token_id": {"type": "string"}, "expires_at": {"type": "string"}},
+            }
+        ),
+        "error": _nullable(
+            {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "retry_after_seconds": _nullable({"type": "integer"}),
+                },
+            }
+        ),
         "caller": {
             "type": "object",
             "properties": {"channel": {"type": "string"}, "user_agent": {"type": "string"}},

