@@ -17,8 +17,11 @@ $(PY_STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# `npm install`, not `npm ci`: the lock file pins every package, but one optional Windows-only
+# dependency deep in the Inspector's tree is not served by every registry mirror, and `npm ci`
+# refuses a lock file without it while `npm install` skips it as the optional dependency it is.
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm install --no-audit --no-fund
 	touch $@
 
 ## Start Azurite, the Brevo sandbox and the Functions host; Ctrl-C stops them all.

@@ -27,7 +27,7 @@ def logs(tmp_path_factory) -> Iterator:
 def azurite(logs) -> Iterator[str]:
     """Azurite's blob and table services in memory; yields the storage connection string."""
     if not AZURITE.exists() or not shutil.which("node"):
-        pytest.exit("Azurite is not installed: run `make test` (it runs `npm ci` first)", returncode=2)
+        pytest.exit("Azurite is not installed: run `make test` (it runs `npm install` first)", returncode=2)
     blob, queue, table = free_port(), free_port(), free_port()
     proc = start_process(
         [

