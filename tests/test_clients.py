@@ -33,8 +33,11 @@ BASELINE = ROOT / "tests" / "clients" / "conformance-baseline.yml"
 
 @pytest.fixture(scope="module")
 def base_url(host_factory) -> str:
-    """A host of its own with a high rate limit: every client here calls from 127.0.0.1."""
-    return host_factory(STOREFRONT_RATE_LIMIT_PER_HOUR="1000").url
+    """A host of its own with a high rate limit and its own counters: every client here calls
+    from 127.0.0.1, which must not use up that address's quota on the other hosts."""
+    return host_factory(
+        STOREFRONT_RATE_LIMIT_PER_HOUR="1000", STOREFRONT_GOVERNANCE_TABLE="governanceclients"
+    ).url
 
 
 @pytest.fixture(scope="module")
