@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from shared import __version__
-from shared.errors import InvalidRequest, PayloadTooLarge, StorefrontError, StoreUnavailable
+from shared import __version__, pages, signatures
+from shared.errors import InvalidRequest, NotConfigured, PayloadTooLarge, StorefrontError, StoreUnavailable
 from shared.governance import client_ip
 from shared.purchase import Caller, Outcome, PurchaseCall, Storefront
 from shared.receipts import is_receipt_id
 from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from shared.runtime import Services
 
 MAX_BODY_BYTES = 64 * 1024
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -29,9 +33,14 @@ class Request:
     headers: Mapping[str, str]
     body: bytes = b""
     route_params: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, str] = field(default_factory=dict)
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
+
+    def wants_html(self) -> bool:
+        """True when the client prefers HTML to JSON (a browser); JSON is the default."""
+        return _quality(self.header("accept"), "text/html") > _quality(self.header("accept"), JSON_TYPE)
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,41 @@ def json_answer(status: int, payload: object, headers: dict[str, str] | None = N
 
 def error_answer(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Answer:
     return json_answer(status, {"error": {"code": code, "message": message}}, headers)
+
+
+HTML_HEADERS = {
+    "Content-Type": "text/html; charset=utf-8",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def html_answer(status: int, page: str, headers: dict[str, str] | None = None) -> Answer:
+    return Answer(status, page.encode(), {**HTML_HEADERS, "Vary": "Accept", **(headers or {})})
+
+
+def _quality(accept: str | None, media_type: str) -> float:
+    """The q-value `accept` gives `media_type` (exact match, then type/*, then */*)."""
+    if not accept:
+        return 1.0 if media_type == JSON_TYPE else 0.0
+    kind = media_type.split("/")[0] + "/*"
+    best: dict[str, float] = {}
+    for part in accept.split(","):
+        name, *options = (piece.strip() for piece in part.split(";"))
+        q = 1.0
+        for option in options:
+            if option.startswith("q="):
+                try:
+                    q = float(option[2:])
+                except ValueError:
+                    q = 0.0
+        best[name.lower()] = max(q, best.get(name.lower(), 0.0))
+    for candidate in (media_type, kind, "*/*"):
+        if candidate in best:
+            return best[candidate]
+    return 0.0
 
 
 def origin_allowed(origin: str | None, extra_hosts: tuple[str, ...]) -> bool:
@@ -98,17 +142,87 @@ def parse_body(body: bytes) -> object:
         raise InvalidRequest("request body is not valid JSON", code="invalid_json") from None
 
 
-def receipt(req: Request, store: Storefront) -> Answer:
+def receipt(req: Request, services: Services) -> Answer:
+    """One receipt: the stored bytes for agents, a page for people. Read-only by construction."""
     receipt_id = req.route_params.get("receipt_id", "")
     if not is_receipt_id(receipt_id):
-        return error_answer(404, "not_found", "no receipt with this id")
+        return _not_found(req)
     try:
-        body = store.receipts.read(receipt_id)
+        body = services.storefront.receipts.read(receipt_id)
     except StoreUnavailable:
         return error_answer(503, "store_unavailable", "receipt storage is unreachable", {"Retry-After": "5"})
     if body is None:
-        return error_answer(404, "not_found", "no receipt with this id")
-    return Answer(200, body, {"Content-Type": JSON_TYPE, "Cache-Control": "private, max-age=3600"})
+        return _not_found(req)
+    if req.wants_html():
+        page = pages.receipt_page(json.loads(body), _verdict(body, services))
+        return html_answer(200, page, {"Cache-Control": "private, no-store"})
+    return Answer(
+        200, body, {"Content-Type": JSON_TYPE, "Cache-Control": "private, max-age=3600", "Vary": "Accept"}
+    )
+
+
+def _verdict(body: bytes, services: Services) -> signatures.Verdict:
+    try:
+        jwks = services.keys().jwks()
+    except NotConfigured:
+        return signatures.Verdict(False, "the store has no signing key configured")
+    return signatures.verify(body, jwks)
+
+
+def _not_found(req: Request) -> Answer:
+    if req.wants_html():
+        return html_answer(404, pages.message_page("Receipt not found", "No receipt has this id."))
+    return error_answer(404, "not_found", "no receipt with this id")
+
+
+def receipts_of_day(req: Request, services: Services, today: str) -> Answer:
+    """Finance: one day's receipts with the day's totals, paginated, as JSON or an HTML table."""
+    try:
+        page_size = int(req.params.get("page_size", "50"))
+    except ValueError:
+        return error_answer(400, "invalid_page_size", "page_size must be an integer")
+    try:
+        listing = services.ledger.day(
+            req.params.get("date") or today, page_size=page_size, cursor=req.params.get("cursor")
+        )
+    except StorefrontError as exc:
+        return error_answer(exc.status, exc.code, exc.message)
+    except StoreUnavailable:
+        return error_answer(503, "store_unavailable", "ledger storage is unreachable", {"Retry-After": "5"})
+    if req.wants_html():
+        return html_answer(200, pages.day_page(listing, page_size), {"Cache-Control": "private, no-store"})
+    return json_answer(200, listing.as_dict(), {"Cache-Control": "private, no-store", "Vary": "Accept"})
+
+
+def jwks(services: Services) -> Answer:
+    """The public keys that verify receipts and download tokens (current and retired)."""
+    try:
+        keys = services.keys().jwks()
+    except NotConfigured:
+        keys = {"keys": []}
+    return json_answer(200, keys, {"Cache-Control": "public, max-age=300"})
+
+
+def download(req: Request, services: Services) -> Answer:
+    try:
+        found = services.downloads.redeem(req.route_params.get("token", ""))
+    except StorefrontError as exc:
+        headers = {"Cache-Control": "no-store"}
+        if exc.status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="storefront-download", error="invalid_token"'
+        if req.wants_html():
+            return html_answer(exc.status, pages.message_page("Download refused", exc.message), headers)
+        return error_answer(exc.status, exc.code, exc.message, headers)
+    return Answer(
+        200,
+        found.body,
+        {
+            "Content-Type": found.content_type,
+            "Content-Disposition": f'attachment; filename="{found.filename}"',
+            "Cache-Control": "private, no-store",
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 def health(settings: Settings) -> Answer:

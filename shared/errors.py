@@ -3,6 +3,8 @@
     StorefrontError                      500  -32603  (never raised for user input)
     ├── InvalidRequest                   400  -32602  malformed body, wrong types, unknown fields
     │   └── InvalidIdempotencyKey        400  -32602  key breaks ^[A-Za-z0-9._-]{8,128}$
+    ├── InvalidToken                     401  -32000  a download token that is not the store's, or expired
+    ├── Forbidden                        403  -32000  a valid token for another audience or bundle
     ├── KeyInUse                         409  -32000  the key's first request is still running
     ├── PayloadTooLarge                  413  -32600
     ├── Unprocessable                    422  -32602  invalid email, unknown bundle
@@ -12,6 +14,7 @@
     │   └── UpstreamUnavailable          503  -32000  Brevo timed out, unreachable, 5xx or 429
     ├── NotConfigured                    503  -32000  a production secret is missing
     ├── ReceiptUnavailable               503  -32000  a completed key's receipt cannot be read
+    ├── BundleUnavailable                503  -32000  the bundle's file is not in storage
     └── ProtocolError                    4xx  JSON-RPC code given per instance (MCP transport errors)
 
 `StoreUnavailable` is separate on purpose: it never reaches a caller. Storage adapters raise it for
@@ -42,6 +45,18 @@ class InvalidRequest(StorefrontError):
 
 class InvalidIdempotencyKey(InvalidRequest):
     code = "invalid_idempotency_key"
+
+
+class InvalidToken(StorefrontError):
+    status = 401
+    rpc_code = -32000
+    code = "invalid_token"
+
+
+class Forbidden(StorefrontError):
+    status = 403
+    rpc_code = -32000
+    code = "forbidden"
 
 
 class KeyInUse(StorefrontError):
@@ -94,6 +109,12 @@ class ReceiptUnavailable(StorefrontError):
     status = 503
     rpc_code = -32000
     code = "receipt_unavailable"
+
+
+class BundleUnavailable(StorefrontError):
+    status = 503
+    rpc_code = -32000
+    code = "bundle_unavailable"
 
 
 class ProtocolError(StorefrontError):

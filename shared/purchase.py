@@ -15,13 +15,14 @@ receipt marks the guard that was not in force as `degraded`.
 from __future__ import annotations
 
 import html
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from decimal import Decimal
 
+from shared import signatures
 from shared.brevo import BrevoClient, Email
 from shared.catalog import Bundle
 from shared.errors import (
@@ -35,12 +36,15 @@ from shared.errors import (
 from shared.governance import Governance, Reservation
 from shared.hashing import Hasher
 from shared.idempotency import Claim, Claimed, ClaimLost, IdempotencyHandler, InProgress, Mismatch, Replay
+from shared.keys import KeySet
+from shared.ledger import TableLedger
 from shared.receipts import (
     RECEIPT_VERSION,
     BlobReceiptStore,
     Checks,
     encode,
     mask_email,
+    money,
     new_receipt_id,
 )
 from shared.schema import PurchaseInput, canonical_request, read_idempotency_key, validate_arguments
@@ -84,6 +88,7 @@ class StoreConfig:
     public_base_url: str
     sender_email: str
     sender_name: str
+    download_token_ttl_seconds: int = 7 * 24 * 3600
     missing_secrets: tuple[str, ...] = ()
 
 
@@ -122,7 +127,8 @@ class Storefront:
         governance: Governance,
         receipts: BlobReceiptStore,
         brevo: BrevoClient,
-        signer: Callable[[], TokenSigner],
+        keys: Callable[[], KeySet],
+        ledger: TableLedger,
         clock: Callable[[], float] = time.time,
     ):
         self._config = config
@@ -131,7 +137,8 @@ class Storefront:
         self._governance = governance
         self._receipts = receipts
         self._brevo = brevo
-        self._signer = signer
+        self._keys = keys
+        self._ledger = ledger
         self._clock = clock
 
     @property
@@ -250,7 +257,9 @@ class Storefront:
             raise NotConfigured(
                 "the store is not configured: " + ", ".join(self._config.missing_secrets) + " unset"
             )
-        signer = self._signer()
+        signer = TokenSigner(
+            self._keys(), self._config.public_base_url, self._config.download_token_ttl_seconds, self._clock
+        )
         checks = attempt.checks
         if not checks.has("contact_upsert"):
             try:
@@ -329,7 +338,7 @@ class Storefront:
                 self._governance.release(reservation)
 
     def _complete(self, attempt: _Attempt) -> Outcome:
-        body = encode(self._receipt(attempt, "fulfilled", None))
+        body = encode(self._signed(self._receipt(attempt, "fulfilled", None)))
         try:
             if not self._receipts.write(attempt.receipt_id, body):
                 # A holder that died after writing the receipt: its bytes are the answer.
@@ -337,6 +346,10 @@ class Storefront:
         except StoreUnavailable as exc:
             log.error("receipt %s not stored (%s); it cannot be replayed yet", attempt.receipt_id, exc)
             return Outcome(200, body)
+        try:
+            self._ledger.record(json.loads(body))
+        except StoreUnavailable as exc:
+            log.warning("receipt %s missing from the finance ledger: %s", attempt.receipt_id, exc)
         if attempt.claim is not None:
             try:
                 self._idempotency.complete(attempt.claim, body)
@@ -346,8 +359,16 @@ class Storefront:
 
     def _refusal(self, attempt: _Attempt, exc: StorefrontError) -> Outcome:
         status = "refused" if exc.status < 500 else "failed"
-        receipt = self._receipt(attempt, status, exc)
+        receipt = self._signed(self._receipt(attempt, status, exc))
         return Outcome(exc.status, encode(receipt), retry_after=exc.retry_after)
+
+    def _signed(self, receipt: dict) -> dict:
+        """The receipt with its signature; null when the store has no usable signing key."""
+        try:
+            keys = self._keys()
+        except NotConfigured:
+            return {**receipt, "signature": None}
+        return {**receipt, "signature": signatures.sign(receipt, keys)}
 
     def _receipt(self, attempt: _Attempt, status: str, exc: StorefrontError | None) -> dict:
         fulfilled = exc is None
@@ -364,7 +385,7 @@ class Storefront:
             "billing": {
                 "amount": bundle.price if bundle else "0.00",
                 "currency": bundle.currency if bundle else "USD",
-                "cost_estimate": _money(limits.cost_per_purchase_usd) if fulfilled else "0.00",
+                "cost_estimate": money(limits.cost_per_purchase_usd) if fulfilled else "0.00",
                 "cost_currency": "USD",
             },
             "checks": attempt.checks.as_list(),
@@ -385,11 +406,6 @@ class Storefront:
             ),
             "caller": attempt.call.caller.as_dict(),
         }
-
-
-def _money(amount: Decimal) -> str:
-    """At least two decimals, never rounded away: 0.01 → "0.01", 0.005 → "0.005"."""
-    return f"{amount:.2f}" if amount == amount.quantize(Decimal("0.01")) else str(amount.normalize())
 
 
 def _iso(timestamp: float) -> str:

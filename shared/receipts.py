@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 import secrets
+from decimal import Decimal
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient, ContentSettings
@@ -76,6 +77,11 @@ def encode(receipt: dict) -> bytes:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def money(amount: Decimal) -> str:
+    """At least two decimals, never rounded away: 0.01 → "0.01", 0.005 → "0.005"."""
+    return f"{amount:.2f}" if amount == amount.quantize(Decimal("0.01")) else str(amount.normalize())
 
 
 def mask_email(email: str) -> str:
@@ -149,6 +155,18 @@ OUTPUT_SCHEMA: dict = {
             "type": "object",
             "properties": {"channel": {"type": "string"}, "user_agent": {"type": "string"}},
         },
+        "signature": _nullable(
+            {
+                "type": "object",
+                "description": "Detached ES256 JWS over the receipt without this member, in canonical "
+                "form; verify it with the keys at /api/.well-known/jwks.json.",
+                "properties": {
+                    "alg": {"type": "string"},
+                    "kid": {"type": "string"},
+                    "jws": {"type": "string"},
+                },
+            }
+        ),
     },
     "required": [
         "receipt_id",

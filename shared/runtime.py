@@ -1,4 +1,4 @@
-"""The process-wide storefront, built on first use from the settings and reused by every
+"""The process-wide services, built on first use from the settings and reused by every
 invocation. Building opens no connection; clients connect when first called.
 """
 
@@ -7,26 +7,39 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import requests
 
 from shared.brevo import BrevoClient
+from shared.downloads import Downloads
 from shared.governance import Governance, Limits
 from shared.hashing import Hasher
 from shared.idempotency import IdempotencyHandler
 from shared.idempotency_table import TableIdempotencyStore
+from shared.keys import KeySet
+from shared.ledger import TableLedger
 from shared.purchase import StoreConfig, Storefront
 from shared.receipts import BlobReceiptStore
 from shared.settings import Settings
 from shared.storage import container_client, table_client
-from shared.tokens import TokenSigner
 
 # The Azure SDK logs every request's headers at INFO; keep the function's log to what matters.
 logging.getLogger("azure").setLevel(logging.WARNING)
 
 _lock = threading.Lock()
-_storefront: Storefront | None = None
+_services: Services | None = None
 _settings: Settings | None = None
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    storefront: Storefront
+    downloads: Downloads
+    ledger: TableLedger
+    keys: Callable[[], KeySet]
 
 
 def settings() -> Settings:
@@ -36,25 +49,28 @@ def settings() -> Settings:
     return _settings
 
 
-def storefront() -> Storefront:
-    global _storefront
-    if _storefront is None:
+def services() -> Services:
+    global _services
+    if _services is None:
         with _lock:
-            if _storefront is None:
-                _storefront = build_storefront(settings())
-    return _storefront
+            if _services is None:
+                _services = build(settings())
+    return _services
 
 
-def build_storefront(s: Settings) -> Storefront:
+def build(s: Settings) -> Services:
     hasher = Hasher(s.hash_secret)
     conn, timeout = s.storage_connection_string, s.storage_timeout_seconds
     receipts = BlobReceiptStore(container_client(conn, s.receipts_container, timeout))
+    ledger = TableLedger(table_client(conn, s.ledger_table, timeout))
+    keys = keyset(s)
     brevo = BrevoClient(requests.Session(), s.brevo_base_url, s.brevo_api_key, s.brevo_timeout_seconds)
-    return Storefront(
+    storefront = Storefront(
         StoreConfig(
             public_base_url=s.public_base_url,
             sender_email=s.sender_email,
             sender_name=s.sender_name,
+            download_token_ttl_seconds=s.download_token_ttl_seconds,
             missing_secrets=s.missing_secrets,
         ),
         hasher=hasher,
@@ -71,7 +87,14 @@ def build_storefront(s: Settings) -> Storefront:
         ),
         receipts=receipts,
         brevo=brevo,
-        signer=functools.cache(
-            lambda: TokenSigner(s.signing_key_pem, s.public_base_url, s.download_token_ttl_seconds)
-        ),
+        keys=keys,
+        ledger=ledger,
     )
+    downloads = Downloads(keys, container_client(conn, s.bundles_container, timeout), s.public_base_url)
+    return Services(settings=s, storefront=storefront, downloads=downloads, ledger=ledger, keys=keys)
+
+
+def keyset(s: Settings) -> Callable[[], KeySet]:
+    """The signing keys, loaded on first use; until STOREFRONT_SIGNING_KEY is usable, every call
+    raises NotConfigured again (a failure is not cached)."""
+    return functools.cache(lambda: KeySet.load(s.signing_key_pem, s.retired_public_keys))

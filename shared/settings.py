@@ -8,6 +8,7 @@ the purchase flow refuses to mint tokens until they are set.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ class Settings:
     idempotency_table: str = "idempotency"
     governance_table: str = "governance"
     receipts_container: str = "receipts"
+    bundles_container: str = "bundles"
+    ledger_table: str = "ledger"
+    retired_public_keys: tuple[dict, ...] = ()
     missing_secrets: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -88,8 +92,21 @@ class Settings:
             idempotency_table=r.text("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency"),
             governance_table=r.text("STOREFRONT_GOVERNANCE_TABLE", "governance"),
             receipts_container=r.text("STOREFRONT_RECEIPTS_CONTAINER", "receipts"),
+            bundles_container=r.text("STOREFRONT_BUNDLES_CONTAINER", "bundles"),
+            ledger_table=r.text("STOREFRONT_LEDGER_TABLE", "ledger"),
+            retired_public_keys=r.jwks("STOREFRONT_RETIRED_PUBLIC_KEYS"),
             missing_secrets=tuple(name for name in SECRET_SETTINGS if not env.get(name, "").strip()),
         )
+
+
+def _is_public_ec_jwk(jwk: object) -> bool:
+    return (
+        isinstance(jwk, dict)
+        and jwk.get("kty") == "EC"
+        and jwk.get("crv") == "P-256"
+        and all(isinstance(jwk.get(m), str) and jwk.get(m) for m in ("x", "y"))
+        and "d" not in jwk
+    )
 
 
 class _Reader:
@@ -121,6 +138,20 @@ class _Reader:
         if not value.is_finite() or value < Decimal(low):
             raise SettingsError(f"{name} must be a number of at least {low}, got {raw!r}")
         return value
+
+    def jwks(self, name: str) -> tuple[dict, ...]:
+        """Public EC P-256 keys, as a JWKS (`{"keys": [...]}`) or a JSON list of JWKs."""
+        raw = self.env.get(name, "").strip()
+        if not raw:
+            return ()
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            raise SettingsError(f"{name} must be JSON: a JWKS or a list of public JWKs") from None
+        keys = parsed.get("keys") if isinstance(parsed, dict) else parsed
+        if not isinstance(keys, list) or not all(_is_public_ec_jwk(k) for k in keys):
+            raise SettingsError(f"{name} must list public EC P-256 JWKs (kty, crv, x, y)")
+        return tuple(keys)
 
     def hosts(self, name: str) -> tuple[str, ...]:
         """Host names from a comma-separated list; full origins (https://host:port) are reduced."""

@@ -4,22 +4,16 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from jose import jwt
 
-from shared.errors import NotConfigured
+from shared.keys import ALGORITHM, KeySet
 
 AUDIENCE = "storefront-download"
-ALGORITHM = "ES256"
 
 
 @dataclass(frozen=True)
@@ -33,16 +27,16 @@ class DownloadToken:
 class TokenSigner:
     def __init__(
         self,
-        private_key_pem: str,
+        keys: KeySet,
         issuer: str,
         ttl_seconds: int,
         clock: Callable[[], float] = time.time,
     ):
-        self._pem = private_key_pem
+        self._keys = keys
         self._issuer = issuer
         self._ttl = ttl_seconds
         self._clock = clock
-        self.kid = key_id(_load_private_key(private_key_pem))
+        self.kid = keys.kid
 
     def mint(self, bundle_id: str, *, jti: str | None = None, issued_at: int | None = None) -> DownloadToken:
         """A new token; given the `jti` and `issued_at` of an earlier one, the same claims again
@@ -57,32 +51,5 @@ class TokenSigner:
             "iat": now,
             "exp": now + self._ttl,
         }
-        token = jwt.encode(claims, self._pem, algorithm=ALGORITHM, headers={"kid": self.kid})
+        token = jwt.encode(claims, self._keys.private_pem, algorithm=ALGORITHM, headers={"kid": self.kid})
         return DownloadToken(token=token, jti=jti, issued_at=now, expires_at=now + self._ttl)
-
-
-def _load_private_key(pem: str) -> ec.EllipticCurvePrivateKey:
-    if not pem:
-        raise NotConfigured("STOREFRONT_SIGNING_KEY is not set; the store cannot mint download tokens")
-    try:
-        key = serialization.load_pem_private_key(pem.encode(), password=None)
-    except (ValueError, TypeError):
-        raise NotConfigured("STOREFRONT_SIGNING_KEY is not a readable PEM private key") from None
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
-        raise NotConfigured("STOREFRONT_SIGNING_KEY must be an EC P-256 private key (ES256)")
-    return key
-
-
-def public_jwk(key: ec.EllipticCurvePrivateKey) -> dict[str, str]:
-    numbers = key.public_key().public_numbers()
-    return {"crv": "P-256", "kty": "EC", "x": _b64(numbers.x), "y": _b64(numbers.y)}
-
-
-def key_id(key: ec.EllipticCurvePrivateKey) -> str:
-    """RFC 7638 JWK thumbprint of the public key."""
-    canonical = json.dumps(public_jwk(key), separators=(",", ":"), sort_keys=True)
-    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
-
-
-def _b64(n: int) -> str:
-    return base64.urlsafe_b64encode(n.to_bytes(32, "big")).rstrip(b"=").decode()

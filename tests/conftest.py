@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from tests.support import ROOT, Buyer, Service, connection_string, free_port, start_host, start_process
+from tools.seed_bundles import seed as seed_bundles
 
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
 
@@ -54,6 +55,7 @@ def azurite(logs) -> Iterator[str]:
         logs / "azurite.log",
     )
     service = Service(proc, f"http://127.0.0.1:{blob}", logs / "azurite.log")
+    seed_bundles(connection_string(blob, table))
     yield connection_string(blob, table)
     service.stop()
 

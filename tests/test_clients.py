@@ -286,7 +286,7 @@ def test_live_tool_list_passes_the_local_model_schema_rules(mcp_url):
 
 # --- one receipt, whoever calls --------------------------------------------------------------------
 
-PER_PURCHASE = {"receipt_id", "issued_at", "buyer", "receipt_url", "download", "caller"}
+PER_PURCHASE = {"receipt_id", "issued_at", "buyer", "receipt_url", "download", "caller", "signature"}
 
 
 def test_receipt_is_the_same_from_every_client_but_the_caller_block(base_url, mcp_url, node_env):
@@ -304,6 +304,9 @@ def test_receipt_is_the_same_from_every_client_but_the_caller_block(base_url, mc
         assert _shared_part(receipt) == _shared_part(reference), client
         assert [(c["name"], c["result"]) for c in receipt["checks"]] == [(n, "pass") for n in CHECK_NAMES]
         assert set(receipt["download"]) == set(reference["download"])
+        assert {k: receipt["signature"][k] for k in ("alg", "kid")} == {
+            k: reference["signature"][k] for k in ("alg", "kid")
+        }
         assert set(receipt["buyer"]) == set(reference["buyer"])
         assert receipt["caller"]["channel"] == ("http" if client == "http" else "mcp"), client
     assert len({r["receipt_id"] for r in receipts.values()}) == len(receipts)

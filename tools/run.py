@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from tools import seed_bundles
+
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
 AZURITE_PORTS = (10000, 10001, 10002)
@@ -102,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             proc = subprocess.Popen(cmd, cwd=ROOT)
             started.append(proc)
             wait_for(port, proc, name)
+            if name == "Azurite":
+                seed_bundles.main([])
         print(banner(args.port, args.sandbox_port), flush=True)
         while all(p.poll() is None for p in started):
             time.sleep(0.5)

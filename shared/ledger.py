@@ -1,0 +1,173 @@
+"""The finance ledger: one Table entity per fulfilled receipt, partitioned by UTC issue day, so a
+day's receipts and totals are one partition query away.
+
+PartitionKey is the day (`2026-11-30`), RowKey the receipt id; the entity holds the billing figures
+and nothing about the buyer. Writing is an upsert, so a purchase finished by a second instance
+after a crash records its receipt once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from azure.core.exceptions import AzureError, ResourceNotFoundError
+from azure.data.tables import TableClient, UpdateMode
+
+from shared.errors import InvalidRequest, StoreUnavailable
+from shared.receipts import money
+from shared.storage import create_table, is_missing_table, outage
+
+WHAT = "ledger table"
+DAY_PATTERN = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$")
+MAX_PAGE_SIZE = 200
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    receipt_id: str
+    issued_at: str
+    bundle_id: str
+    bundle_title: str
+    amount: str
+    currency: str
+    cost_estimate: str
+    cost_currency: str
+
+    @classmethod
+    def from_receipt(cls, receipt: dict) -> LedgerEntry:
+        billing, bundle = receipt["billing"], receipt.get("bundle") or {}
+        return cls(
+            receipt_id=receipt["receipt_id"],
+            issued_at=receipt["issued_at"],
+            bundle_id=bundle.get("id", ""),
+            bundle_title=bundle.get("title", ""),
+            amount=billing["amount"],
+            currency=billing["currency"],
+            cost_estimate=billing["cost_estimate"],
+            cost_currency=billing["cost_currency"],
+        )
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class DayListing:
+    date: str
+    receipts: list[LedgerEntry]
+    count: int
+    totals: dict[str, dict[str, str]]  # currency → {"amount", "cost_estimate"}
+    next_cursor: str | None
+
+    def as_dict(self) -> dict:
+        return {
+            "date": self.date,
+            "count": self.count,
+            "totals": self.totals,
+            "receipts": [entry.as_dict() for entry in self.receipts],
+            "next_cursor": self.next_cursor,
+        }
+
+
+class TableLedger:
+    def __init__(self, table: TableClient):
+        self._table = table
+
+    def record(self, receipt: dict) -> None:
+        entry = LedgerEntry.from_receipt(receipt)
+        entity = {"PartitionKey": entry.issued_at[:10], "RowKey": entry.receipt_id, **_columns(entry)}
+        for _ in range(2):
+            try:
+                self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+                return
+            except ResourceNotFoundError as exc:
+                if not is_missing_table(exc):
+                    raise outage(exc, WHAT) from exc
+                create_table(self._table)
+            except AzureError as exc:
+                raise outage(exc, WHAT) from exc
+        raise StoreUnavailable(f"{WHAT} could not be created")
+
+    def day(self, date: str, *, page_size: int = 50, cursor: str | None = None) -> DayListing:
+        """One page of the day's receipts, oldest receipt id first, with the whole day's totals."""
+        if not DAY_PATTERN.fullmatch(date):
+            raise InvalidRequest("date must be YYYY-MM-DD", code="invalid_date")
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidRequest(f"page_size must be 1-{MAX_PAGE_SIZE}", code="invalid_page_size")
+        token = _decode_cursor(cursor)
+        query = "PartitionKey eq @day"
+        try:
+            pages = self._table.query_entities(query, parameters={"day": date}, results_per_page=page_size)
+            page = pages.by_page(continuation_token=token)
+            entries = [_entry(entity) for entity in next(page, [])]
+            next_token = page.continuation_token
+            count, totals = self._totals(date)
+        except ResourceNotFoundError:
+            return DayListing(date, [], 0, {}, None)
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+        return DayListing(date, entries, count, totals, _encode_cursor(next_token))
+
+    def _totals(self, date: str) -> tuple[int, dict[str, dict[str, str]]]:
+        count, sums = 0, {}
+        columns = ["Amount", "Currency", "CostEstimate", "CostCurrency"]
+        for entity in self._table.query_entities(
+            "PartitionKey eq @day", parameters={"day": date}, select=columns
+        ):
+            count += 1
+            amount, cost = sums.setdefault(entity["Currency"], [Decimal(0), Decimal(0)])
+            sums[entity["Currency"]] = [
+                amount + Decimal(entity["Amount"]),
+                cost + Decimal(entity["CostEstimate"]),
+            ]
+        return count, {
+            currency: {"amount": f"{amount:.2f}", "cost_estimate": money(cost)}
+            for currency, (amount, cost) in sorted(sums.items())
+        }
+
+
+def _columns(entry: LedgerEntry) -> dict[str, str]:
+    return {
+        "IssuedAt": entry.issued_at,
+        "BundleId": entry.bundle_id,
+        "BundleTitle": entry.bundle_title,
+        "Amount": entry.amount,
+        "Currency": entry.currency,
+        "CostEstimate": entry.cost_estimate,
+        "CostCurrency": entry.cost_currency,
+    }
+
+
+def _entry(entity) -> LedgerEntry:
+    return LedgerEntry(
+        receipt_id=entity["RowKey"],
+        issued_at=entity["IssuedAt"],
+        bundle_id=entity["BundleId"],
+        bundle_title=entity["BundleTitle"],
+        amount=entity["Amount"],
+        currency=entity["Currency"],
+        cost_estimate=entity["CostEstimate"],
+        cost_currency=entity["CostCurrency"],
+    )
+
+
+def _encode_cursor(token: object) -> str | None:
+    if not token:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(token).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str | None) -> object:
+    if not cursor:
+        return None
+    try:
+        token = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, TypeError):
+        raise InvalidRequest("cursor is not one this endpoint issued", code="invalid_cursor") from None
+    if not isinstance(token, dict):
+        raise InvalidRequest("cursor is not one this endpoint issued", code="invalid_cursor")
+    return token
