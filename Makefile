@@ -6,6 +6,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install run test lint format clean
 
@@ -24,12 +26,17 @@ $(NODE_STAMP): package.json package-lock.json
 	npm install --no-audit --no-fund
 	touch $@
 
+# The browser tests drive Debian's Chromium (never a downloaded browser).
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
+
 ## Start Azurite, the Brevo sandbox and the Functions host; Ctrl-C stops them all.
 run: install
 	$(PY) -m tools.run
 
 ## Lint, then the whole suite (it starts its own Azurite, sandbox and dev hosts).
-test: install
+test: install $(CHROMIUM)
 	$(PY) -m ruff check .
 	$(PY) -m pytest
 

@@ -48,15 +48,20 @@ def is_outage(exc: BaseException) -> bool:
 
 
 def is_missing_table(exc: BaseException) -> bool:
-    return isinstance(exc, ResourceNotFoundError) and "TableNotFound" in str(
-        getattr(exc, "error_code", "") or exc
-    )
+    return isinstance(exc, ResourceNotFoundError) and _error_code(exc) == "TableNotFound"
 
 
 def is_missing_container(exc: BaseException) -> bool:
-    return isinstance(exc, ResourceNotFoundError) and "ContainerNotFound" in str(
-        getattr(exc, "error_code", "") or exc
-    )
+    return isinstance(exc, ResourceNotFoundError) and _error_code(exc) == "ContainerNotFound"
+
+
+def _error_code(exc: BaseException) -> str:
+    """The service's error code; the SDKs give it as a string or as an enum, depending on the call."""
+    code = getattr(exc, "error_code", None)
+    code = getattr(code, "value", code)
+    if code:
+        return str(code)
+    return next((word for word in ("TableNotFound", "ContainerNotFound") if word in str(exc)), "")
 
 
 def outage(exc: AzureError, what: str) -> StoreUnavailable:

@@ -16,7 +16,8 @@ from jose import jwt
 from jose.exceptions import JWTClaimsError, JWTError
 
 from shared.errors import NotConfigured
-from shared.tokens import ALGORITHM, AUDIENCE, TokenSigner, key_id, public_jwk
+from shared.keys import ALGORITHM, KeySet, key_id, public_jwk
+from shared.tokens import AUDIENCE, TokenSigner
 
 ISSUER = "https://store.example.net"
 TTL = 7 * 24 * 3600
@@ -60,7 +61,7 @@ def key() -> ec.EllipticCurvePrivateKey:
 
 @pytest.fixture
 def signer(key) -> TokenSigner:
-    return TokenSigner(pem(key), ISSUER, TTL)
+    return TokenSigner(KeySet.load(pem(key)), ISSUER, TTL)
 
 
 def test_mint_produces_a_compact_es256_jws_named_by_the_key_thumbprint(key, signer):
@@ -121,7 +122,7 @@ def test_tampered_token_does_not_verify(key, signer):
 
 
 def test_claims_follow_the_injected_clock_and_ttl(key):
-    signer = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_492_900.75)
+    signer = TokenSigner(KeySet.load(pem(key)), ISSUER, 600, clock=lambda: 1_893_492_900.75)
 
     minted = signer.mint("agent-starter-kit")
 
@@ -138,7 +139,7 @@ def test_claims_follow_the_injected_clock_and_ttl(key):
 
 
 def test_expired_token_is_refused(key):
-    signer = TokenSigner(pem(key), ISSUER, 60, clock=lambda: time.time() - 3600)
+    signer = TokenSigner(KeySet.load(pem(key)), ISSUER, 60, clock=lambda: time.time() - 3600)
 
     with pytest.raises(JWTError):
         jwt.decode(
@@ -155,8 +156,8 @@ def test_every_token_has_a_unique_jti(signer):
 
 
 def test_minting_again_with_the_jti_and_issued_at_of_a_token_gives_identical_claims(key):
-    first = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_492_900.75).mint("mcp-field-guide")
-    later = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_499_999.0)
+    first = TokenSigner(KeySet.load(pem(key)), ISSUER, 600, clock=lambda: 1_893_492_900.75).mint("mcp-field-guide")
+    later = TokenSigner(KeySet.load(pem(key)), ISSUER, 600, clock=lambda: 1_893_499_999.0)
 
     again = later.mint("mcp-field-guide", jti=first.jti, issued_at=first.issued_at)
 
@@ -186,7 +187,7 @@ def test_reminting_after_a_json_recovery_point_gives_the_same_claims(signer):
 
 
 def test_only_a_given_jti_keeps_the_id_and_the_clock_gives_the_time(key):
-    signer = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_492_900.0)
+    signer = TokenSigner(KeySet.load(pem(key)), ISSUER, 600, clock=lambda: 1_893_492_900.0)
 
     minted = signer.mint("agent-starter-kit", jti="resumed-token-id")
 
@@ -196,7 +197,7 @@ def test_only_a_given_jti_keeps_the_id_and_the_clock_gives_the_time(key):
 
 
 def test_only_a_given_issued_at_keeps_the_time_and_draws_a_new_jti(key):
-    signer = TokenSigner(pem(key), ISSUER, 600, clock=lambda: 1_893_499_999.0)
+    signer = TokenSigner(KeySet.load(pem(key)), ISSUER, 600, clock=lambda: 1_893_499_999.0)
 
     minted = [signer.mint("agent-starter-kit", issued_at=1_893_492_900) for _ in range(2)]
 
@@ -213,16 +214,20 @@ def test_kid_is_the_rfc7638_thumbprint_even_when_a_coordinate_has_leading_zero_b
 
     assert len(b64url_decode(public_jwk(key)["x"])) == 32
     assert key_id(key) == rfc7638_thumbprint(key)
-    assert TokenSigner(pem(key), ISSUER, TTL).kid == rfc7638_thumbprint(key)
+    assert TokenSigner(KeySet.load(pem(key)), ISSUER, TTL).kid == rfc7638_thumbprint(key)
 
 
-def test_public_jwk_has_exactly_the_rfc7638_members(key):
-    assert set(public_jwk(key)) == {"crv", "kty", "x", "y"}
-    assert public_jwk(key)["crv"] == "P-256" and public_jwk(key)["kty"] == "EC"
+def test_public_jwk_has_the_rfc7638_members_and_only_public_metadata(key):
+    jwk = public_jwk(key)
+
+    assert set(jwk) == {"crv", "kty", "x", "y", "kid", "alg", "use"}
+    assert jwk["crv"] == "P-256" and jwk["kty"] == "EC"
+    assert (jwk["kid"], jwk["alg"], jwk["use"]) == (rfc7638_thumbprint(key), "ES256", "sig")
+    assert public_jwk(key.public_key()) == jwk
 
 
 def test_traditional_sec1_ec_key_pem_is_accepted(key):
-    signer = TokenSigner(pem(key, serialization.PrivateFormat.TraditionalOpenSSL), ISSUER, TTL)
+    signer = TokenSigner(KeySet.load(pem(key, serialization.PrivateFormat.TraditionalOpenSSL)), ISSUER, TTL)
 
     token = signer.mint("agent-starter-kit").token
 
@@ -266,7 +271,7 @@ def _bad_keys() -> list:
 @pytest.mark.parametrize(("private_key_pem", "detail"), _bad_keys())
 def test_unusable_signing_key_is_not_configured_naming_the_setting(private_key_pem, detail):
     with pytest.raises(NotConfigured) as caught:
-        TokenSigner(private_key_pem, ISSUER, TTL)
+        TokenSigner(KeySet.load(private_key_pem), ISSUER, TTL)
 
     assert "STOREFRONT_SIGNING_KEY" in caught.value.message
     assert detail in caught.value.message

@@ -1,0 +1,104 @@
+"""Verify a storefront receipt: was it issued by the store, and is every byte as issued?
+
+    python -m tools.verify_receipt RECEIPT_URL_OR_FILE [--jwks URL_OR_FILE] [--allow-reformatted]
+
+RECEIPT is a receipt URL (`.../api/receipts/rcpt_...`) or a saved receipt file. The JWKS defaults
+to `/api/.well-known/jwks.json` on the receipt URL's host (or on the host named in the file's
+`receipt_url`); pass `--jwks` to verify offline against a saved copy. The check is a standard JOSE
+verification (ES256, key chosen by `kid`) of the detached signature over the receipt's canonical
+form, plus a byte-exact comparison with the store's serialisation, so a changed byte fails even
+where it is only whitespace. `--allow-reformatted` accepts a receipt whose content is signed but
+whose formatting changed (say, pretty-printed by another tool).
+
+Prints one verdict line and exits 0 when valid, 1 when not, 2 when the input cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import requests
+
+from shared.signatures import verify
+
+JWKS_PATH = "/api/.well-known/jwks.json"
+
+
+class Unreadable(Exception):
+    """The receipt or the JWKS could not be fetched or read."""
+
+
+def load(source: str, accept: str = "application/json") -> bytes:
+    if source.startswith(("http://", "https://")):
+        try:
+            response = requests.get(source, headers={"Accept": accept}, timeout=15)
+        except requests.RequestException as exc:
+            raise Unreadable(f"cannot fetch {source}: {type(exc).__name__}") from None
+        if response.status_code != 200:
+            raise Unreadable(f"cannot fetch {source}: HTTP {response.status_code}")
+        return response.content
+    try:
+        return Path(source).read_bytes()
+    except OSError as exc:
+        raise Unreadable(f"cannot read {source}: {exc.strerror}") from None
+
+
+def default_jwks(source: str, body: bytes) -> str:
+    """The JWKS URL on the host the receipt came from."""
+    url = source if source.startswith(("http://", "https://")) else _receipt_url(body)
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        raise Unreadable("no --jwks given and the receipt names no receipt_url to find the store by")
+    return f"{parts.scheme}://{parts.netloc}{JWKS_PATH}"
+
+
+def _receipt_url(body: bytes) -> str:
+    try:
+        receipt = json.loads(body)
+    except ValueError:
+        return ""
+    return receipt.get("receipt_url") or "" if isinstance(receipt, dict) else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.verify_receipt", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("receipt", help="receipt URL or file")
+    parser.add_argument("--jwks", help="JWKS URL or file (default: the store's, by the receipt's host)")
+    parser.add_argument(
+        "--allow-reformatted", action="store_true", help="accept signed content whose bytes were reformatted"
+    )
+    args = parser.parse_args(argv)
+    try:
+        body = load(args.receipt)
+        jwks = json.loads(load(args.jwks or default_jwks(args.receipt, body)))
+    except (Unreadable, ValueError) as exc:
+        print(f"UNREADABLE: {exc}")
+        return 2
+    if not isinstance(jwks, dict):
+        print("UNREADABLE: the JWKS is not a JSON object")
+        return 2
+    verdict = verify(body, jwks, exact_bytes=not args.allow_reformatted)
+    receipt_id = _receipt_id(body)
+    if verdict.valid:
+        print(f"VALID: receipt {receipt_id} is {verdict.reason}, unaltered")
+        return 0
+    print(f"INVALID: receipt {receipt_id}: {verdict.reason}")
+    return 1
+
+
+def _receipt_id(body: bytes) -> str:
+    try:
+        receipt = json.loads(body)
+    except ValueError:
+        return "(unreadable)"
+    return str(receipt.get("receipt_id", "(no id)")) if isinstance(receipt, dict) else "(not an object)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
