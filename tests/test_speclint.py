@@ -1,0 +1,607 @@
+"""tools.speclint: each rule on crafted manifests, the storefront's own tool (before and after
+idempotency keys, the latter live over HTTP), the output formats, the exit codes and the MCP client."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from shared.mcp import TOOL
+from tests.support import ROOT, free_port
+from tools import speclint
+
+FIXTURES = Path(__file__).parent / "fixtures" / "speclint"
+
+
+def load(name: str) -> list[dict]:
+    return json.loads((FIXTURES / name).read_text())["tools"]
+
+
+def triples(findings: list[speclint.Finding]) -> set[tuple[str, str, str, str]]:
+    return {(f.rule_id, f.severity, f.tool, f.path) for f in findings}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = speclint.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_cli(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.speclint", *argv],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def pre_idempotency_tool() -> dict:
+    """The storefront's tool as it shipped before idempotency keys."""
+    tool = copy.deepcopy(TOOL)
+    del tool["inputSchema"]["properties"]["idempotency_key"]
+    return tool
+
+
+# ---------------------------------------------------------------- the rules
+
+
+def test_clean_manifest_has_no_findings():
+    assert speclint.lint(load("clean.json")) == []
+
+
+EXPECTED = {
+    "sl001_no_idempotency_key.json": {
+        ("SL001", "high", "send_invoice", "/inputSchema/properties"),
+        ("SL001", "high", "delete_file", "/inputSchema/properties"),
+    },
+    "sl002_annotations.json": {
+        ("SL002", "medium", "archive_order", "/annotations"),
+        ("SL002", "medium", "rename_label", "/annotations"),
+        ("SL002", "medium", "send_digest", "/annotations/readOnlyHint"),
+        ("SL002", "medium", "weekly_report", "/annotations/readOnlyHint"),
+        ("SL002", "medium", "refund_payment", "/annotations/idempotentHint"),
+    },
+    "sl003_unbounded.json": {
+        ("SL003", "medium", "save_note", "/inputSchema"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/text"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/nullable_text"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/tags"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/tags/items"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/meta"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/meta/additionalProperties"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/choice/anyOf/0"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/lists/oneOf/1"),
+        ("SL003", "medium", "save_note", "/inputSchema/properties/a~1b"),
+        ("SL003", "medium", "tag_item", "/inputSchema/$defs/label"),
+        # $defs is also what local-model runtimes reject
+        ("SL004", "high", "tag_item", "/inputSchema/$defs"),
+    },
+    "sl004_local_models.json": {
+        ("SL004", "high", "bad name!", "/name"),
+        ("SL004", "high", "array_root", "/inputSchema/type"),
+        ("SL004", "high", "array_root", "/inputSchema/properties"),
+        ("SL004", "high", "no_properties", "/inputSchema/properties"),
+        ("SL004", "high", "pattern_checks", "/inputSchema/properties/a/pattern"),
+        ("SL004", "high", "pattern_checks", "/inputSchema/properties/b/pattern"),
+        ("SL004", "high", "pattern_checks", "/inputSchema/properties/c/pattern"),
+        ("SL004", "high", "pattern_checks", "/inputSchema/properties/d/pattern"),
+        ("SL004", "high", "pattern_checks", "/inputSchema/properties/e/pattern"),
+        ("SL004", "high", "keyword_checks", "/inputSchema/$schema"),
+        ("SL004", "high", "keyword_checks", "/inputSchema/$defs"),
+        ("SL004", "high", "keyword_checks", "/inputSchema/definitions"),
+        ("SL004", "high", "keyword_checks", "/inputSchema/properties/when/format"),
+        ("SL004", "high", "keyword_checks", "/inputSchema/properties/ref/$ref"),
+        ("SL004", "high", "boolean_checks", "/inputSchema/properties/anything"),
+        ("SL004", "high", "boolean_checks", "/inputSchema/properties/none/items"),
+        ("SL004", "high", "missing_schema", "/inputSchema"),
+    },
+    "sl005_side_effects.json": {
+        ("SL005", "low", "process_records", "/description"),
+        ("SL005", "low", "sync_now", "/description"),
+        ("SL005", "low", "read_stats", "/outputSchema"),
+    },
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(EXPECTED))
+def test_each_rule_fires_on_its_crafted_manifest(fixture):
+    findings = speclint.lint(load(fixture))
+
+    assert triples(findings) == EXPECTED[fixture]
+    assert len(findings) == len(EXPECTED[fixture])  # one finding per problem, no duplicates
+    for f in findings:
+        assert f.message and "\n" not in f.message
+        assert f.fix and "\n" not in f.fix
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "slug", "severity"),
+    [
+        ("SL001", "mutating-without-idempotency-key", "high"),
+        ("SL002", "annotations-missing-or-contradicting", "medium"),
+        ("SL003", "unbounded-input", "medium"),
+        ("SL004", "local-model-incompatible-schema", "high"),
+        ("SL005", "undisclosed-side-effects", "low"),
+    ],
+)
+def test_rules_have_stable_ids_slugs_and_severities(rule_id, slug, severity):
+    rule = speclint.RULE_BY_ID[rule_id]
+    assert (rule.slug, rule.severity) == (slug, severity)
+    assert rule.rationale and rule.fix and rule.title
+
+
+@pytest.mark.parametrize("name", speclint.IDEMPOTENCY_KEY_NAMES)
+def test_every_documented_key_name_counts_in_any_case(name):
+    tool = load("sl001_no_idempotency_key.json")[0]
+    tool["inputSchema"]["properties"][name.upper()] = {"type": "string", "maxLength": 64}
+    assert speclint.lint([tool]) == []
+
+
+def test_readonly_contradiction_ignores_nouns_and_denials():
+    tool = load("clean.json")[1]  # get_post, readOnlyHint true
+    for description in (
+        "Lists the posts and pending updates of a user; never sends anything.",
+        "Returns charges for a customer. Does not create anything.",
+    ):
+        tool["description"] = description
+        assert speclint.check_annotations(tool, "get_post") == []
+    tool["description"] = "Fetches a post, then sends it to the author."
+    assert triples(speclint.check_annotations(tool, "get_post")) == {
+        ("SL002", "medium", "get_post", "/annotations/readOnlyHint")
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "verb"),
+    [
+        ("sendEmail", "send"),
+        ("create-user", "create"),
+        ("user_delete", "delete"),
+        ("get_post", None),
+        ("list_charges", None),
+        ("weekly_report", None),
+    ],
+)
+def test_mutating_verbs_in_names(name, verb):
+    assert speclint.mutating_verb_in_name(name) == verb
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problems"),
+    [
+        ("^[A-Za-z0-9._-]{8,128}$", 0),
+        ("^\\\\d$", 0),  # an escaped backslash, then the letter d
+        ("[a-z]+", 1),
+        ("^[a-z]+\\$", 1),
+        ("^\\w+$", 1),
+        ("^\\D+$", 1),
+        ("^(?<!x)a$", 1),
+        ("\\s(?!x)", 3),
+    ],
+)
+def test_pattern_problems(pattern, problems):
+    assert len(speclint.pattern_problems(pattern)) == problems
+
+
+# ---------------------------------------------------------------- the storefront's own tool
+
+
+def test_storefront_tool_before_idempotency_keys_is_high(tmp_path, capsys):
+    tool = pre_idempotency_tool()
+    findings = speclint.lint([tool])
+    assert ("SL001", "high", "purchase_free_bundle", "/inputSchema/properties") in triples(findings)
+
+    manifest = tmp_path / "tools.json"
+    manifest.write_text(json.dumps({"tools": [tool]}))
+    code, out, err = run(capsys, str(manifest))
+    assert code == 1
+    assert "SL001 mutating-without-idempotency-key" in out
+    assert err == ""
+
+
+def test_storefront_tool_today_has_nothing_at_medium_or_above():
+    findings = speclint.lint([TOOL])
+    assert [f for f in findings if speclint.RANK[f.severity] >= speclint.RANK["medium"]] == []
+
+
+def test_live_dev_host_passes_with_fail_on_medium(host):
+    url = f"{host.url}/api/a2a/mcp"
+
+    result = run_cli(url, "--fail-on", "medium")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""
+
+    report = json.loads(run_cli(url, "--format", "json", "--fail-on", "medium").stdout)
+    assert report["tools_checked"] == 1
+    assert [f for f in report["findings"] if f["severity"] in ("medium", "high")] == []
+
+
+# ---------------------------------------------------------------- output formats
+
+
+def test_text_output_names_rule_tool_path_and_fix(capsys):
+    code, out, _ = run(capsys, str(FIXTURES / "sl001_no_idempotency_key.json"))
+    assert code == 1
+    assert "HIGH   SL001 mutating-without-idempotency-key  send_invoice  /inputSchema/properties" in out
+    assert "fix: " in out
+    assert out.strip().splitlines()[-1].startswith("speclint: 2 tools checked, 2 finding(s)")
+
+
+def test_json_output_parses(capsys):
+    code, out, _ = run(capsys, str(FIXTURES / "sl002_annotations.json"), "--format", "json")
+    assert code == 0  # medium findings, default --fail-on high
+    report = json.loads(out)
+    assert report["tools_checked"] == 5
+    assert report["failed"] is False
+    assert report["summary"] == {"high": 0, "medium": 5, "low": 0, "info": 0}
+    first = report["findings"][0]
+    assert set(first) == {"rule_id", "rule", "severity", "tool", "path", "message", "fix"}
+    assert (first["rule_id"], first["rule"], first["severity"]) == (
+        "SL002",
+        "annotations-missing-or-contradicting",
+        "medium",
+    )
+
+
+SARIF_SHAPE = {
+    "type": "object",
+    "required": ["$schema", "version", "runs"],
+    "properties": {
+        "$schema": {"type": "string"},
+        "version": {"const": "2.1.0"},
+        "runs": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["tool", "results"],
+                "properties": {
+                    "tool": {
+                        "type": "object",
+                        "required": ["driver"],
+                        "properties": {
+                            "driver": {
+                                "type": "object",
+                                "required": ["name", "rules"],
+                                "properties": {
+                                    "name": {"type": "string"},
+                                    "rules": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": [
+                                                "id",
+                                                "shortDescription",
+                                                "fullDescription",
+                                                "help",
+                                                "defaultConfiguration",
+                                            ],
+                                            "properties": {
+                                                "id": {"type": "string"},
+                                                "shortDescription": {"$ref": "#/$defs/message"},
+                                                "fullDescription": {"$ref": "#/$defs/message"},
+                                                "help": {"$ref": "#/$defs/message"},
+                                                "defaultConfiguration": {
+                                                    "type": "object",
+                                                    "required": ["level"],
+                                                    "properties": {"level": {"$ref": "#/$defs/level"}},
+                                                },
+                                            },
+                                        },
+                                    },
+                                },
+                            }
+                        },
+                    },
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["ruleId", "level", "message", "locations", "properties"],
+                            "properties": {
+                                "ruleId": {"type": "string"},
+                                "level": {"$ref": "#/$defs/level"},
+                                "message": {"$ref": "#/$defs/message"},
+                                "locations": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["logicalLocations"],
+                                        "properties": {
+                                            "logicalLocations": {
+                                                "type": "array",
+                                                "minItems": 1,
+                                                "items": {
+                                                    "type": "object",
+                                                    "required": ["name", "fullyQualifiedName"],
+                                                },
+                                            }
+                                        },
+                                    },
+                                },
+                                "properties": {"type": "object", "required": ["severity"]},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "$defs": {
+        "message": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+        "level": {"enum": ["none", "note", "warning", "error"]},
+    },
+}
+
+
+def test_sarif_output_is_sarif_2_1_0(capsys):
+    manifest = FIXTURES / "sl004_local_models.json"
+    code, out, _ = run(capsys, str(manifest), "--format", "sarif")
+    assert code == 1
+    sarif = json.loads(out)
+
+    assert sarif["version"] == "2.1.0" and "sarif" in sarif["$schema"]
+    run_ = sarif["runs"][0]
+    driver = run_["tool"]["driver"]
+    assert driver["name"] == "speclint"
+    rule_ids = [rule["id"] for rule in driver["rules"]]
+    assert rule_ids == ["SL001", "SL002", "SL003", "SL004", "SL005"]
+    for rule in driver["rules"]:
+        assert rule["shortDescription"]["text"] and rule["fullDescription"]["text"] and rule["help"]["text"]
+        assert rule["defaultConfiguration"]["level"] in ("error", "warning", "note")
+    assert len(run_["results"]) == len(EXPECTED["sl004_local_models.json"])
+    for result in run_["results"]:
+        assert result["ruleId"] in rule_ids
+        assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
+        assert result["level"] == "error" and result["properties"]["severity"] == "high"
+        logical = result["locations"][0]["logicalLocations"][0]
+        assert logical["fullyQualifiedName"] == logical["name"] + result["properties"]["jsonPointer"]
+        assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == manifest.as_posix()
+    names = {r["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] for r in run_["results"]}
+    assert "keyword_checks/inputSchema/properties/when/format" in names
+
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator.check_schema(SARIF_SHAPE)
+    jsonschema.validate(sarif, SARIF_SHAPE, cls=jsonschema.Draft202012Validator)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "levels"),
+    [
+        ("sl002_annotations.json", {"warning"}),
+        ("sl005_side_effects.json", {"note"}),
+        ("clean.json", set()),
+    ],
+)
+def test_sarif_levels_follow_severity(capsys, fixture, levels):
+    _, out, _ = run(capsys, str(FIXTURES / fixture), "--format", "sarif")
+    assert {result["level"] for result in json.loads(out)["runs"][0]["results"]} == levels
+
+
+# ---------------------------------------------------------------- targets and exit codes
+
+
+def test_dash_reads_standard_input():
+    manifest = (FIXTURES / "sl001_no_idempotency_key.json").read_text()
+    result = run_cli("-", "--format", "json", stdin=manifest)
+    assert result.returncode == 1
+    assert {f["tool"] for f in json.loads(result.stdout)["findings"]} == {"send_invoice", "delete_file"}
+
+    clean = run_cli("-", stdin=(FIXTURES / "clean.json").read_text())
+    assert clean.returncode == 0
+    assert "no findings" in clean.stdout
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda tools: {"tools": tools},
+        lambda tools: tools,
+        lambda tools: {"jsonrpc": "2.0", "id": 7, "result": {"tools": tools}},
+    ],
+    ids=["result", "bare-list", "json-rpc-response"],
+)
+def test_accepted_file_shapes(tmp_path, capsys, wrap):
+    manifest = tmp_path / "tools.json"
+    manifest.write_text(json.dumps(wrap(load("sl001_no_idempotency_key.json"))))
+    code, out, _ = run(capsys, str(manifest), "--format", "json")
+    assert code == 1
+    assert len(json.loads(out)["findings"]) == 2
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        None,  # no such file
+        "this is not JSON",
+        '{"foo": 1}',
+        '{"tools": {"name": "x"}}',
+        '{"tools": ["purchase_free_bundle"]}',
+        '{"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "method not found"}}',
+    ],
+    ids=["missing-file", "not-json", "not-a-tools-list", "tools-not-a-list", "tool-not-object", "rpc-error"],
+)
+def test_unreadable_files_exit_2(tmp_path, capsys, content):
+    manifest = tmp_path / "tools.json"
+    if content is not None:
+        manifest.write_text(content)
+    code, out, err = run(capsys, str(manifest))
+    assert code == 2
+    assert out == ""
+    assert err.startswith("speclint: ") and err.count("\n") == 1
+
+
+def test_url_with_nothing_listening_exits_2(capsys):
+    code, out, err = run(capsys, f"http://127.0.0.1:{free_port()}/mcp")
+    assert code == 2
+    assert out == ""
+    assert "cannot reach" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "code"),
+    [("high", 0), ("medium", 0), ("low", 1), ("info", 1), ("never", 0)],
+)
+def test_fail_on_thresholds_with_a_low_finding(capsys, fail_on, code):
+    assert run(capsys, str(FIXTURES / "low_only.json"), "--fail-on", fail_on)[0] == code
+
+
+@pytest.mark.parametrize(("fail_on", "code"), [("high", 1), ("never", 0)])
+def test_fail_on_thresholds_with_a_high_finding(capsys, fail_on, code):
+    assert run(capsys, str(FIXTURES / "sl001_no_idempotency_key.json"), "--fail-on", fail_on)[0] == code
+
+
+def test_default_fail_on_is_high(capsys):
+    assert run(capsys, str(FIXTURES / "sl002_annotations.json"))[0] == 0
+    assert run(capsys, str(FIXTURES / "sl001_no_idempotency_key.json"))[0] == 1
+
+
+# ---------------------------------------------------------------- the MCP client
+
+
+class FakeMcp:
+    """A tiny MCP server: sessions, two pages of tools/list, optionally as an event stream."""
+
+    def __init__(self, pages: dict, sse: bool = False, list_error: dict | None = None, status: int = 200):
+        self.pages, self.sse, self.list_error, self.status = pages, sse, list_error, status
+        self.seen: list[tuple[str, str, dict, dict]] = []  # (HTTP method, RPC method, params, headers)
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_DELETE(self):
+                fake.seen.append(("DELETE", "", {}, dict(self.headers)))
+                self._send(200, b"", "application/json")
+
+            def do_POST(self):
+                message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.seen.append(("POST", message["method"], message.get("params"), dict(self.headers)))
+                fake.answer(self, message)
+
+            def _send(self, status, body, content_type, headers=None):
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}/mcp"
+
+    def answer(self, handler, message: dict) -> None:
+        if "id" not in message:
+            handler._send(202, b"", "application/json")
+            return
+        if self.status != 200:
+            handler._send(self.status, b"<html>oops</html>", "text/html")
+            return
+        method, rpc_id = message["method"], message["id"]
+        if method == "initialize":
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "fake", "version": "1"},
+            }
+            body = {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+            handler._send(200, json.dumps(body).encode(), "application/json", {"Mcp-Session-Id": "sess-42"})
+            return
+        if self.list_error is not None:
+            body = {"jsonrpc": "2.0", "id": rpc_id, "error": self.list_error}
+        else:
+            body = {"jsonrpc": "2.0", "id": rpc_id, "result": self.pages[message["params"].get("cursor")]}
+        if not self.sse:
+            handler._send(200, json.dumps(body).encode(), "application/json")
+            return
+        progress = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+        text = json.dumps(body, indent=1)  # multi-line JSON: several data lines in one event
+        stream = ": keep-alive\r\n\r\n" + f"event: message\r\ndata: {json.dumps(progress)}\r\n\r\n"
+        stream += "event: message\r\n" + "".join(f"data: {line}\r\n" for line in text.splitlines()) + "\r\n"
+        handler._send(200, stream.encode(), "text/event-stream")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake_mcp() -> Iterator:
+    started: list[FakeMcp] = []
+
+    def start(**kwargs) -> FakeMcp:
+        server = FakeMcp(**kwargs)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
+
+
+def two_pages() -> dict:
+    first, second = load("sl001_no_idempotency_key.json")
+    return {None: {"tools": [first], "nextCursor": "page-2"}, "page-2": {"tools": [second]}}
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "event-stream"])
+def test_url_target_follows_next_cursor_and_carries_the_session(fake_mcp, capsys, sse):
+    server = fake_mcp(pages=two_pages(), sse=sse)
+
+    code, out, err = run(capsys, server.url, "--format", "json", "--header", "Authorization: Bearer t0k")
+    assert (code, err) == (1, "")
+    assert [f["tool"] for f in json.loads(out)["findings"]] == ["send_invoice", "delete_file"]
+
+    calls = [(http, rpc, params) for http, rpc, params, _ in server.seen]
+    assert calls == [
+        ("POST", "initialize", calls[0][2]),
+        ("POST", "notifications/initialized", None),
+        ("POST", "tools/list", {}),
+        ("POST", "tools/list", {"cursor": "page-2"}),
+        ("DELETE", "", {}),
+    ]
+    assert calls[0][2]["protocolVersion"] == "2025-06-18"
+    first_headers = server.seen[0][3]
+    assert first_headers["Accept"] == "application/json, text/event-stream"
+    assert first_headers["Content-Type"] == "application/json"
+    assert "Mcp-Session-Id" not in first_headers
+    for _, _, _, headers in server.seen:
+        assert headers["Authorization"] == "Bearer t0k"
+    for _, _, _, headers in server.seen[1:]:
+        assert headers["Mcp-Session-Id"] == "sess-42"
+        assert headers["MCP-Protocol-Version"] == "2025-06-18"
+
+
+def test_json_rpc_error_from_the_server_exits_2(fake_mcp, capsys):
+    server = fake_mcp(pages={}, list_error={"code": -32601, "message": "Method not found"})
+    code, out, err = run(capsys, server.url)
+    assert (code, out) == (2, "")
+    assert "tools/list" in err and "-32601" in err and err.count("\n") == 1
+
+
+def test_http_error_from_the_server_exits_2(fake_mcp, capsys):
+    server = fake_mcp(pages={}, status=500)
+    code, out, err = run(capsys, server.url)
+    assert (code, out) == (2, "")
+    assert "HTTP 500" in err and err.count("\n") == 1

@@ -1,0 +1,1009 @@
+"""speclint: a static spec check for MCP tools, before any agent calls them.
+
+    python -m tools.speclint TARGET [--format text|json|sarif] [--fail-on LEVEL] [--header 'Name: value']
+
+TARGET is one of:
+
+* an MCP endpoint URL (``http://`` or ``https://``, Streamable HTTP): speclint sends ``initialize``
+  (protocol 2025-06-18), the ``notifications/initialized`` notification, then ``tools/list``,
+  following ``nextCursor`` until the last page. It accepts JSON or ``text/event-stream`` answers and
+  carries the ``Mcp-Session-Id`` the server hands out. ``--header`` (repeatable) adds a request
+  header, e.g. ``--header 'Authorization: Bearer ...'`` for servers that need a token;
+* a JSON file holding a ``tools/list`` result (``{"tools": [...]}``), a bare list of tools, or a full
+  JSON-RPC response whose ``result`` is one;
+* ``-``: the same JSON on standard input.
+
+Rules (severity in brackets). "Mutating" means not marked ``readOnlyHint: true``.
+
+SL001 mutating-without-idempotency-key [high]
+    A mutating tool, not marked ``idempotentHint: true``, whose input schema has no idempotency key
+    property (a root property named as in ``IDEMPOTENCY_KEY_NAMES``, case-insensitive). Agents
+    retry on timeouts; without a key the server cannot tell a retry from a second request.
+SL002 annotations-missing-or-contradicting [medium]
+    No ``annotations`` (or none of the four behaviour hints); ``readOnlyHint: true`` on a tool whose
+    name or description uses a mutating verb (``MUTATING_VERBS``); ``idempotentHint: true`` on a tool
+    whose idempotency key is not in ``required`` (the hint then overstates: a call without the key
+    is not idempotent).
+SL003 unbounded-input [medium]
+    Anywhere in the input schema (properties, items, anyOf/oneOf/allOf, additionalProperties,
+    $defs, ...): a string without ``maxLength`` (``enum``/``const`` strings are bounded), an array
+    without ``maxItems``, an object whose ``additionalProperties`` is not ``false``.
+SL004 local-model-incompatible-schema [high]
+    What grammar-based local-model runtimes reject in an input schema: a root type other than
+    ``"object"``, no root ``properties``, a ``pattern`` not anchored ``^...$`` or using ``\\d \\s \\w``
+    (any case) or lookarounds, ``format``, ``$ref``/``$defs``/``definitions``, ``$schema``, boolean
+    sub-schemas (``additionalProperties: false`` excepted), a tool name outside
+    ``^[a-zA-Z0-9_-]{1,64}$``.
+SL005 undisclosed-side-effects [low]
+    A mutating tool whose description uses none of ``SIDE_EFFECT_WORDS`` (it does not say what it
+    changes), or a tool without ``outputSchema`` (clients cannot validate its structured results).
+
+The word heuristics (SL002, SL005) are deliberately simple and conservative: whole words,
+case-insensitive. For SL002 a verb form counts unless the word right before it is in
+``NOT_A_VERB_AFTER`` (an article, a possessive, a negation or a read verb: "the post", "never
+sends", "lists charges"), and a name counts only when none of its words is a read verb
+(``get_post`` is fine). SL005 accepts any side-effect word anywhere in the description.
+
+SL003 and SL004 read ``inputSchema`` only: it is what callers fill in and what local runtimes
+compile; ``outputSchema`` is only checked for presence.
+
+Each finding names the rule, its severity, the tool, a JSON Pointer into the tool object (e.g.
+``/inputSchema/properties/name``), a one-line explanation and the fix. Output is text (default),
+``--format json`` or ``--format sarif`` (SARIF 2.1.0: one rule descriptor per rule, each result
+located by a logical location "<tool><JSON Pointer>", plus the file as physical location when
+TARGET is a file).
+
+Exit status: 0 when no finding is at or above ``--fail-on`` (info, low, medium, high — the default —
+or never), 1 when one is, 2 when the target could not be read (network error, HTTP error, not JSON,
+not a tools list, a JSON-RPC error), with a one-line message on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+__version__ = "0.1.0"
+
+PROTOCOL_VERSION = "2025-06-18"
+TIMEOUT_SECONDS = 30
+MAX_PAGES = 1000
+SEVERITIES = ("info", "low", "medium", "high")
+RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+SARIF_LEVEL = {"high": "error", "medium": "warning", "low": "note", "info": "note"}
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+
+# Root input-schema property names that count as an idempotency key (compared case-insensitively).
+IDEMPOTENCY_KEY_NAMES = (
+    "idempotency_key",
+    "idempotencyKey",
+    "idempotency-key",
+    "request_id",
+    "requestId",
+    "client_request_id",
+    "dedupe_key",
+    "dedup_key",
+)
+_KEY_NAMES = frozenset(name.casefold() for name in IDEMPOTENCY_KEY_NAMES)
+
+# SL002: verbs that contradict readOnlyHint: true (base form and third person, whole words).
+MUTATING_VERBS = (
+    "send",
+    "buy",
+    "purchase",
+    "create",
+    "delete",
+    "remove",
+    "charge",
+    "pay",
+    "write",
+    "update",
+    "post",
+)
+# Read verbs: a name containing one is not judged by its other words ("get_post", "list_charges").
+READ_VERBS = (
+    "get",
+    "list",
+    "read",
+    "search",
+    "find",
+    "fetch",
+    "query",
+    "lookup",
+    "describe",
+    "show",
+    "view",
+    "count",
+    "check",
+    "validate",
+    "preview",
+    "estimate",
+)
+# SL002: a verb form right after one of these words is a noun or a denial, not what the tool does.
+NOT_A_VERB_AFTER = frozenset(
+    {
+        "a", "an", "the", "this", "that", "these", "those", "each", "every", "any", "all", "no",
+        "my", "your", "our", "their", "its", "his", "her", "recent", "latest", "pending", "past",
+        "existing", "not", "never", "without", "doesn't", "don't", "won't", "cannot", "can't",
+    }
+    | set(READ_VERBS)
+    | {verb + "s" for verb in READ_VERBS}
+    | {"returns", "return", "gets", "finds", "fetches", "searches", "shows", "lists", "reads"}
+)  # fmt: skip
+# SL005: words that say what a call changes in the world (any one is enough).
+SIDE_EFFECT_WORDS = (
+    "side effect",
+    "side effects",
+    "side-effect",
+    "side-effects",
+    "send", "sends", "sent",
+    "create", "creates", "created",
+    "update", "updates", "updated",
+    "delete", "deletes", "deleted",
+    "remove", "removes", "removed",
+    "write", "writes", "written",
+    "charge", "charges", "charged",
+    "pay", "pays", "paid",
+    "buy", "buys", "bought",
+    "purchase", "purchases", "purchased",
+    "email", "emails", "emailed",
+    "store", "stores", "stored",
+    "save", "saves", "saved",
+    "change", "changes", "changed",
+    "modify", "modifies", "modified",
+    "post", "posts", "posted",
+    "publish", "publishes", "published",
+    "insert", "inserts", "inserted",
+    "upload", "uploads", "uploaded",
+    "transfer", "transfers", "transferred",
+    "cancel", "cancels", "cancelled", "canceled",
+    "notify", "notifies", "notified",
+    "overwrite", "overwrites", "overwritten",
+)  # fmt: skip
+
+TOOL_NAME_PATTERN = "^[a-zA-Z0-9_-]{1,64}$"
+_TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+HINT_KEYS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+FORBIDDEN_KEYWORDS = ("$ref", "$defs", "definitions", "$schema", "format")
+LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
+_SHORTHAND_RE = re.compile(r"(?<!\\)(?:\\\\)*\\[dDsSwW]")
+_VERB_RE = re.compile(r"\b(" + "|".join(MUTATING_VERBS) + r")s?\b", re.IGNORECASE)
+_SIDE_EFFECT_RE = re.compile(
+    r"\b(?:" + "|".join(re.escape(w) for w in SIDE_EFFECT_WORDS) + r")\b", re.IGNORECASE
+)
+_WORD_BEFORE_RE = re.compile(r"([A-Za-z']+)[^A-Za-z']*$")
+
+# Keywords whose value is one schema, a list of schemas, or a name -> schema map.
+SCHEMA_KEYWORDS = (
+    "items",
+    "additionalProperties",
+    "additionalItems",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+SCHEMA_LIST_KEYWORDS = ("anyOf", "oneOf", "allOf", "prefixItems")
+SCHEMA_MAP_KEYWORDS = ("properties", "patternProperties", "dependentSchemas", "$defs", "definitions")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    slug: str
+    severity: str
+    title: str
+    rationale: str
+    fix: str
+
+
+RULES = (
+    Rule(
+        "SL001",
+        "mutating-without-idempotency-key",
+        "high",
+        "Mutating tool without an idempotency key",
+        "Agents retry on timeouts and errors; without a key to deduplicate on, every retry repeats "
+        "the tool's effects (a second email, a second charge).",
+        "Add an optional, bounded string property such as idempotency_key that the server "
+        "deduplicates on, and tell callers to reuse it on retries; or mark the tool "
+        "readOnlyHint/idempotentHint if repeating a call really changes nothing.",
+    ),
+    Rule(
+        "SL002",
+        "annotations-missing-or-contradicting",
+        "medium",
+        "Annotations missing or contradicting the schema",
+        "Clients decide whether to confirm, retry or auto-run a tool from its annotations; missing "
+        "hints default to the worst case and wrong hints mislead them.",
+        "Declare readOnlyHint, destructiveHint, idempotentHint and openWorldHint truthfully: not "
+        "read-only if the tool changes anything, idempotent only if every call is.",
+    ),
+    Rule(
+        "SL003",
+        "unbounded-input",
+        "medium",
+        "Unbounded input",
+        "Inputs without length, item or property limits mean unbounded cost per call and unlimited "
+        "room for prompt injection.",
+        "Give every string a maxLength (or an enum/const), every array a maxItems, and every object "
+        "additionalProperties: false.",
+    ),
+    Rule(
+        "SL004",
+        "local-model-incompatible-schema",
+        "high",
+        "Schema that local-model runtimes reject",
+        "Grammar-based local-model runtimes compile the input schema to a grammar and reject (or "
+        "silently mishandle) these constructs, so local agents cannot call the tool.",
+        "Use a root type: object with properties, anchored ^...$ patterns with explicit classes "
+        "([0-9], not \\d), no format, $ref, $defs or $schema, no boolean sub-schemas, and a tool "
+        "name matching ^[a-zA-Z0-9_-]{1,64}$.",
+    ),
+    Rule(
+        "SL005",
+        "undisclosed-side-effects",
+        "low",
+        "Undisclosed side effects",
+        "An agent, and the human approving its call, should learn from the description what a "
+        "call changes, and be able to validate what it returns.",
+        "Say in the description what the tool changes (sends, creates, updates, deletes, charges, "
+        "...) and publish an outputSchema for its structured results.",
+    ),
+)
+RULE_BY_ID = {rule.id: rule for rule in RULES}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule_id: str
+    tool: str
+    path: str
+    message: str
+    fix: str
+
+    @property
+    def rule(self) -> Rule:
+        return RULE_BY_ID[self.rule_id]
+
+    @property
+    def severity(self) -> str:
+        return self.rule.severity
+
+    def as_dict(self) -> dict:
+        return {
+            "rule_id": self.rule_id,
+            "rule": self.rule.slug,
+            "severity": self.severity,
+            "tool": self.tool,
+            "path": self.path,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+
+class Unreadable(Exception):
+    """The target could not be fetched or is not a tools list."""
+
+
+# ---------------------------------------------------------------- schema helpers
+
+
+def pointer(*parts: object) -> str:
+    """A JSON Pointer from path segments (RFC 6901 escaping)."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def walk(schema: object, path: str, keyword: str | None = None) -> Iterator[tuple[str, object, str | None]]:
+    """Every schema in `schema`, itself first, as (JSON Pointer, schema, keyword it hangs from)."""
+    yield path, schema, keyword
+    if not isinstance(schema, dict):
+        return
+    for kw in SCHEMA_KEYWORDS:
+        if kw not in schema:
+            continue
+        value = schema[kw]
+        if kw == "items" and isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield from walk(sub, path + pointer(kw, i), kw)
+        else:
+            yield from walk(value, path + pointer(kw), kw)
+    for kw in SCHEMA_LIST_KEYWORDS:
+        if isinstance(schema.get(kw), list):
+            for i, sub in enumerate(schema[kw]):
+                yield from walk(sub, path + pointer(kw, i), kw)
+    for kw in SCHEMA_MAP_KEYWORDS:
+        if isinstance(schema.get(kw), dict):
+            for name, sub in schema[kw].items():
+                yield from walk(sub, path + pointer(kw, name), kw)
+
+
+def schema_types(schema: dict) -> set[str]:
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return {t for t in declared if isinstance(t, str)}
+    return set()
+
+
+def annotations(tool: dict) -> dict:
+    hints = tool.get("annotations")
+    return hints if isinstance(hints, dict) else {}
+
+
+def is_mutating(tool: dict) -> bool:
+    return annotations(tool).get("readOnlyHint") is not True
+
+
+def root_schema(tool: dict) -> dict:
+    schema = tool.get("inputSchema")
+    return schema if isinstance(schema, dict) else {}
+
+
+def idempotency_keys(tool: dict) -> list[str]:
+    """The root input properties whose names mark them as idempotency keys."""
+    properties = root_schema(tool).get("properties")
+    if not isinstance(properties, dict):
+        return []
+    return [name for name in properties if isinstance(name, str) and name.casefold() in _KEY_NAMES]
+
+
+def name_words(name: str) -> list[str]:
+    """`sendEmail`, `send_email`, `send-email` -> ["send", "email"]."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [word.lower() for word in re.split(r"[^A-Za-z0-9]+", spaced) if word]
+
+
+def mutating_verb_in_name(name: str) -> str | None:
+    words = name_words(name)
+    if any(word in READ_VERBS for word in words):
+        return None
+    forms = {verb: verb for verb in MUTATING_VERBS} | {verb + "s": verb for verb in MUTATING_VERBS}
+    return next((forms[word] for word in words if word in forms), None)
+
+
+def mutating_verb_in_text(text: str) -> str | None:
+    for match in _VERB_RE.finditer(text):
+        before = _WORD_BEFORE_RE.search(text[: match.start()])
+        if before and before.group(1).lower() in NOT_A_VERB_AFTER:
+            continue
+        return match.group(0)
+    return None
+
+
+def pattern_problems(pattern: object) -> list[str]:
+    if not isinstance(pattern, str):
+        return ["pattern is not a string"]
+    problems = []
+    body = pattern[:-1]
+    escaped_end = (len(body) - len(body.rstrip("\\"))) % 2 == 1
+    if not pattern.startswith("^") or not pattern.endswith("$") or escaped_end:
+        problems.append(f"pattern {pattern!r} is not anchored ^...$")
+    if _SHORTHAND_RE.search(pattern):
+        problems.append(f"pattern {pattern!r} uses a shorthand class (\\d \\s \\w or their negations)")
+    if any(look in pattern for look in LOOKAROUNDS):
+        problems.append(f"pattern {pattern!r} uses a lookaround")
+    return problems
+
+
+# ---------------------------------------------------------------- rules
+
+
+def check_idempotency_key(tool: dict, name: str) -> list[Finding]:
+    """SL001: a mutating, non-idempotent tool that takes no idempotency key."""
+    hints = annotations(tool)
+    if hints.get("readOnlyHint") is True or hints.get("idempotentHint") is True:
+        return []
+    if idempotency_keys(tool):
+        return []
+    has_properties = isinstance(root_schema(tool).get("properties"), dict)
+    path = "/inputSchema/properties" if has_properties else "/inputSchema"
+    return [
+        Finding(
+            "SL001",
+            name,
+            path,
+            "the tool is neither readOnlyHint nor idempotentHint and takes no idempotency key "
+            "(idempotency_key, request_id, ...): a retrying agent repeats its effects",
+            'add an optional string property "idempotency_key" (maxLength 128, anchored pattern) '
+            "that the server deduplicates on, and tell callers to reuse it when they retry",
+        )
+    ]
+
+
+def check_annotations(tool: dict, name: str) -> list[Finding]:
+    """SL002: annotations missing, or contradicting what the name, description or schema say."""
+    found = []
+    raw = tool.get("annotations")
+    if not isinstance(raw, dict):
+        found.append(
+            Finding(
+                "SL002",
+                name,
+                "/annotations",
+                "the tool has no annotations: clients must assume it is destructive, "
+                "non-idempotent and open-world",
+                "add annotations with readOnlyHint, destructiveHint, idempotentHint and "
+                "openWorldHint set to what the tool really does",
+            )
+        )
+    elif not any(key in raw for key in HINT_KEYS):
+        found.append(
+            Finding(
+                "SL002",
+                name,
+                "/annotations",
+                "annotations set none of readOnlyHint, destructiveHint, idempotentHint, openWorldHint",
+                "set the four behaviour hints to what the tool really does",
+            )
+        )
+    hints = annotations(tool)
+    if hints.get("readOnlyHint") is True:
+        description = tool.get("description") if isinstance(tool.get("description"), str) else ""
+        tool_name = tool.get("name") if isinstance(tool.get("name"), str) else ""
+        verb = mutating_verb_in_name(tool_name)
+        where = "name"
+        if verb is None:
+            verb, where = mutating_verb_in_text(description), "description"
+        if verb is not None:
+            found.append(
+                Finding(
+                    "SL002",
+                    name,
+                    "/annotations/readOnlyHint",
+                    f"readOnlyHint is true but the tool's {where} says it changes something ({verb!r})",
+                    "set readOnlyHint to false (and add an idempotency key), or reword the "
+                    f"{where} if the tool really only reads",
+                )
+            )
+    if hints.get("idempotentHint") is True:
+        required = root_schema(tool).get("required")
+        required = required if isinstance(required, list) else []
+        optional = [key for key in idempotency_keys(tool) if key not in required]
+        if optional:
+            found.append(
+                Finding(
+                    "SL002",
+                    name,
+                    "/annotations/idempotentHint",
+                    f"idempotentHint is true but the idempotency key {optional[0]!r} is optional: "
+                    "a call without it is not idempotent, so the hint overstates",
+                    f"add {optional[0]!r} to inputSchema.required, or set idempotentHint to false",
+                )
+            )
+    return found
+
+
+def check_bounds(tool: dict, name: str) -> list[Finding]:
+    """SL003: strings without maxLength, arrays without maxItems, objects left open."""
+    schema = tool.get("inputSchema")
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    for path, node, _ in walk(schema, "/inputSchema"):
+        if not isinstance(node, dict):
+            continue
+        types = schema_types(node)
+        bounded_values = "enum" in node or "const" in node
+        if "string" in types and "maxLength" not in node and not bounded_values:
+            found.append(
+                Finding(
+                    "SL003",
+                    name,
+                    path,
+                    "string without maxLength: any length reaches the tool",
+                    "add maxLength (or an enum/const if the values are known)",
+                )
+            )
+        if "array" in types and "maxItems" not in node and not bounded_values:
+            found.append(
+                Finding(
+                    "SL003",
+                    name,
+                    path,
+                    "array without maxItems: any number of items reaches the tool",
+                    "add maxItems",
+                )
+            )
+        is_object = "object" in types or (not types and isinstance(node.get("properties"), dict))
+        if is_object and node.get("additionalProperties") is not False:
+            found.append(
+                Finding(
+                    "SL003",
+                    name,
+                    path,
+                    "open object: additionalProperties is not false, so any extra field reaches the tool",
+                    "set additionalProperties: false and list every accepted property",
+                )
+            )
+    return found
+
+
+def check_local_models(tool: dict, name: str) -> list[Finding]:
+    """SL004: what grammar-based local-model runtimes reject in a tool's name and input schema."""
+    found = []
+
+    def add(path: str, message: str, fix: str) -> None:
+        found.append(Finding("SL004", name, path, message, fix))
+
+    tool_name = tool.get("name")
+    if not (isinstance(tool_name, str) and _TOOL_NAME_RE.fullmatch(tool_name)):
+        add(
+            "/name",
+            f"tool name {tool_name!r} does not match {TOOL_NAME_PATTERN}",
+            "rename the tool to 1-64 characters of letters, digits, _ and -",
+        )
+    schema = tool.get("inputSchema")
+    if not isinstance(schema, dict):
+        add(
+            "/inputSchema",
+            "inputSchema is missing or not a JSON object",
+            'give the tool an inputSchema {"type": "object", "properties": {...}}',
+        )
+        return found
+    if schema.get("type") != "object":
+        add(
+            "/inputSchema/type",
+            f"the input schema's root type is {schema.get('type')!r}, not 'object'",
+            'make the root {"type": "object"} and wrap other values in a property',
+        )
+    if not isinstance(schema.get("properties"), dict):
+        add(
+            "/inputSchema/properties",
+            "the input schema's root has no properties",
+            'add "properties" (an empty object for a tool without arguments)',
+        )
+    for path, node, keyword in walk(schema, "/inputSchema"):
+        if isinstance(node, bool):
+            if not (keyword == "additionalProperties" and node is False):
+                add(
+                    path,
+                    f"boolean sub-schema ({str(node).lower()})",
+                    "replace it with an object schema ({} accepts anything; prefer a typed, bounded one)",
+                )
+            continue
+        if not isinstance(node, dict):
+            add(path, "sub-schema is not a JSON object", "replace it with an object schema")
+            continue
+        for kw in FORBIDDEN_KEYWORDS:
+            if kw in node:
+                add(
+                    path + pointer(kw),
+                    f"uses {kw}, which local-model runtimes do not support",
+                    "inline referenced schemas; drop $schema; express format as maxLength "
+                    "and an anchored pattern",
+                )
+        if "pattern" in node:
+            for problem in pattern_problems(node["pattern"]):
+                add(
+                    path + "/pattern",
+                    problem,
+                    "anchor it ^...$, spell classes out ([0-9] for \\d, [ \\t] for \\s, "
+                    "[A-Za-z0-9_] for \\w) and drop lookarounds",
+                )
+    return found
+
+
+def check_side_effects(tool: dict, name: str) -> list[Finding]:
+    """SL005: a mutating tool that does not say what it changes; a tool without outputSchema."""
+    found = []
+    if is_mutating(tool):
+        description = tool.get("description")
+        if not isinstance(description, str) or not _SIDE_EFFECT_RE.search(description):
+            found.append(
+                Finding(
+                    "SL005",
+                    name,
+                    "/description",
+                    "the tool may change things (not readOnlyHint) but its description does not "
+                    "say what it changes",
+                    "state the side effects in the description (e.g. 'Side effects: sends one "
+                    "email and creates a contact'), or mark it readOnlyHint if it changes nothing",
+                )
+            )
+    if not isinstance(tool.get("outputSchema"), dict):
+        found.append(
+            Finding(
+                "SL005",
+                name,
+                "/outputSchema",
+                "the tool has no outputSchema: clients cannot validate its structured results",
+                "publish an outputSchema describing structuredContent",
+            )
+        )
+    return found
+
+
+CHECKS: tuple[Callable[[dict, str], list[Finding]], ...] = (
+    check_idempotency_key,
+    check_annotations,
+    check_bounds,
+    check_local_models,
+    check_side_effects,
+)
+
+
+def lint(tools: list[dict]) -> list[Finding]:
+    """Every finding for every tool, in tool order, then rule order."""
+    findings = []
+    for index, tool in enumerate(tools):
+        name = tool.get("name")
+        label = name if isinstance(name, str) and name else f"<tool #{index}>"
+        for check in CHECKS:
+            findings.extend(check(tool, label))
+    return findings
+
+
+def fails(findings: list[Finding], fail_on: str) -> bool:
+    if fail_on == "never":
+        return False
+    return any(RANK[f.severity] >= RANK[fail_on] for f in findings)
+
+
+# ---------------------------------------------------------------- reading the target
+
+
+def tools_from(document: object, source: str) -> list[dict]:
+    """The tools of a tools/list result, a bare list, or a JSON-RPC response carrying one."""
+    if (
+        isinstance(document, dict)
+        and "tools" not in document
+        and ("result" in document or "error" in document)
+    ):
+        if "error" in document:
+            raise Unreadable(f"{source} holds a JSON-RPC error: {rpc_error_text(document['error'])}")
+        document = document["result"]
+    if isinstance(document, dict) and "tools" in document:
+        tools = document["tools"]
+    elif isinstance(document, list):
+        tools = document
+    else:
+        raise Unreadable(
+            f'{source} is not a tools/list result (expected {{"tools": [...]}}, a list of tools '
+            "or a JSON-RPC response with one)"
+        )
+    if not isinstance(tools, list) or not all(isinstance(t, dict) and "name" in t for t in tools):
+        raise Unreadable(f"{source} is not a tools list: every tool must be a JSON object with a name")
+    return tools
+
+
+def rpc_error_text(error: object) -> str:
+    if isinstance(error, dict):
+        return one_line(f"{error.get('code')} {error.get('message')}")
+    return one_line(repr(error))
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def parse_json(data: bytes | str, source: str) -> object:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise Unreadable(f"{source} is not JSON ({one_line(str(exc), 120)})") from None
+
+
+def read_target(target: str, headers: dict[str, str], timeout: float) -> list[dict]:
+    if target == "-":
+        return tools_from(parse_json(sys.stdin.buffer.read(), "standard input"), "standard input")
+    if target.startswith(("http://", "https://")):
+        return McpClient(target, headers, timeout).list_tools()
+    try:
+        data = Path(target).read_bytes()
+    except OSError as exc:
+        raise Unreadable(f"cannot read {target}: {exc.strerror or exc}") from None
+    return tools_from(parse_json(data, target), target)
+
+
+class McpClient:
+    """Just enough of a Streamable HTTP MCP client to list tools."""
+
+    def __init__(self, url: str, headers: dict[str, str], timeout: float):
+        self.url = url
+        self.timeout = timeout
+        self.http = requests.Session()
+        self.http.headers.update(
+            {
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "User-Agent": f"speclint/{__version__}",
+                **headers,
+            }
+        )
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self.next_id = 0
+
+    def list_tools(self) -> list[dict]:
+        try:
+            initialized = self.request(
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "speclint", "version": __version__},
+                },
+            )
+            if isinstance(initialized.get("protocolVersion"), str):
+                self.protocol_version = initialized["protocolVersion"]
+            self.notify("notifications/initialized")
+            tools: list[dict] = []
+            cursor: str | None = None
+            seen: set[str] = set()
+            while True:
+                result = self.request("tools/list", {"cursor": cursor} if cursor else {})
+                tools.extend(tools_from(result, f"tools/list from {self.url}"))
+                cursor = result.get("nextCursor")
+                if cursor is None or cursor == "":
+                    return tools
+                if not isinstance(cursor, str):
+                    raise Unreadable(f"tools/list from {self.url}: nextCursor is not a string")
+                if cursor in seen or len(seen) >= MAX_PAGES:
+                    raise Unreadable(
+                        f"tools/list from {self.url}: pagination does not end (cursor {cursor!r})"
+                    )
+                seen.add(cursor)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.session_id is not None:
+            # The spec asks clients to end a session they no longer need; best effort.
+            with contextlib.suppress(requests.RequestException):
+                self.http.delete(self.url, headers=self._headers(), timeout=self.timeout)
+        self.http.close()
+
+    def _headers(self) -> dict[str, str]:
+        headers = {}
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        return headers
+
+    def _post(self, message: dict) -> requests.Response:
+        try:
+            return self.http.post(
+                self.url, data=json.dumps(message), headers=self._headers(), timeout=self.timeout, stream=True
+            )
+        except requests.RequestException as exc:
+            raise Unreadable(f"cannot reach {self.url} ({message['method']}): {type(exc).__name__}") from None
+
+    def notify(self, method: str) -> None:
+        response = self._post({"jsonrpc": "2.0", "method": method})
+        response.close()
+
+    def request(self, method: str, params: dict) -> dict:
+        self.next_id += 1
+        request_id = self.next_id
+        response = self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        try:
+            if response.headers.get("Mcp-Session-Id"):
+                self.session_id = response.headers["Mcp-Session-Id"]
+            message = self._message(response, request_id, method)
+        finally:
+            response.close()
+        status = response.status_code
+        error = message.get("error") if isinstance(message, dict) else None
+        if status // 100 != 2:
+            detail = f" (JSON-RPC error {rpc_error_text(error)})" if error is not None else ""
+            raise Unreadable(f"{method} failed at {self.url}: HTTP {status}{detail}")
+        if error is not None:
+            raise Unreadable(f"{method} failed at {self.url}: JSON-RPC error {rpc_error_text(error)}")
+        if not isinstance(message, dict) or message.get("id") != request_id:
+            raise Unreadable(
+                f"{method} answer from {self.url} is not the JSON-RPC response to request {request_id}"
+            )
+        if not isinstance(message.get("result"), dict):
+            raise Unreadable(f"{method} answer from {self.url} has no result object")
+        return message["result"]
+
+    def _message(self, response: requests.Response, request_id: int, method: str) -> object:
+        """The answer's JSON-RPC message, from a JSON body or an event stream; None if unreadable
+        on an HTTP error (the status then says what went wrong)."""
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        try:
+            if media_type == "text/event-stream":
+                return self._from_event_stream(response, request_id, method)
+            return parse_json(response.content, f"{method} answer from {self.url}")
+        except requests.RequestException as exc:
+            raise Unreadable(f"{method} answer from {self.url} broke off: {type(exc).__name__}") from None
+        except Unreadable:
+            if response.status_code // 100 != 2:
+                return None
+            raise
+
+    def _from_event_stream(self, response: requests.Response, request_id: int, method: str) -> dict:
+        """The response to `request_id` among the stream's events (others are skipped)."""
+        source = f"{method} event stream from {self.url}"
+        buffer = b""
+        data: list[str] = []
+        for chunk in response.iter_content(chunk_size=None):
+            buffer += chunk
+            while b"\n" in buffer:
+                raw, buffer = buffer.split(b"\n", 1)
+                line = raw.rstrip(b"\r").decode("utf-8", errors="replace")
+                if line == "":
+                    message = self._event(data, request_id, source)
+                    data = []
+                    if message is not None:
+                        return message
+                elif not line.startswith(":"):
+                    field, _, value = line.partition(":")
+                    if field == "data":
+                        data.append(value[1:] if value.startswith(" ") else value)
+        if buffer.strip():
+            field, _, value = buffer.decode("utf-8", errors="replace").rstrip("\r").partition(":")
+            if field == "data":
+                data.append(value[1:] if value.startswith(" ") else value)
+        message = self._event(data, request_id, source)
+        if message is None:
+            raise Unreadable(f"{source} ended without the response to request {request_id}")
+        return message
+
+    @staticmethod
+    def _event(data: list[str], request_id: int, source: str) -> dict | None:
+        if not data:
+            return None
+        try:
+            message = parse_json("\n".join(data), source)
+        except Unreadable:  # not a JSON-RPC message (a keep-alive, say): not the answer
+            return None
+        if (
+            isinstance(message, dict)
+            and message.get("id") == request_id
+            and ("result" in message or "error" in message)
+        ):
+            return message
+        return None
+
+
+# ---------------------------------------------------------------- output
+
+
+def summary(findings: list[Finding]) -> dict[str, int]:
+    return {severity: sum(f.severity == severity for f in findings) for severity in reversed(SEVERITIES)}
+
+
+def render_text(findings: list[Finding], tools: list[dict], fail_on: str) -> str:
+    lines = []
+    for f in findings:
+        lines.append(f"{f.severity.upper():<7}{f.rule_id} {f.rule.slug}  {f.tool}  {f.path}")
+        lines.append(f"       {f.message}")
+        lines.append(f"       fix: {f.fix}")
+    count = f"{len(tools)} tool{'s' if len(tools) != 1 else ''} checked"
+    if findings:
+        totals = ", ".join(f"{n} {severity}" for severity, n in summary(findings).items())
+        verdict = "FAIL" if fails(findings, fail_on) else "pass"
+        lines.append(
+            f"speclint: {count}, {len(findings)} finding(s): {totals} (--fail-on {fail_on}: {verdict})"
+        )
+    else:
+        lines.append(f"speclint: {count}, no findings")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(findings: list[Finding], tools: list[dict], target: str, fail_on: str) -> str:
+    report = {
+        "tool": "speclint",
+        "version": __version__,
+        "target": target,
+        "tools_checked": len(tools),
+        "fail_on": fail_on,
+        "failed": fails(findings, fail_on),
+        "summary": summary(findings),
+        "findings": [f.as_dict() for f in findings],
+    }
+    return json.dumps(report, indent=2) + "\n"
+
+
+def render_sarif(findings: list[Finding], target: str) -> str:
+    rule_index = {rule.id: i for i, rule in enumerate(RULES)}
+    is_file = target != "-" and not target.startswith(("http://", "https://"))
+    results = []
+    for f in findings:
+        location: dict = {"logicalLocations": [{"name": f.tool, "fullyQualifiedName": f"{f.tool}{f.path}"}]}
+        if is_file:
+            location["physicalLocation"] = {"artifactLocation": {"uri": Path(target).as_posix()}}
+        fingerprint = hashlib.sha256(f"{f.rule_id}\0{f.tool}\0{f.path}".encode()).hexdigest()
+        results.append(
+            {
+                "ruleId": f.rule_id,
+                "ruleIndex": rule_index[f.rule_id],
+                "level": SARIF_LEVEL[f.severity],
+                "message": {"text": f"{f.tool} {f.path}: {f.message}. Fix: {f.fix}."},
+                "locations": [location],
+                "partialFingerprints": {"speclintFinding/v1": fingerprint},
+                "properties": {"severity": f.severity, "tool": f.tool, "jsonPointer": f.path, "fix": f.fix},
+            }
+        )
+    rules = [
+        {
+            "id": rule.id,
+            "name": rule.slug,
+            "shortDescription": {"text": rule.title},
+            "fullDescription": {"text": rule.rationale},
+            "help": {"text": rule.fix},
+            "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+            "properties": {"severity": rule.severity, "tags": ["mcp", "tool-spec"]},
+        }
+        for rule in RULES
+    ]
+    run: dict = {
+        "tool": {"driver": {"name": "speclint", "version": __version__, "rules": rules}},
+        "results": results,
+    }
+    if is_file:
+        run["artifacts"] = [{"location": {"uri": Path(target).as_posix()}}]
+    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2) + "\n"
+
+
+# ---------------------------------------------------------------- command line
+
+
+def header(value: str) -> tuple[str, str]:
+    name, sep, content = value.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected 'Name: value', got {value!r}")
+    return name.strip(), content.strip()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tools.speclint",
+        description="Static spec check for MCP tools: idempotency keys, annotations, input bounds, "
+        "local-model compatibility, disclosed side effects.",
+    )
+    p.add_argument("target", metavar="TARGET", help="MCP endpoint URL, tools/list JSON file, or - for stdin")
+    p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format")
+    p.add_argument(
+        "--fail-on",
+        choices=(*SEVERITIES, "never"),
+        default="high",
+        help="exit 1 when a finding is at or above this severity (default: high)",
+    )
+    p.add_argument(
+        "--header",
+        type=header,
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="extra HTTP header for URL targets (repeatable), e.g. 'Authorization: Bearer ...'",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        tools = read_target(args.target, dict(args.header), TIMEOUT_SECONDS)
+    except Unreadable as exc:
+        print(f"speclint: {one_line(str(exc), 500)}", file=sys.stderr)
+        return 2
+    findings = lint(tools)
+    if args.format == "json":
+        sys.stdout.write(render_json(findings, tools, args.target, args.fail_on))
+    elif args.format == "sarif":
+        sys.stdout.write(render_sarif(findings, args.target))
+    else:
+        sys.stdout.write(render_text(findings, tools, args.fail_on))
+    return 1 if fails(findings, args.fail_on) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
