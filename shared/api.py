@@ -190,7 +190,8 @@ def receipts_of_day(req: Request, services: Services, today: str) -> Answer:
     except StoreUnavailable:
         return error_answer(503, "store_unavailable", "ledger storage is unreachable", {"Retry-After": "5"})
     if req.wants_html():
-        return html_answer(200, pages.day_page(listing, page_size), {"Cache-Control": "private, no-store"})
+        page = pages.day_page(listing, page_size, req.params.get("code"))
+        return html_answer(200, page, {"Cache-Control": "private, no-store"})
     return json_answer(200, listing.as_dict(), {"Cache-Control": "private, no-store", "Vary": "Accept"})
 
 
