@@ -1,16 +1,20 @@
-"""shared.api: the HTTP surface as plain functions (origin allowlist, body parsing, health and
-receipt answers), called directly without a host."""
+"""shared.api: the HTTP surface as plain functions (origin allowlist, body parsing, content
+negotiation, health, receipt, JWKS, download and day-listing answers), called directly without a
+host."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
-from shared import __version__
+from shared import __version__, api, signatures
 from shared.api import (
     MAX_BODY_BYTES,
     Request,
+    _quality,
     error_answer,
     health,
     json_answer,
@@ -19,8 +23,20 @@ from shared.api import (
     purchase,
     receipt,
 )
-from shared.errors import InvalidRequest, PayloadTooLarge, StoreUnavailable
-from shared.receipts import new_receipt_id
+from shared.catalog import find_bundle
+from shared.downloads import Download
+from shared.errors import (
+    BundleUnavailable,
+    Forbidden,
+    InvalidRequest,
+    InvalidToken,
+    NotConfigured,
+    PayloadTooLarge,
+    StoreUnavailable,
+)
+from shared.keys import KeySet
+from shared.ledger import DayListing
+from shared.receipts import encode, new_receipt_id
 from shared.settings import SECRET_SETTINGS, Settings
 
 # --- origin_allowed --------------------------------------------------------------------------------
@@ -222,7 +238,81 @@ def test_request_header_lookup_is_by_lower_case_name():
     assert req.header("Origin") is None
 
 
-# --- receipt and purchase endpoints with a stub store ----------------------------------------------
+# --- content negotiation ---------------------------------------------------------------------------
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
+
+
+def accepting(accept: str | None) -> Request:
+    return Request("GET", {} if accept is None else {"accept": accept})
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        pytest.param(BROWSER_ACCEPT, id="browser"),
+        pytest.param("text/html", id="html"),
+        pytest.param("TEXT/HTML", id="upper-case"),
+        pytest.param("text/*", id="text-wildcard"),
+        pytest.param("application/json;q=0.5, text/html", id="json-weighted-lower"),
+        pytest.param("text/html ; q=0.4 , application/json ; q=0.3", id="spaces-around-parameters"),
+        pytest.param("text/html, */*;q=0.1", id="html-over-wildcard"),
+    ],
+)
+def test_a_client_preferring_html_wants_html(accept):
+    assert accepting(accept).wants_html()
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        pytest.param(None, id="missing"),
+        pytest.param("", id="empty"),
+        pytest.param("application/json", id="json"),
+        pytest.param("*/*", id="anything"),
+        pytest.param("application/*", id="application-wildcard"),
+        pytest.param("application/json, text/html", id="tie-goes-to-json"),
+        pytest.param("text/html;q=0.5, application/json", id="html-weighted-lower"),
+        pytest.param("text/html;q=0", id="html-refused"),
+        pytest.param("text/html;q=0, */*", id="html-refused-anything-else-accepted"),
+        pytest.param("text/html;q=abc", id="unreadable-q"),
+        pytest.param("application/json, text/event-stream", id="mcp-client"),
+        pytest.param("text/html;level=1;q=0.1, application/json;q=0.2", id="q-after-another-parameter"),
+    ],
+)
+def test_api_clients_and_missing_accept_get_json(accept):
+    assert not accepting(accept).wants_html()
+
+
+@pytest.mark.parametrize(
+    ("accept", "media_type", "q"),
+    [
+        (None, "application/json", 1.0),
+        (None, "text/html", 0.0),
+        ("text/html;q=0.7", "text/html", 0.7),
+        ("text/*;q=0.3", "text/html", 0.3),
+        ("text/html;q=0.7, text/*;q=0.3, */*;q=0.1", "text/html", 0.7),
+        ("text/html;q=0.7, text/*;q=0.3, */*;q=0.1", "text/plain", 0.3),
+        ("text/html;q=0.7, text/*;q=0.3, */*;q=0.1", "application/json", 0.1),
+        ("text/html;q=0, */*", "text/html", 0.0),
+        ("image/png", "application/json", 0.0),
+        ("text/html;q=0.2, text/html;q=0.6", "text/html", 0.6),
+    ],
+)
+def test_quality_takes_the_most_specific_match(accept, media_type, q):
+    assert _quality(accept, media_type) == q
+
+
+@pytest.mark.xfail(
+    reason="shared.api._quality reads only a lower-case `q=`; RFC 9110 §12.4.2 ABNF literals and "
+    "§5.6.6 parameter names are case-insensitive, so `Q=0.1` is ignored and weighs 1.0",
+    strict=True,
+)
+def test_an_upper_case_q_parameter_is_honoured():
+    assert not accepting("text/html;Q=0.1, application/json;q=0.5").wants_html()
+
+
+# --- receipt and purchase endpoints with stub services ---------------------------------------------
 
 
 class _Receipts:
@@ -249,42 +339,58 @@ class _Store:
         raise AssertionError("refuse must not run")
 
 
-def get_receipt(store: _Store, receipt_id: str):
-    return receipt(Request("GET", {}, route_params={"receipt_id": receipt_id}), store)
+def _no_keys() -> KeySet:
+    raise NotConfigured("STOREFRONT_SIGNING_KEY is not set")
+
+
+class _Services:
+    """What the endpoints use of `shared.runtime.Services`."""
+
+    def __init__(self, receipts=None, keys=_no_keys, ledger=None, downloads=None):
+        self.storefront = _Store(receipts or _Receipts())
+        self.keys = keys
+        self.ledger = ledger
+        self.downloads = downloads
+
+
+def get_receipt(services: _Services, receipt_id: str, accept: str | None = None):
+    headers = {} if accept is None else {"accept": accept}
+    return receipt(Request("GET", headers, route_params={"receipt_id": receipt_id}), services)
 
 
 def test_a_stored_receipt_is_served_byte_for_byte():
     receipt_id = new_receipt_id()
     body = b'{\n  "receipt_id": "' + receipt_id.encode() + b'"\n}'
-    store = _Store(_Receipts({receipt_id: body}))
+    services = _Services(_Receipts({receipt_id: body}))
 
-    answer = get_receipt(store, receipt_id)
+    answer = get_receipt(services, receipt_id)
 
     assert answer.status == 200
     assert answer.body == body
     assert answer.headers["Content-Type"] == "application/json"
     assert answer.headers["Cache-Control"] == "private, max-age=3600"
+    assert answer.headers["Vary"] == "Accept"
 
 
 @pytest.mark.parametrize(
     "receipt_id", ["", "rcpt_x", "../secrets", "rcpt_" + "A" * 26, "rcpt_" + "a" * 26 + "\n"]
 )
 def test_a_malformed_receipt_id_is_404_without_touching_storage(receipt_id):
-    store = _Store(_Receipts())
+    services = _Services(_Receipts())
 
-    answer = get_receipt(store, receipt_id)
+    answer = get_receipt(services, receipt_id)
 
     assert answer.status == 404
     assert json.loads(answer.body)["error"]["code"] == "not_found"
-    assert store.receipts.reads == []
+    assert services.storefront.receipts.reads == []
 
 
 def test_an_unknown_receipt_is_404():
-    assert get_receipt(_Store(_Receipts()), new_receipt_id()).status == 404
+    assert get_receipt(_Services(), new_receipt_id()).status == 404
 
 
 def test_a_receipt_storage_outage_is_503_with_retry_after():
-    answer = get_receipt(_Store(_Receipts(down=True)), new_receipt_id())
+    answer = get_receipt(_Services(_Receipts(down=True)), new_receipt_id())
 
     assert answer.status == 503
     assert json.loads(answer.body)["error"]["code"] == "store_unavailable"
@@ -298,3 +404,269 @@ def test_a_purchase_from_a_foreign_origin_is_403_before_anything_runs():
 
     assert answer.status == 403
     assert json.loads(answer.body)["error"]["code"] == "forbidden_origin"
+
+
+# --- receipt pages ---------------------------------------------------------------------------------
+
+
+KEYS = KeySet.load(
+    ec.generate_private_key(ec.SECP256R1())
+    .private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    .decode()
+)
+
+
+def _signed_receipt() -> tuple[str, bytes]:
+    receipt_id = new_receipt_id()
+    content = {"receipt_id": receipt_id, "status": "fulfilled", "checks": [], "billing": {}}
+    return receipt_id, encode({**content, "signature": signatures.sign(content, KEYS)})
+
+
+@pytest.fixture
+def page_verdicts(monkeypatch) -> list[signatures.Verdict]:
+    """The verdicts the receipt endpoint hands to the page, whatever the page makes of them."""
+    seen: list[signatures.Verdict] = []
+
+    def receipt_page(receipt: dict, verdict: signatures.Verdict) -> str:
+        seen.append(verdict)
+        return "<!doctype html><p>receipt</p>"
+
+    monkeypatch.setattr(api.pages, "receipt_page", receipt_page)
+    return seen
+
+
+def test_a_browser_gets_the_receipt_as_a_page_with_a_valid_signature_verdict(page_verdicts):
+    receipt_id, body = _signed_receipt()
+
+    answer = get_receipt(
+        _Services(_Receipts({receipt_id: body}), keys=lambda: KEYS), receipt_id, BROWSER_ACCEPT
+    )
+
+    assert answer.status == 200
+    assert answer.headers["Content-Type"].startswith("text/html")
+    assert answer.headers["Vary"] == "Accept"
+    assert answer.headers["Cache-Control"] == "private, no-store"
+    assert answer.body != body
+    assert [v.valid for v in page_verdicts] == [True]
+    assert page_verdicts[0].kid == KEYS.kid
+
+
+def test_a_receipt_page_shows_a_changed_receipt_as_not_verified(page_verdicts):
+    receipt_id, body = _signed_receipt()
+    changed = body.replace(b'"fulfilled"', b'"refused"')
+
+    answer = get_receipt(
+        _Services(_Receipts({receipt_id: changed}), keys=lambda: KEYS), receipt_id, "text/html"
+    )
+
+    assert answer.status == 200
+    assert [v.valid for v in page_verdicts] == [False]
+
+
+def test_a_receipt_page_without_a_configured_key_is_not_verified_rather_than_an_error(page_verdicts):
+    receipt_id, body = _signed_receipt()
+
+    answer = get_receipt(_Services(_Receipts({receipt_id: body})), receipt_id, "text/html")
+
+    assert answer.status == 200
+    assert [v.valid for v in page_verdicts] == [False]
+    assert "signing key" in page_verdicts[0].reason
+
+
+def test_json_clients_get_the_stored_bytes_without_verification(page_verdicts):
+    receipt_id, body = _signed_receipt()
+
+    answer = get_receipt(_Services(_Receipts({receipt_id: body})), receipt_id, "application/json")
+
+    assert answer.body == body
+    assert page_verdicts == []
+
+
+def test_a_browser_gets_a_404_page_for_an_unknown_receipt():
+    answer = get_receipt(_Services(), new_receipt_id(), BROWSER_ACCEPT)
+
+    assert answer.status == 404
+    assert answer.headers["Content-Type"].startswith("text/html")
+    assert b"<html" in answer.body.lower()
+
+
+# --- jwks ------------------------------------------------------------------------------------------
+
+
+def test_jwks_publishes_the_key_sets_public_keys_for_caching():
+    answer = api.jwks(_Services(keys=lambda: KEYS))
+
+    assert answer.status == 200
+    assert json.loads(answer.body) == KEYS.jwks()
+    assert answer.headers["Content-Type"] == "application/json"
+    assert answer.headers["Cache-Control"] == "public, max-age=300"
+
+
+def test_jwks_is_an_empty_key_list_when_no_signing_key_is_configured():
+    answer = api.jwks(_Services())
+
+    assert answer.status == 200
+    assert json.loads(answer.body) == {"keys": []}
+
+
+# --- download --------------------------------------------------------------------------------------
+
+
+class _Downloads:
+    def __init__(self, outcome):
+        self.outcome = outcome
+        self.tokens: list[str] = []
+
+    def redeem(self, token: str) -> Download:
+        self.tokens.append(token)
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+def download_with(outcome, token: str = "a.b.c", accept: str | None = None):
+    downloads = _Downloads(outcome)
+    headers = {} if accept is None else {"accept": accept}
+    answer = api.download(
+        Request("GET", headers, route_params={"token": token}), _Services(downloads=downloads)
+    )
+    return answer, downloads
+
+
+def test_a_redeemed_token_answers_the_file_as_an_attachment():
+    bundle = find_bundle("agent-starter-kit")
+
+    answer, downloads = download_with(Download(bundle, b"PK\x03\x04zip", "agent-starter-kit.zip"), "x.y.z")
+
+    assert downloads.tokens == ["x.y.z"]
+    assert answer.status == 200
+    assert answer.body == b"PK\x03\x04zip"
+    assert answer.headers["Content-Type"] == "application/zip"
+    assert answer.headers["Content-Disposition"] == 'attachment; filename="agent-starter-kit.zip"'
+    assert answer.headers["Cache-Control"] == "private, no-store"
+    assert answer.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_an_invalid_token_is_401_with_a_bearer_challenge():
+    answer, _ = download_with(InvalidToken("the download link has expired"))
+
+    assert answer.status == 401
+    assert answer.headers["WWW-Authenticate"] == 'Bearer realm="storefront-download", error="invalid_token"'
+    assert answer.headers["Cache-Control"] == "no-store"
+    assert json.loads(answer.body) == {
+        "error": {"code": "invalid_token", "message": "the download link has expired"}
+    }
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (Forbidden("not for this bundle"), 403, "forbidden"),
+        (BundleUnavailable("not available yet"), 503, "bundle_unavailable"),
+    ],
+)
+def test_other_refusals_keep_their_status_and_carry_no_challenge(error, status, code):
+    answer, _ = download_with(error)
+
+    assert answer.status == status
+    assert "WWW-Authenticate" not in answer.headers
+    assert answer.headers["Cache-Control"] == "no-store"
+    assert json.loads(answer.body)["error"]["code"] == code
+
+
+def test_a_browser_gets_a_refused_download_as_a_page_keeping_status_and_challenge():
+    answer, _ = download_with(InvalidToken("the download link has <expired>"), accept=BROWSER_ACCEPT)
+
+    assert answer.status == 401
+    assert answer.headers["Content-Type"].startswith("text/html")
+    assert answer.headers["WWW-Authenticate"].startswith("Bearer ")
+    assert b"&lt;expired&gt;" in answer.body and b"<expired>" not in answer.body
+
+
+def test_a_missing_token_route_parameter_is_redeemed_as_an_empty_token():
+    downloads = _Downloads(InvalidToken("the download link is malformed"))
+
+    answer = api.download(Request("GET", {}), _Services(downloads=downloads))
+
+    assert downloads.tokens == [""]
+    assert answer.status == 401
+
+
+# --- receipts of a day -----------------------------------------------------------------------------
+
+
+class _Ledger:
+    def __init__(self, outcome=None):
+        self.outcome = outcome
+        self.calls: list[tuple] = []
+
+    def day(self, date: str, *, page_size: int = 50, cursor: str | None = None) -> DayListing:
+        self.calls.append((date, page_size, cursor))
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return DayListing(date, [], 0, {}, None)
+
+
+def day_listing(params: dict, ledger: _Ledger, accept: str | None = None):
+    headers = {} if accept is None else {"accept": accept}
+    return api.receipts_of_day(Request("GET", headers, params=params), _Services(ledger=ledger), "2026-11-30")
+
+
+def test_the_day_listing_defaults_to_today_and_pages_of_fifty():
+    ledger = _Ledger()
+
+    answer = day_listing({}, ledger)
+
+    assert ledger.calls == [("2026-11-30", 50, None)]
+    assert answer.status == 200
+    assert json.loads(answer.body) == {
+        "date": "2026-11-30",
+        "count": 0,
+        "totals": {},
+        "receipts": [],
+        "next_cursor": None,
+    }
+    assert answer.headers["Cache-Control"] == "private, no-store"
+
+
+def test_the_day_listing_passes_date_page_size_and_cursor_through():
+    ledger = _Ledger()
+
+    day_listing({"date": "2026-01-02", "page_size": "7", "cursor": "abc"}, ledger)
+
+    assert ledger.calls == [("2026-01-02", 7, "abc")]
+
+
+@pytest.mark.parametrize("page_size", ["ten", "1.5", ""])
+def test_a_non_integer_page_size_is_400_without_reading_the_ledger(page_size):
+    ledger = _Ledger()
+
+    answer = day_listing({"page_size": page_size}, ledger)
+
+    assert answer.status == 400
+    assert json.loads(answer.body)["error"]["code"] == "invalid_page_size"
+    assert ledger.calls == []
+
+
+def test_a_ledger_refusal_keeps_its_status_and_code():
+    answer = day_listing({"date": "yesterday"}, _Ledger(InvalidRequest("bad date", code="invalid_date")))
+
+    assert answer.status == 400
+    assert json.loads(answer.body) == {"error": {"code": "invalid_date", "message": "bad date"}}
+
+
+def test_a_ledger_outage_is_503_with_retry_after():
+    answer = day_listing({}, _Ledger(StoreUnavailable("ledger table unavailable: ServiceRequestError")))
+
+    assert answer.status == 503
+    assert json.loads(answer.body)["error"]["code"] == "store_unavailable"
+    assert answer.headers["Retry-After"] == "5"
+
+
+def test_a_browser_gets_the_day_listing_as_a_page():
+    answer = day_listing({}, _Ledger(), BROWSER_ACCEPT)
+
+    assert answer.status == 200
+    assert answer.headers["Content-Type"].startswith("text/html")

@@ -5,14 +5,20 @@ from __future__ import annotations
 import re
 
 import pytest
+import requests
 
 from tests.support import ROOT
 
 
-def test_every_route_is_registered_with_its_methods():
+@pytest.fixture(scope="module")
+def functions() -> list:
+    """The app's functions; `get_functions()` may be called only once per process."""
     import function_app
 
-    functions = function_app.app.get_functions()
+    return function_app.app.get_functions()
+
+
+def test_every_route_is_registered_with_its_methods(functions):
     routes = {
         f.get_function_name(): (
             f.get_trigger().route,
@@ -26,9 +32,74 @@ def test_every_route_is_registered_with_its_methods():
         "mcp_endpoint": ("a2a/mcp", ["DELETE", "GET", "POST"]),
         "purchase": ("a2a/purchase", ["POST"]),
         "receipt": ("receipts/{receipt_id}", ["GET"]),
+        "receipts_of_day": ("receipts", ["GET"]),
+        "jwks": (".well-known/jwks.json", ["GET"]),
+        "download": ("download/{token}", ["GET"]),
         "health": ("health", ["GET"]),
     }
     assert timers == {"reap_idempotency_keys": "0 */15 * * * *"}
+
+
+def test_only_the_finance_day_listing_needs_a_function_key(functions):
+    levels = {
+        f.get_function_name(): str(f.get_trigger().auth_level).split(".")[-1]
+        for f in functions
+        if f.is_http_function()
+    }
+    assert levels.pop("receipts_of_day") == "FUNCTION"
+    assert set(levels) == {"mcp_endpoint", "purchase", "receipt", "jwks", "download", "health"}
+    assert set(levels.values()) == {"ANONYMOUS"}
+
+
+def test_query_parameters_and_route_parameters_reach_the_domain_request():
+    import azure.functions as func
+
+    import function_app
+
+    req = func.HttpRequest(
+        "GET",
+        "http://localhost/api/receipts?date=2026-11-30&page_size=2",
+        headers={"Accept": "text/html"},
+        params={"date": "2026-11-30", "page_size": "2"},
+        route_params={"token": "a.b.c"},
+        body=b"",
+    )
+
+    request = function_app._request(req)
+
+    assert dict(request.params) == {"date": "2026-11-30", "page_size": "2"}
+    assert dict(request.route_params) == {"token": "a.b.c"}
+    assert request.header("accept") == "text/html"
+
+
+def test_the_host_publishes_the_configured_signing_key_as_a_jwks(host):
+    from shared.keys import KeySet
+    from shared.settings import Settings
+
+    settings = Settings.from_env(host.env)
+    expected = KeySet.load(settings.signing_key_pem, settings.retired_public_keys).jwks()
+
+    answer = requests.get(f"{host.url}/api/.well-known/jwks.json", timeout=10)
+
+    assert answer.status_code == 200
+    assert answer.headers["Content-Type"] == "application/json"
+    assert answer.json() == expected
+    assert all("d" not in key for key in answer.json()["keys"])
+
+
+def test_the_host_refuses_a_garbage_download_token_with_401(host):
+    answer = requests.get(f"{host.url}/api/download/not-a-token", timeout=10)
+
+    assert answer.status_code == 401
+    assert answer.json()["error"]["code"] == "invalid_token"
+    assert answer.headers["WWW-Authenticate"].startswith("Bearer ")
+
+
+def test_the_host_routes_the_day_listing_with_its_query_parameters(host):
+    answer = requests.get(f"{host.url}/api/receipts", params={"date": "30-11-2026"}, timeout=10)
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "invalid_date"
 
 
 def test_the_domain_never_imports_azure_functions():

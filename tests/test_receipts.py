@@ -18,12 +18,15 @@ from azure.storage.blob import ContainerClient
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from shared import signatures
 from shared.brevo import BrevoClient
-from shared.errors import InvalidRequest, LimitExceeded, StoreUnavailable
+from shared.errors import InvalidRequest, LimitExceeded, NotConfigured, StoreUnavailable
 from shared.governance import Governance, Limits
 from shared.hashing import Hasher
 from shared.idempotency import IdempotencyHandler
 from shared.idempotency_table import TableIdempotencyStore
+from shared.keys import KeySet
+from shared.ledger import TableLedger
 from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront
 from shared.receipts import (
     CHECK_NAMES,
@@ -39,7 +42,6 @@ from shared.receipts import (
     sha256,
 )
 from shared.storage import container_client, table_client
-from shared.tokens import TokenSigner
 from tests.support import AZURITE_KEY
 
 DEAD_BLOBS = (
@@ -295,35 +297,47 @@ def _signing_key() -> str:
     ).decode()
 
 
+@pytest.fixture(scope="module")
+def keys() -> KeySet:
+    return KeySet.load(_signing_key())
+
+
 @pytest.fixture
-def storefront(azurite, sandbox):
-    suffix = uuid.uuid4().hex[:12]
-    hasher = Hasher("unit-test-secret")
-    pem = _signing_key()
-    limits = Limits(5, Decimal("5.00"), Decimal("0.01"))
-    receipts = BlobReceiptStore(container_client(azurite, "rcpt" + suffix, 5))
-    store = Storefront(
-        StoreConfig("http://localhost:7071", "store@example.com", "Storefront"),
-        hasher=hasher,
-        idempotency=IdempotencyHandler(
-            TableIdempotencyStore(table_client(azurite, "idem" + suffix, 5)),
-            receipts,
-            lease_seconds=60,
-            ttl_seconds=3600,
-        ),
-        governance=Governance(table_client(azurite, "gov" + suffix, 5), hasher, limits),
-        receipts=receipts,
-        brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 5),
-        signer=lambda: TokenSigner(pem, "http://localhost:7071", 3600),
-    )
-    return store
+def make_storefront(azurite, sandbox):
+    def make(keys) -> Storefront:
+        suffix = uuid.uuid4().hex[:12]
+        hasher = Hasher("unit-test-secret")
+        limits = Limits(5, Decimal("5.00"), Decimal("0.01"))
+        receipts = BlobReceiptStore(container_client(azurite, "rcpt" + suffix, 5))
+        return Storefront(
+            StoreConfig("http://localhost:7071", "store@example.com", "Storefront"),
+            hasher=hasher,
+            idempotency=IdempotencyHandler(
+                TableIdempotencyStore(table_client(azurite, "idem" + suffix, 5)),
+                receipts,
+                lease_seconds=60,
+                ttl_seconds=3600,
+            ),
+            governance=Governance(table_client(azurite, "gov" + suffix, 5), hasher, limits),
+            receipts=receipts,
+            brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 5),
+            keys=keys,
+            ledger=TableLedger(table_client(azurite, "ledger" + suffix, 5)),
+        )
+
+    return make
+
+
+@pytest.fixture
+def storefront(make_storefront, keys):
+    return make_storefront(lambda: keys)
 
 
 def _validate(receipt: dict) -> None:
     jsonschema.Draft202012Validator(OUTPUT_SCHEMA).validate(receipt)
 
 
-def test_output_schema_validates_a_real_fulfilled_receipt(storefront):
+def test_output_schema_validates_a_real_fulfilled_receipt(storefront, keys):
     email = f"receipt.{uuid.uuid4().hex[:12]}@example.org"
     call = PurchaseCall(
         {"email": email, "name": "Ada"}, "key-" + uuid.uuid4().hex, "203.0.113.1", Caller("http")
@@ -337,6 +351,9 @@ def test_output_schema_validates_a_real_fulfilled_receipt(storefront):
     assert receipt["download"] and receipt["bundle"] and receipt["buyer"]
     _validate(receipt)
     assert storefront.receipts.read(receipt["receipt_id"]) == outcome.body
+    assert receipt["signature"]["alg"] == "ES256"
+    assert receipt["signature"]["kid"] == keys.kid
+    assert signatures.verify(outcome.body, keys.jwks()).valid
 
 
 @pytest.mark.parametrize(
@@ -344,13 +361,37 @@ def test_output_schema_validates_a_real_fulfilled_receipt(storefront):
     [InvalidRequest("bad body", code="invalid_json"), LimitExceeded("slow down", retry_after=60)],
     ids=["invalid-json", "limit"],
 )
-def test_output_schema_validates_a_real_refusal_receipt(storefront, error):
+def test_output_schema_validates_a_real_refusal_receipt(storefront, keys, error):
     outcome = storefront.refuse(PurchaseCall(None, None, "unknown", Caller("mcp", "agent/1.0")), error)
 
     receipt = json.loads(outcome.body)
     assert receipt["status"] == "refused"
     assert receipt["bundle"] is None and receipt["receipt_url"] is None
     _validate(receipt)
+    assert signatures.verify(outcome.body, keys.jwks()).valid
+
+
+def test_output_schema_declares_the_signature_member_as_nullable_and_optional():
+    signature = OUTPUT_SCHEMA["properties"]["signature"]
+
+    assert {"type": "null"} in signature["anyOf"]
+    (declared,) = [s for s in signature["anyOf"] if s.get("type") == "object"]
+    assert set(declared["properties"]) == {"alg", "kid", "jws"}
+    assert "signature" not in OUTPUT_SCHEMA["required"]
+
+
+def test_a_store_without_a_usable_signing_key_issues_receipts_with_a_null_signature(make_storefront):
+    def unconfigured() -> KeySet:
+        raise NotConfigured("STOREFRONT_SIGNING_KEY is not set")
+
+    store = make_storefront(unconfigured)
+
+    outcome = store.refuse(PurchaseCall(None, None, "unknown", Caller("http")), InvalidRequest("bad"))
+
+    receipt = json.loads(outcome.body)
+    assert "signature" in receipt and receipt["signature"] is None
+    _validate(receipt)
+    assert not signatures.verify(outcome.body, {"keys": []}).valid
 
 
 @pytest.mark.parametrize(
@@ -361,6 +402,9 @@ def test_output_schema_validates_a_real_refusal_receipt(storefront, error):
         pytest.param(lambda r: r.update(status="done"), id="unknown-status"),
         pytest.param(lambda r: r["checks"][0].update(result="ok"), id="unknown-result"),
         pytest.param(lambda r: r.update(version="1"), id="version-string"),
+        pytest.param(lambda r: r.update(signature="eyJhbGciOiJFUzI1NiJ9..c2ln"), id="signature-string"),
+        pytest.param(lambda r: r["signature"].update(kid=7), id="signature-kid-number"),
+        pytest.param(lambda r: r["signature"].update(jws=None), id="signature-jws-null"),
     ],
 )
 def test_output_schema_rejects_a_broken_receipt(storefront, mutation):

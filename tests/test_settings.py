@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 from decimal import Decimal
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 
+from shared.keys import public_jwk
 from shared.settings import DEFAULT_BREVO_BASE_URL, SECRET_SETTINGS, Settings, SettingsError
 
 SECRETS = {
@@ -14,6 +18,7 @@ SECRETS = {
     "STOREFRONT_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END PRIVATE KEY-----\\n",
     "STOREFRONT_HASH_SECRET": "hash-secret",
 }
+RETIRED_JWK = public_jwk(ec.generate_private_key(ec.SECP256R1()))
 
 
 def test_an_empty_environment_gives_the_documented_defaults():
@@ -40,6 +45,9 @@ def test_an_empty_environment_gives_the_documented_defaults():
     assert settings.idempotency_table == "idempotency"
     assert settings.governance_table == "governance"
     assert settings.receipts_container == "receipts"
+    assert settings.bundles_container == "bundles"
+    assert settings.ledger_table == "ledger"
+    assert settings.retired_public_keys == ()
 
 
 def test_every_setting_is_read_from_the_environment():
@@ -62,6 +70,9 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_IDEMPOTENCY_TABLE": "idem2",
         "STOREFRONT_GOVERNANCE_TABLE": "gov2",
         "STOREFRONT_RECEIPTS_CONTAINER": "receipts2",
+        "STOREFRONT_BUNDLES_CONTAINER": "bundles2",
+        "STOREFRONT_LEDGER_TABLE": "ledger2",
+        "STOREFRONT_RETIRED_PUBLIC_KEYS": json.dumps({"keys": [RETIRED_JWK]}),
     }
 
     settings = Settings.from_env(env)
@@ -87,13 +98,16 @@ def test_every_setting_is_read_from_the_environment():
         idempotency_table="idem2",
         governance_table="gov2",
         receipts_container="receipts2",
+        bundles_container="bundles2",
+        ledger_table="ledger2",
+        retired_public_keys=(RETIRED_JWK,),
         missing_secrets=(),
     )
 
 
 def test_every_field_is_covered_by_the_full_environment_test():
     # If a field is added, test_every_setting_is_read_from_the_environment must name it too.
-    assert len(dataclasses.fields(Settings)) == 21
+    assert len(dataclasses.fields(Settings)) == 24
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
@@ -324,8 +338,7 @@ def test_a_signing_key_with_real_newlines_is_kept():
 
 
 def test_the_development_signing_key_from_the_example_settings_is_usable():
-    import json
-
+    from shared.keys import KeySet
     from shared.tokens import TokenSigner
     from tests.support import ROOT
 
@@ -334,7 +347,8 @@ def test_the_development_signing_key_from_the_example_settings_is_usable():
     settings = Settings.from_env(values)
 
     assert settings.missing_secrets == ()
-    assert TokenSigner(settings.signing_key_pem, settings.public_base_url, 60).kid
+    keys = KeySet.load(settings.signing_key_pem, settings.retired_public_keys)
+    assert TokenSigner(keys, settings.public_base_url, 60).kid == keys.kid
 
 
 def test_settings_are_immutable():
@@ -352,3 +366,97 @@ def test_allowed_origins_accept_full_origins_as_well_as_host_names():
 def test_allowed_origins_that_name_no_host_are_refused():
     with pytest.raises(SettingsError, match="STOREFRONT_ALLOWED_ORIGINS"):
         Settings.from_env({"STOREFRONT_ALLOWED_ORIGINS": "https://"})
+
+
+# --- STOREFRONT_RETIRED_PUBLIC_KEYS ----------------------------------------------------------------
+
+
+def _jwk(**changes) -> dict:
+    return {**public_jwk(ec.generate_private_key(ec.SECP256R1())), **changes}
+
+
+def _p384_jwk() -> dict:
+    numbers = ec.generate_private_key(ec.SECP384R1()).public_key().public_numbers()
+    x, y = (
+        base64.urlsafe_b64encode(n.to_bytes(48, "big")).rstrip(b"=").decode() for n in (numbers.x, numbers.y)
+    )
+    return {"kty": "EC", "crv": "P-384", "x": x, "y": y}
+
+
+def _retired(value: str) -> tuple[dict, ...]:
+    return Settings.from_env({"STOREFRONT_RETIRED_PUBLIC_KEYS": value}).retired_public_keys
+
+
+def test_retired_public_keys_are_read_from_a_jwks():
+    first, second = _jwk(), _jwk()
+
+    assert _retired(json.dumps({"keys": [first, second]})) == (first, second)
+
+
+def test_retired_public_keys_are_read_from_a_json_list_of_jwks():
+    first, second = _jwk(), _jwk()
+
+    assert _retired(json.dumps([first, second])) == (first, second)
+
+
+def test_retired_public_keys_need_only_the_public_members():
+    bare = {m: _jwk()[m] for m in ("kty", "crv", "x", "y")}
+
+    assert _retired(f"  {json.dumps([bare])}  ") == (bare,)
+
+
+@pytest.mark.parametrize("value", ["", "   ", "[]", '{"keys": []}'])
+def test_blank_or_empty_retired_public_keys_are_none(value):
+    assert _retired(value) == ()
+
+
+def test_retired_public_keys_are_a_tuple_of_dicts():
+    keys = _retired(json.dumps([_jwk()]))
+
+    assert isinstance(keys, tuple) and all(isinstance(k, dict) for k in keys)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("not json", id="text"),
+        pytest.param('{"keys": [', id="truncated"),
+        pytest.param("{'keys': []}", id="single-quotes"),
+    ],
+)
+def test_retired_public_keys_that_are_not_json_are_refused_naming_the_setting(value):
+    with pytest.raises(SettingsError, match="STOREFRONT_RETIRED_PUBLIC_KEYS must be JSON"):
+        _retired(value)
+
+
+def _not_public_p256() -> list:
+    return [
+        pytest.param(json.dumps({"keys": [_jwk(d="c2VjcmV0LXNjYWxhcg")]}), id="private-d-in-jwks"),
+        pytest.param(json.dumps([_jwk(), _jwk(d="c2VjcmV0LXNjYWxhcg")]), id="private-d-in-list"),
+        pytest.param(json.dumps([_jwk(d="")]), id="empty-d"),
+        pytest.param(json.dumps([_p384_jwk()]), id="p384"),
+        pytest.param(json.dumps([_jwk(crv="secp256k1")]), id="secp256k1"),
+        pytest.param(json.dumps([_jwk(kty="RSA")]), id="rsa-kty"),
+        pytest.param(json.dumps([{"kty": "oct", "k": "c2VjcmV0"}]), id="symmetric"),
+        pytest.param(json.dumps([{k: v for k, v in _jwk().items() if k != "y"}]), id="missing-y"),
+        pytest.param(json.dumps([_jwk(x="")]), id="empty-x"),
+        pytest.param(json.dumps([_jwk(x=12345)]), id="number-x"),
+        pytest.param(json.dumps(["not a jwk"]), id="string-item"),
+        pytest.param(json.dumps({"keys": {"kty": "EC"}}), id="keys-not-a-list"),
+        pytest.param(json.dumps({"kty": "EC", "crv": "P-256", "x": "AA", "y": "AA"}), id="bare-jwk"),
+        pytest.param(json.dumps("[]"), id="json-string"),
+        pytest.param("null", id="null"),
+    ]
+
+
+@pytest.mark.parametrize("value", _not_public_p256())
+def test_retired_keys_that_are_not_public_ec_p256_jwks_are_refused_naming_the_setting(value):
+    with pytest.raises(SettingsError, match="STOREFRONT_RETIRED_PUBLIC_KEYS"):
+        _retired(value)
+
+
+def test_a_refused_private_retired_key_is_not_echoed_in_the_error():
+    with pytest.raises(SettingsError) as caught:
+        _retired(json.dumps([_jwk(d="c2VjcmV0LXNjYWxhcg")]))
+
+    assert "c2VjcmV0LXNjYWxhcg" not in str(caught.value)

@@ -156,7 +156,9 @@ def test_every_token_has_a_unique_jti(signer):
 
 
 def test_minting_again_with_the_jti_and_issued_at_of_a_token_gives_identical_claims(key):
-    first = TokenSigner(KeySet.load(pem(key)), ISSUER, 600, clock=lambda: 1_893_492_900.75).mint("mcp-field-guide")
+    first = TokenSigner(KeySet.load(pem(key)), ISSUER, 600, clock=lambda: 1_893_492_900.75).mint(
+        "mcp-field-guide"
+    )
     later = TokenSigner(KeySet.load(pem(key)), ISSUER, 600, clock=lambda: 1_893_499_999.0)
 
     again = later.mint("mcp-field-guide", jti=first.jti, issued_at=first.issued_at)
@@ -224,6 +226,18 @@ def test_public_jwk_has_the_rfc7638_members_and_only_public_metadata(key):
     assert jwk["crv"] == "P-256" and jwk["kty"] == "EC"
     assert (jwk["kid"], jwk["alg"], jwk["use"]) == (rfc7638_thumbprint(key), "ES256", "sig")
     assert public_jwk(key.public_key()) == jwk
+
+
+def test_tokens_are_signed_by_the_current_key_when_retired_keys_are_published(key):
+    retired = ec.generate_private_key(ec.SECP256R1())
+    keys = KeySet.load(pem(key), (public_jwk(retired),))
+
+    token = TokenSigner(keys, ISSUER, TTL).mint("agent-starter-kit").token
+
+    assert jwt.get_unverified_header(token)["kid"] == rfc7638_thumbprint(key)
+    assert jwt.decode(token, public_pem(key), algorithms=["ES256"], audience=AUDIENCE)["sub"]
+    with pytest.raises(JWTError):
+        jwt.decode(token, public_pem(retired), algorithms=["ES256"], audience=AUDIENCE)
 
 
 def test_traditional_sec1_ec_key_pem_is_accepted(key):
