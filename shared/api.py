@@ -81,10 +81,12 @@ def _quality(accept: str | None, media_type: str) -> float:
         name, *options = (piece.strip() for piece in part.split(";"))
         q = 1.0
         for option in options:
-            if option.startswith("q="):
+            if option.lower().startswith("q="):
                 try:
-                    q = float(option[2:])
+                    q = min(max(float(option[2:]), 0.0), 1.0)
                 except ValueError:
+                    q = 0.0
+                if q != q:  # NaN
                     q = 0.0
         best[name.lower()] = max(q, best.get(name.lower(), 0.0))
     for candidate in (media_type, kind, "*/*"):

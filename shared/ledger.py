@@ -9,6 +9,7 @@ after a crash records its receipt once.
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import re
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from shared.receipts import money
 from shared.storage import create_table, is_missing_table, outage
 
 WHAT = "ledger table"
-DAY_PATTERN = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$")
+DAY_PATTERN = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 MAX_PAGE_SIZE = 200
 
 
@@ -94,8 +95,8 @@ class TableLedger:
 
     def day(self, date: str, *, page_size: int = 50, cursor: str | None = None) -> DayListing:
         """One page of the day's receipts, oldest receipt id first, with the whole day's totals."""
-        if not DAY_PATTERN.fullmatch(date):
-            raise InvalidRequest("date must be YYYY-MM-DD", code="invalid_date")
+        if not _is_day(date):
+            raise InvalidRequest("date must be a calendar day, YYYY-MM-DD", code="invalid_date")
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidRequest(f"page_size must be 1-{MAX_PAGE_SIZE}", code="invalid_page_size")
         token = _decode_cursor(cursor)
@@ -155,6 +156,16 @@ def _entry(entity) -> LedgerEntry:
     )
 
 
+def _is_day(text: str) -> bool:
+    if not DAY_PATTERN.fullmatch(text):
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _encode_cursor(token: object) -> str | None:
     if not token:
         return None
@@ -168,6 +179,11 @@ def _decode_cursor(cursor: str | None) -> object:
         token = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
         raise InvalidRequest("cursor is not one this endpoint issued", code="invalid_cursor") from None
-    if not isinstance(token, dict):
+    if (
+        not isinstance(token, dict)
+        or not token
+        or not set(token) <= {"PartitionKey", "RowKey"}
+        or not all(isinstance(v, str) and v for v in token.values())
+    ):
         raise InvalidRequest("cursor is not one this endpoint issued", code="invalid_cursor")
     return token

@@ -7,10 +7,11 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import requests
+from azure.data.tables import TableClient
 
 from shared.brevo import BrevoClient
 from shared.downloads import Downloads
@@ -58,11 +59,16 @@ def services() -> Services:
     return _services
 
 
-def build(s: Settings) -> Services:
+def build(s: Settings, transport_policies: Sequence[object] = ()) -> Services:
+    """Every client from the settings; `transport_policies` go on every storage client."""
     hasher = Hasher(s.hash_secret)
     conn, timeout = s.storage_connection_string, s.storage_timeout_seconds
-    receipts = BlobReceiptStore(container_client(conn, s.receipts_container, timeout))
-    ledger = TableLedger(table_client(conn, s.ledger_table, timeout))
+
+    def table(name: str) -> TableClient:
+        return table_client(conn, name, timeout, transport_policies)
+
+    receipts = BlobReceiptStore(container_client(conn, s.receipts_container, timeout, transport_policies))
+    ledger = TableLedger(table(s.ledger_table))
     keys = keyset(s)
     brevo = BrevoClient(requests.Session(), s.brevo_base_url, s.brevo_api_key, s.brevo_timeout_seconds)
     storefront = Storefront(
@@ -75,13 +81,13 @@ def build(s: Settings) -> Services:
         ),
         hasher=hasher,
         idempotency=IdempotencyHandler(
-            TableIdempotencyStore(table_client(conn, s.idempotency_table, timeout)),
+            TableIdempotencyStore(table(s.idempotency_table)),
             receipts,
             lease_seconds=s.idempotency_lease_seconds,
             ttl_seconds=s.idempotency_ttl_seconds,
         ),
         governance=Governance(
-            table_client(conn, s.governance_table, timeout),
+            table(s.governance_table),
             hasher,
             Limits(s.rate_limit_per_hour, s.daily_cost_ceiling_usd, s.cost_per_purchase_usd),
         ),
@@ -90,7 +96,8 @@ def build(s: Settings) -> Services:
         keys=keys,
         ledger=ledger,
     )
-    downloads = Downloads(keys, container_client(conn, s.bundles_container, timeout), s.public_base_url)
+    bundles = container_client(conn, s.bundles_container, timeout, transport_policies)
+    downloads = Downloads(keys, bundles, s.public_base_url)
     return Services(settings=s, storefront=storefront, downloads=downloads, ledger=ledger, keys=keys)
 
 

@@ -55,6 +55,8 @@ def verify(body: bytes, jwks: dict, *, exact_bytes: bool = True) -> Verdict:
     signature = receipt.get("signature") if isinstance(receipt, dict) else None
     if not isinstance(signature, dict) or not isinstance(signature.get("jws"), str):
         return Verdict(False, "the receipt carries no signature")
+    if set(signature) != {"alg", "kid", "jws"}:
+        return Verdict(False, "the signature member holds something other than alg, kid and jws")
     compact = _attach(signature["jws"], canonical(receipt))
     if compact is None:
         return Verdict(False, "the signature is not a detached compact JWS")
@@ -63,8 +65,10 @@ def verify(body: bytes, jwks: dict, *, exact_bytes: bool = True) -> Verdict:
     except JOSEError:
         return Verdict(False, "the signature header is unreadable")
     kid = str(header.get("kid", ""))
-    if header.get("alg") != ALGORITHM:
+    if header.get("alg") != ALGORITHM or signature["alg"] != ALGORITHM:
         return Verdict(False, f"algorithm {header.get('alg')!r} is not {ALGORITHM}", kid)
+    if signature["kid"] != kid:
+        return Verdict(False, "the signature's kid differs from the signed header's kid", kid)
     key = next((k for k in jwks.get("keys", []) if isinstance(k, dict) and k.get("kid") == kid), None)
     if key is None:
         return Verdict(False, f"no published key with kid {kid!r}", kid)
@@ -77,9 +81,18 @@ def verify(body: bytes, jwks: dict, *, exact_bytes: bool = True) -> Verdict:
     return Verdict(True, f"signed by the store's key {kid}", kid)
 
 
+def _canonical_b64(segment: str) -> bool:
+    """Base64url without padding whose unused trailing bits are zero: one spelling per value."""
+    try:
+        decoded = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+    except (ValueError, TypeError):
+        return False
+    return base64.urlsafe_b64encode(decoded).rstrip(b"=").decode() == segment
+
+
 def _attach(detached: str, payload: bytes) -> str | None:
     parts = detached.split(".")
-    if len(parts) != 3 or parts[1]:
+    if len(parts) != 3 or parts[1] or not all(map(_canonical_b64, (parts[0], parts[2]))):
         return None
     encoded = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
     return f"{parts[0]}.{encoded}.{parts[2]}"

@@ -5,6 +5,8 @@ modified) that the callers act on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from azure.core.exceptions import (
     AzureError,
     ResourceExistsError,
@@ -19,17 +21,23 @@ from shared.errors import StoreUnavailable
 ANSWERS = (ResourceExistsError, ResourceNotFoundError, ResourceModifiedError)
 
 
-def table_client(connection_string: str, table_name: str, timeout: float) -> TableClient:
+def table_client(
+    connection_string: str, table_name: str, timeout: float, policies: Sequence[object] = ()
+) -> TableClient:
+    """`policies` run on every attempt at the transport (the benchmark counts round trips there)."""
     return TableClient.from_connection_string(
         connection_string,
         table_name=table_name,
         retry_total=1,
         connection_timeout=timeout,
         read_timeout=timeout,
+        per_retry_policies=list(policies),
     )
 
 
-def container_client(connection_string: str, container: str, timeout: float) -> ContainerClient:
+def container_client(
+    connection_string: str, container: str, timeout: float, policies: Sequence[object] = ()
+) -> ContainerClient:
     # The Blob SDK's default retry waits 15 s (±3) before its first retry; keep outages short.
     return ContainerClient.from_connection_string(
         connection_string,
@@ -39,6 +47,7 @@ def container_client(connection_string: str, container: str, timeout: float) -> 
         ),
         connection_timeout=timeout,
         read_timeout=timeout,
+        per_retry_policies=list(policies),
     )
 
 
