@@ -5,14 +5,13 @@ modified) that the callers act on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from azure.core.exceptions import (
     AzureError,
     ResourceExistsError,
     ResourceModifiedError,
     ResourceNotFoundError,
 )
+from azure.core.pipeline.transport import HttpTransport
 from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient, ExponentialRetry
 
@@ -22,21 +21,21 @@ ANSWERS = (ResourceExistsError, ResourceNotFoundError, ResourceModifiedError)
 
 
 def table_client(
-    connection_string: str, table_name: str, timeout: float, policies: Sequence[object] = ()
+    connection_string: str, table_name: str, timeout: float, transport: HttpTransport | None = None
 ) -> TableClient:
-    """`policies` run on every attempt at the transport (the benchmark counts round trips there)."""
+    """`transport` replaces the SDK's own (the benchmark counts round trips there)."""
     return TableClient.from_connection_string(
         connection_string,
         table_name=table_name,
         retry_total=1,
         connection_timeout=timeout,
         read_timeout=timeout,
-        per_retry_policies=list(policies),
+        **({"transport": transport} if transport else {}),
     )
 
 
 def container_client(
-    connection_string: str, container: str, timeout: float, policies: Sequence[object] = ()
+    connection_string: str, container: str, timeout: float, transport: HttpTransport | None = None
 ) -> ContainerClient:
     # The Blob SDK's default retry waits 15 s (±3) before its first retry; keep outages short.
     return ContainerClient.from_connection_string(
@@ -47,7 +46,7 @@ def container_client(
         ),
         connection_timeout=timeout,
         read_timeout=timeout,
-        per_retry_policies=list(policies),
+        **({"transport": transport} if transport else {}),
     )
 
 
