@@ -13,7 +13,7 @@ import ipaddress
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from decimal import Decimal
 
@@ -58,6 +58,8 @@ class Reservation:
     partition: str
     row: str
     amount: int
+    count: int = 0  # the counter right after this reservation
+    etag: str = ""  # and its ETag: giving the reservation back then costs one conditional write
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,9 @@ class Governance:
         """Count one attempt for this client IP in the current UTC hour, or refuse with 429."""
         now = self._clock()
         hour = datetime.fromtimestamp(now, timezone.utc).strftime("rate-%Y%m%d%H")
-        reservation = Reservation(self._hasher.client_ip(ip), hour, 1)
-        if not self._counters.add(reservation, limit=self._limits.rate_limit_per_hour):
+        wanted = Reservation(self._hasher.client_ip(ip), hour, 1)
+        reservation = self._counters.add(wanted, limit=self._limits.rate_limit_per_hour, likely_new=True)
+        if reservation is None:
             raise LimitExceeded(
                 f"rate limit reached: {self._limits.rate_limit_per_hour} purchases per hour "
                 "from one client address",
@@ -104,8 +107,8 @@ class Governance:
         day = datetime.fromtimestamp(now, timezone.utc).strftime("cost-%Y-%m-%d")
         amount = int(self._limits.cost_per_purchase_usd * MICROS)
         ceiling = int(self._limits.daily_cost_ceiling_usd * MICROS)
-        reservation = Reservation("store-cost", day, amount)
-        if not self._counters.add(reservation, limit=ceiling):
+        reservation = self._counters.add(Reservation("store-cost", day, amount), limit=ceiling)
+        if reservation is None:
             raise LimitExceeded(
                 f"daily cost ceiling of ${self._limits.daily_cost_ceiling_usd} reached for the store",
                 code="cost_ceiling_reached",
@@ -116,21 +119,29 @@ class Governance:
     def release(self, reservation: Reservation) -> None:
         """Give a reservation back; best effort, an outage here only leaves the counter high."""
         with contextlib.suppress(StoreUnavailable):
-            self._counters.add(
-                Reservation(reservation.partition, reservation.row, -reservation.amount), limit=None
-            )
+            self._counters.add(replace(reservation, amount=-reservation.amount), limit=None)
 
 
 class _Counters:
-    """Integer counters updated with optimistic concurrency (read, then ETag-conditional write)."""
+    """Integer counters updated with optimistic concurrency: read, then an ETag-conditional write.
+
+    A counter that is probably new (the first purchase of a client in an hour) is created
+    directly, one call instead of a read that misses and a create; a reservation that knows the
+    ETag it left behind is given back with one conditional write.
+    """
 
     def __init__(self, table: TableClient):
         self._table = table
 
-    def add(self, r: Reservation, *, limit: int | None) -> bool:
+    def add(self, r: Reservation, *, limit: int | None, likely_new: bool = False) -> Reservation | None:
+        """Add `r.amount`: the reservation as written, or None when it would pass `limit`."""
+        known = (r.count, r.etag) if r.etag else None
         for attempt in range(_MAX_ATTEMPTS):
             try:
-                return bool(self._try_add(r, limit))
+                if known is None and likely_new and attempt == 0:
+                    return self._create(r, limit)
+                state, known = known or self._read(r), None
+                return self._create(r, limit) if state is None else self._update(r, *state, limit)
             except (ResourceExistsError, ResourceModifiedError):
                 time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
             except ResourceNotFoundError as exc:
@@ -141,25 +152,30 @@ class _Counters:
                 raise outage(exc, "governance table") from exc
         raise StoreUnavailable("governance counter too contended")
 
-    def _try_add(self, r: Reservation, limit: int | None) -> bool:
+    def _read(self, r: Reservation) -> tuple[int, str] | None:
         try:
             entity = self._table.get_entity(r.partition, r.row)
         except ResourceNotFoundError as exc:
             if is_missing_table(exc):
                 raise
-            if limit is not None and r.amount > limit:
-                return False
-            self._table.create_entity(
-                {"PartitionKey": r.partition, "RowKey": r.row, "Count": max(r.amount, 0)}
-            )
-            return True
-        count = int(entity["Count"]) + r.amount
-        if limit is not None and r.amount > 0 and count > limit:
-            return False
-        self._table.update_entity(
-            {"PartitionKey": r.partition, "RowKey": r.row, "Count": max(count, 0)},
+            return None
+        return int(entity["Count"]), entity.metadata["etag"]
+
+    def _create(self, r: Reservation, limit: int | None) -> Reservation | None:
+        if limit is not None and r.amount > limit:
+            return None
+        count = max(r.amount, 0)
+        meta = self._table.create_entity({"PartitionKey": r.partition, "RowKey": r.row, "Count": count})
+        return replace(r, count=count, etag=meta["etag"])
+
+    def _update(self, r: Reservation, count: int, etag: str, limit: int | None) -> Reservation | None:
+        new = count + r.amount
+        if limit is not None and r.amount > 0 and new > limit:
+            return None
+        meta = self._table.update_entity(
+            {"PartitionKey": r.partition, "RowKey": r.row, "Count": max(new, 0)},
             mode=UpdateMode.REPLACE,
-            etag=entity.metadata["etag"],
+            etag=etag,
             match_condition=MatchConditions.IfNotModified,
         )
-        return True
+        return replace(r, count=max(new, 0), etag=meta["etag"])

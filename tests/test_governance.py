@@ -276,7 +276,7 @@ def test_cost_ceiling_is_per_utc_day_and_released_cost_is_given_back(table):
     clock.now = T0 + 86400
     gov.reserve_cost()
 
-    assert first == Reservation("store-cost", "cost-2030-01-01", 10_000)
+    assert (first.partition, first.row, first.amount) == ("store-cost", "cost-2030-01-01", 10_000)
 
 
 def test_cost_ceiling_is_shared_by_all_client_addresses(table):
@@ -373,3 +373,32 @@ def test_limits_are_exposed_as_configured(table):
     gov = governance(table, rate=4, ceiling="1.50", cost="0.05")
 
     assert gov.limits == Limits(4, Decimal("1.50"), Decimal("0.05"))
+
+
+def test_a_reservation_given_back_at_once_costs_one_conditional_write(table):
+    g = governance(table)
+    calls = []
+    real_update = table.update_entity
+    table.update_entity = lambda *a, **k: calls.append("update") or real_update(*a, **k)
+    real_get = table.get_entity
+    table.get_entity = lambda *a, **k: calls.append("get") or real_get(*a, **k)
+
+    reservation = g.reserve_rate("198.51.100.7")
+    calls.clear()
+    g.release(reservation)
+
+    assert calls == ["update"]
+    assert table.get_entity(reservation.partition, reservation.row)["Count"] == 0
+
+
+def test_the_first_purchase_of_an_hour_creates_its_counter_in_one_call(table):
+    g = governance(table)
+    g.reserve_rate("198.51.100.8")  # the table exists from here on
+    calls = []
+    for name in ("get_entity", "create_entity", "update_entity"):
+        real = getattr(table, name)
+        setattr(table, name, lambda *a, _n=name, _r=real, **k: calls.append(_n) or _r(*a, **k))
+
+    g.reserve_rate("198.51.100.9")
+
+    assert calls == ["create_entity"]
