@@ -9,7 +9,7 @@ NODE_STAMP := node_modules/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run test lint format clean
+.PHONY: install run test bench lint format clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -39,6 +39,10 @@ run: install
 test: install $(CHROMIUM)
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+## Measure against the physical floor; prints a table, writes bench/results.json (never fails on a time).
+bench: install
+	$(PY) -m bench
 
 lint: install
 	$(PY) -m ruff check .

@@ -228,7 +228,7 @@ FLOORS = {
     "refused: key in progress": (1, 0, "claim point read"),
     "refused: key reused": (1, 0, "claim point read"),
     "refused: invalid input": (1, 0, "rate 1 (bad input counts against the limit)"),
-    "refused: rate limit": (1, 0, "rate counter read"),
+    "refused: rate limit": (1, 0, "rate counter read (create-first makes it 2, the first purchase 1)"),
     "refused: cost ceiling": (3, 0, "rate 1, cost read, rate given back 1"),
 }
 
@@ -457,7 +457,53 @@ def cold_start(stack: Stack, runs: int = 9) -> dict:
     }
 
 
-# --- 4. load ----------------------------------------------------------------------------------------
+# --- 4. the shared counter under contention ---------------------------------------------------------
+
+
+def contention(stack: Stack, seconds: float = 3.0, threads: int = 16) -> dict:
+    """The daily cost counter is the one entity every purchase writes: reservations per second
+    and storage calls per reservation with 16 concurrent writers, on one shard and on eight."""
+    from decimal import Decimal
+
+    from shared.governance import Governance, Limits
+    from shared.hashing import Hasher
+    from shared.storage import table_client
+
+    results = {}
+    for shards in (1, 8):
+        trips = RoundTrips()
+        table = table_client(
+            stack.connection, f"contend{shards}{uuid.uuid4().hex[:6]}", 5, trips.transport("table")
+        )
+        limits = Limits(10**9, Decimal("1000000"), Decimal("0.01"), cost_shards=shards)
+        governance = Governance(table, Hasher("bench"), limits)
+        governance.reserve_cost()
+        trips.take()
+        done = _hammer(governance.reserve_cost, threads, seconds)
+        calls = trips.take().get("table", 0)
+        results[f"{shards} shard{'s' if shards > 1 else ''}"] = {
+            "reservations_per_second": round(done / seconds, 1),
+            "storage_calls_per_reservation": round(calls / max(done, 1), 2),
+        }
+    return {"writers": threads, "seconds": seconds, **results}
+
+
+def _hammer(call: Callable[[], object], threads: int, seconds: float) -> int:
+    """Call from `threads` threads for `seconds`; how many calls completed."""
+    done, lock, deadline = [0], threading.Lock(), time.monotonic() + seconds
+
+    def writer(_: int) -> None:
+        while time.monotonic() < deadline:
+            call()
+            with lock:
+                done[0] += 1
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(writer, range(threads)))
+    return done[0]
+
+
+# --- 5. load ----------------------------------------------------------------------------------------
 
 
 def load(stack: Stack) -> dict:
@@ -573,6 +619,17 @@ def table(results: dict) -> str:
         f"{c['import_third_party_ms']} ms = {c['ratio']} (target ≤ {c['target']}); "
         f"network calls at import: {c['network_calls_at_import']}",
     ]
+    ct = results["contention"]
+    lines += [
+        "",
+        f"The daily cost counter with {ct['writers']} concurrent writers (one entity every purchase writes)",
+    ]
+    for name in ("1 shard", "8 shards"):
+        r = ct[name]
+        lines.append(
+            f"  {name:<9} {r['reservations_per_second']:>8} reservations/s  "
+            f"{r['storage_calls_per_reservation']} storage calls each (2 uncontended)"
+        )
     ld = results["load"]
     lines += [
         "",
@@ -599,6 +656,7 @@ def main() -> int:
         results["round_trips"] = round_trips(handlers)
         results["latency"] = latency(handlers)
         results["cold_start"] = cold_start(stack)
+        results["contention"] = contention(stack)
         results["load"] = load(stack)
     finally:
         stack.stop()

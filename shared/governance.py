@@ -32,7 +32,7 @@ from shared.storage import create_table, is_missing_table, outage
 
 UNKNOWN_IP = "unknown"
 MICROS = Decimal(1_000_000)
-_MAX_ATTEMPTS = 25
+_MAX_ATTEMPTS = 60
 
 
 def client_ip(forwarded_for: str | None) -> str:
@@ -67,6 +67,7 @@ class Limits:
     rate_limit_per_hour: int
     daily_cost_ceiling_usd: Decimal
     cost_per_purchase_usd: Decimal
+    cost_shards: int = 8
 
 
 class Governance:
@@ -107,7 +108,7 @@ class Governance:
         day = datetime.fromtimestamp(now, timezone.utc).strftime("cost-%Y-%m-%d")
         amount = int(self._limits.cost_per_purchase_usd * MICROS)
         ceiling = int(self._limits.daily_cost_ceiling_usd * MICROS)
-        reservation = self._counters.add(Reservation("store-cost", day, amount), limit=ceiling)
+        reservation = self._counters.add_sharded("store-cost", day, amount, ceiling, self._limits.cost_shards)
         if reservation is None:
             raise LimitExceeded(
                 f"daily cost ceiling of ${self._limits.daily_cost_ceiling_usd} reached for the store",
@@ -120,6 +121,20 @@ class Governance:
         """Give a reservation back; best effort, an outage here only leaves the counter high."""
         with contextlib.suppress(StoreUnavailable):
             self._counters.add(replace(reservation, amount=-reservation.amount), limit=None)
+
+
+def _split(limit: int, amount: int, shards: int) -> list[int]:
+    """Per-shard budgets: as many shards as hold at least one `amount`, each a multiple of it."""
+    if amount <= 0:
+        return [limit // shards + (1 if i < limit % shards else 0) for i in range(shards)]
+    units = limit // amount
+    count = max(1, min(shards, units))
+    return [(units // count + (1 if i < units % count else 0)) * amount for i in range(count)]
+
+
+def _back_off(attempt: int) -> None:
+    """Jittered exponential back-off after losing an ETag race, capped at 50 ms."""
+    time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
 
 
 class _Counters:
@@ -143,7 +158,7 @@ class _Counters:
                 state, known = known or self._read(r), None
                 return self._create(r, limit) if state is None else self._update(r, *state, limit)
             except (ResourceExistsError, ResourceModifiedError):
-                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                _back_off(attempt)
             except ResourceNotFoundError as exc:
                 if not is_missing_table(exc):
                     raise outage(exc, "governance table") from exc
@@ -151,6 +166,49 @@ class _Counters:
             except AzureError as exc:
                 raise outage(exc, "governance table") from exc
         raise StoreUnavailable("governance counter too contended")
+
+    def add_sharded(
+        self, partition: str, name: str, amount: int, limit: int, shards: int
+    ) -> Reservation | None:
+        """Add `amount` to one of up to `shards` counters that split `limit` between them, so
+        concurrent writers rarely touch the same entity. One query reads every shard; the write
+        goes to a random shard with room. Budgets are whole multiples of `amount`, so exactly
+        `limit // amount` additions fit, as with one counter; the total never passes `limit`."""
+        budgets = _split(limit, amount, shards)
+        for attempt in range(_MAX_ATTEMPTS):
+            try:
+                counts = self._read_shards(partition, name)
+                total = sum(count for count, _ in counts.values())
+                room = [i for i, budget in enumerate(budgets) if counts.get(i, (0, ""))[0] + amount <= budget]
+                if not room or total + amount > limit:
+                    return None
+                shard = random.choice(room)
+                r = Reservation(partition, f"{name}-{shard}", amount)
+                if shard in counts:
+                    reservation = self._update(r, *counts[shard], budgets[shard])
+                else:
+                    reservation = self._create(r, budgets[shard])
+                if reservation is not None:
+                    return reservation
+            except (ResourceExistsError, ResourceModifiedError):
+                _back_off(attempt)
+            except ResourceNotFoundError as exc:
+                if not is_missing_table(exc):
+                    raise outage(exc, "governance table") from exc
+                create_table(self._table)
+            except AzureError as exc:
+                raise outage(exc, "governance table") from exc
+        raise StoreUnavailable("governance counter too contended")
+
+    def _read_shards(self, partition: str, name: str) -> dict[int, tuple[int, str]]:
+        """Every shard of one counter: shard number → (count, ETag)."""
+        query = "PartitionKey eq @pk and RowKey gt @low and RowKey lt @high"
+        found = self._table.query_entities(
+            query,
+            parameters={"pk": partition, "low": f"{name}-", "high": f"{name}."},
+            select=["RowKey", "Count"],
+        )
+        return {int(e["RowKey"].rsplit("-", 1)[1]): (int(e["Count"]), e.metadata["etag"]) for e in found}
 
     def _read(self, r: Reservation) -> tuple[int, str] | None:
         try:

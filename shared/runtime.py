@@ -95,7 +95,12 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
         governance=Governance(
             table(s.governance_table),
             hasher,
-            Limits(s.rate_limit_per_hour, s.daily_cost_ceiling_usd, s.cost_per_purchase_usd),
+            Limits(
+                s.rate_limit_per_hour,
+                s.daily_cost_ceiling_usd,
+                s.cost_per_purchase_usd,
+                s.cost_counter_shards,
+            ),
         ),
         receipts=receipts,
         brevo=brevo,

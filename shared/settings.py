@@ -32,6 +32,7 @@ class Settings:
     rate_limit_per_hour: int = 5
     daily_cost_ceiling_usd: Decimal = Decimal("5.00")
     cost_per_purchase_usd: Decimal = Decimal("0.01")
+    cost_counter_shards: int = 8
     signing_key_pem: str = ""
     hash_secret: str = ""
     sender_email: str = "store@example.com"
@@ -77,6 +78,7 @@ class Settings:
             rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5, low=1),
             daily_cost_ceiling_usd=r.decimal("STOREFRONT_DAILY_COST_CEILING_USD", "5.00", low="0"),
             cost_per_purchase_usd=r.decimal("STOREFRONT_COST_PER_PURCHASE_USD", "0.01", low="0"),
+            cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8, low=1),
             signing_key_pem=r.text("STOREFRONT_SIGNING_KEY", "").replace("\\n", "\n"),
             hash_secret=r.text("STOREFRONT_HASH_SECRET", ""),
             sender_email=r.text("STOREFRONT_SENDER_EMAIL", "store@example.com"),

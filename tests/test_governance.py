@@ -276,7 +276,8 @@ def test_cost_ceiling_is_per_utc_day_and_released_cost_is_given_back(table):
     clock.now = T0 + 86400
     gov.reserve_cost()
 
-    assert (first.partition, first.row, first.amount) == ("store-cost", "cost-2030-01-01", 10_000)
+    assert (first.partition, first.amount) == ("store-cost", 10_000)
+    assert first.row.startswith("cost-2030-01-01-")
 
 
 def test_cost_ceiling_is_shared_by_all_client_addresses(table):
@@ -402,3 +403,47 @@ def test_the_first_purchase_of_an_hour_creates_its_counter_in_one_call(table):
     g.reserve_rate("198.51.100.9")
 
     assert calls == ["create_entity"]
+
+
+@pytest.mark.parametrize(
+    ("ceiling", "cost", "fits"), [("0.03", "0.01", 3), ("1.00", "0.01", 100), ("0.10", "0.03", 3)]
+)
+def test_a_sharded_ceiling_admits_exactly_as_many_purchases_as_one_counter(table, ceiling, cost, fits):
+    gov = governance(table, rate=1000, ceiling=ceiling, cost=cost)
+    admitted = 0
+    while True:
+        try:
+            gov.reserve_cost()
+        except LimitExceeded:
+            break
+        admitted += 1
+
+    assert admitted == fits
+    rows = list(table.query_entities("PartitionKey eq 'store-cost'"))
+    assert 1 < len(rows) <= 8 or fits == 1
+
+
+def test_concurrent_reservations_spread_over_shards_never_pass_the_ceiling(azurite):
+    name = "govshard" + uuid.uuid4().hex[:8]
+    limits = Limits(1000, Decimal("0.50"), Decimal("0.01"), cost_shards=8)
+    admitted, lock = [], threading.Lock()
+
+    def worker() -> None:
+        gov = Governance(table_client(azurite, name, timeout=5), Hasher("unit-test-secret"), limits)
+        for _ in range(10):
+            try:
+                gov.reserve_cost()
+            except LimitExceeded:
+                continue
+            with lock:
+                admitted.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(admitted) == 50
+    rows = list(table_client(azurite, name, timeout=5).query_entities("PartitionKey eq 'store-cost'"))
+    assert sum(row["Count"] for row in rows) == 500_000

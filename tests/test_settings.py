@@ -59,6 +59,7 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_RATE_LIMIT_PER_HOUR": "12",
         "STOREFRONT_DAILY_COST_CEILING_USD": "7.25",
         "STOREFRONT_COST_PER_PURCHASE_USD": "0.015",
+        "STOREFRONT_COST_COUNTER_SHARDS": "4",
         "STOREFRONT_SENDER_EMAIL": "shop@example.net",
         "STOREFRONT_SENDER_NAME": "The Shop",
         "STOREFRONT_PUBLIC_BASE_URL": "https://shop.example.net/",
@@ -85,6 +86,7 @@ def test_every_setting_is_read_from_the_environment():
         rate_limit_per_hour=12,
         daily_cost_ceiling_usd=Decimal("7.25"),
         cost_per_purchase_usd=Decimal("0.015"),
+        cost_counter_shards=4,
         signing_key_pem="-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
         hash_secret="hash-secret",
         sender_email="shop@example.net",
@@ -107,7 +109,7 @@ def test_every_setting_is_read_from_the_environment():
 
 def test_every_field_is_covered_by_the_full_environment_test():
     # If a field is added, test_every_setting_is_read_from_the_environment must name it too.
-    assert len(dataclasses.fields(Settings)) == 24
+    assert len(dataclasses.fields(Settings)) == 25
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
