@@ -19,7 +19,6 @@ from decimal import Decimal
 
 from azure.core import MatchConditions
 from azure.core.exceptions import (
-    AzureError,
     ResourceExistsError,
     ResourceModifiedError,
     ResourceNotFoundError,
@@ -28,7 +27,7 @@ from azure.data.tables import TableClient, UpdateMode
 
 from shared.errors import LimitExceeded, StoreUnavailable
 from shared.hashing import Hasher
-from shared.storage import create_table, is_missing_table, outage
+from shared.storage import is_missing_table, on_table
 
 UNKNOWN_IP = "unknown"
 MICROS = Decimal(1_000_000)
@@ -151,21 +150,15 @@ class _Counters:
     def add(self, r: Reservation, *, limit: int | None, likely_new: bool = False) -> Reservation | None:
         """Add `r.amount`: the reservation as written, or None when it would pass `limit`."""
         known = (r.count, r.etag) if r.etag else None
-        for attempt in range(_MAX_ATTEMPTS):
-            try:
-                if known is None and likely_new and attempt == 0:
-                    return self._create(r, limit)
-                state, known = known or self._read(r), None
-                return self._create(r, limit) if state is None else self._update(r, *state, limit)
-            except (ResourceExistsError, ResourceModifiedError):
-                _back_off(attempt)
-            except ResourceNotFoundError as exc:
-                if not is_missing_table(exc):
-                    raise outage(exc, "governance table") from exc
-                create_table(self._table)
-            except AzureError as exc:
-                raise outage(exc, "governance table") from exc
-        raise StoreUnavailable("governance counter too contended")
+
+        def once(attempt: int) -> Reservation | None:
+            nonlocal known
+            if known is None and likely_new and attempt == 0:
+                return self._create(r, limit)
+            state, known = known or self._read(r), None
+            return self._create(r, limit) if state is None else self._update(r, *state, limit)
+
+        return self._until_won(once)
 
     def add_sharded(
         self, partition: str, name: str, amount: int, limit: int, shards: int
@@ -175,29 +168,28 @@ class _Counters:
         goes to a random shard with room. Budgets are whole multiples of `amount`, so exactly
         `limit // amount` additions fit, as with one counter; the total never passes `limit`."""
         budgets = _split(limit, amount, shards)
+
+        def once(attempt: int) -> Reservation | None:
+            counts = self._read_shards(partition, name)
+            total = sum(count for count, _ in counts.values())
+            room = [i for i, budget in enumerate(budgets) if counts.get(i, (0, ""))[0] + amount <= budget]
+            if not room or total + amount > limit:
+                return None
+            shard = random.choice(room)
+            r = Reservation(partition, f"{name}-{shard}", amount)
+            if shard in counts:
+                return self._update(r, *counts[shard], budgets[shard])
+            return self._create(r, budgets[shard])
+
+        return self._until_won(once)
+
+    def _until_won(self, once: Callable[[int], Reservation | None]) -> Reservation | None:
+        """Run `once(attempt)` again, after a jittered back-off, each time it loses an ETag race."""
         for attempt in range(_MAX_ATTEMPTS):
             try:
-                counts = self._read_shards(partition, name)
-                total = sum(count for count, _ in counts.values())
-                room = [i for i, budget in enumerate(budgets) if counts.get(i, (0, ""))[0] + amount <= budget]
-                if not room or total + amount > limit:
-                    return None
-                shard = random.choice(room)
-                r = Reservation(partition, f"{name}-{shard}", amount)
-                if shard in counts:
-                    reservation = self._update(r, *counts[shard], budgets[shard])
-                else:
-                    reservation = self._create(r, budgets[shard])
-                if reservation is not None:
-                    return reservation
+                return on_table(self._table, "governance table", lambda: once(attempt))  # noqa: B023
             except (ResourceExistsError, ResourceModifiedError):
                 _back_off(attempt)
-            except ResourceNotFoundError as exc:
-                if not is_missing_table(exc):
-                    raise outage(exc, "governance table") from exc
-                create_table(self._table)
-            except AzureError as exc:
-                raise outage(exc, "governance table") from exc
         raise StoreUnavailable("governance counter too contended")
 
     def _read_shards(self, partition: str, name: str) -> dict[int, tuple[int, str]]:

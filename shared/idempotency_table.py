@@ -23,7 +23,7 @@ from azure.data.tables import TableClient, UpdateMode
 
 from shared.errors import StoreUnavailable
 from shared.idempotency import Claim, ClaimLost
-from shared.storage import create_table, is_missing_table, outage
+from shared.storage import on_table, outage
 
 WHAT = "idempotency table"
 
@@ -42,19 +42,13 @@ class TableIdempotencyStore:
         return _claim(entity)
 
     def create(self, claim: Claim) -> Claim | None:
-        for _ in range(2):
-            try:
-                meta = self._table.create_entity(_entity(claim))
-                return _with_etag(claim, meta)
-            except ResourceExistsError:
-                return None
-            except ResourceNotFoundError as exc:
-                if not is_missing_table(exc):
-                    raise outage(exc, WHAT) from exc
-                create_table(self._table)
-            except AzureError as exc:
-                raise outage(exc, WHAT) from exc
-        raise StoreUnavailable(f"{WHAT} could not be created")
+        try:
+            meta = on_table(self._table, WHAT, lambda: self._table.create_entity(_entity(claim)))
+        except ResourceExistsError:
+            return None
+        except ResourceNotFoundError as exc:
+            raise outage(exc, WHAT) from exc
+        return _with_etag(claim, meta)
 
     def update(self, claim: Claim) -> Claim:
         try:

@@ -18,9 +18,9 @@ from decimal import Decimal
 from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
-from shared.errors import InvalidRequest, StoreUnavailable
+from shared.errors import InvalidRequest
 from shared.receipts import money
-from shared.storage import create_table, is_missing_table, outage
+from shared.storage import on_table, outage
 
 WHAT = "ledger table"
 DAY_PATTERN = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -81,17 +81,10 @@ class TableLedger:
     def record(self, receipt: dict) -> None:
         entry = LedgerEntry.from_receipt(receipt)
         entity = {"PartitionKey": entry.issued_at[:10], "RowKey": entry.receipt_id, **_columns(entry)}
-        for _ in range(2):
-            try:
-                self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
-                return
-            except ResourceNotFoundError as exc:
-                if not is_missing_table(exc):
-                    raise outage(exc, WHAT) from exc
-                create_table(self._table)
-            except AzureError as exc:
-                raise outage(exc, WHAT) from exc
-        raise StoreUnavailable(f"{WHAT} could not be created")
+        try:
+            on_table(self._table, WHAT, lambda: self._table.upsert_entity(entity, mode=UpdateMode.REPLACE))
+        except ResourceNotFoundError as exc:
+            raise outage(exc, WHAT) from exc
 
     def day(self, date: str, *, page_size: int = 50, cursor: str | None = None) -> DayListing:
         """One page of the day's receipts, oldest receipt id first, with the whole day's totals."""

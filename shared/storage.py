@@ -5,6 +5,9 @@ modified) that the callers act on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from azure.core.exceptions import (
     AzureError,
     ResourceExistsError,
@@ -18,6 +21,7 @@ from azure.storage.blob import ContainerClient, ExponentialRetry
 from shared.errors import StoreUnavailable
 
 ANSWERS = (ResourceExistsError, ResourceNotFoundError, ResourceModifiedError)
+T = TypeVar("T")
 
 
 def table_client(
@@ -74,6 +78,24 @@ def _error_code(exc: BaseException) -> str:
 
 def outage(exc: AzureError, what: str) -> StoreUnavailable:
     return StoreUnavailable(f"{what} unavailable: {type(exc).__name__}")
+
+
+def on_table(table: TableClient, what: str, operation: Callable[[], T]) -> T:
+    """Run one table operation. A missing table is created and the operation run once more;
+    the conditional answers (exists, modified, entity not found) reach the caller unchanged;
+    anything else is an outage."""
+    for _ in range(2):
+        try:
+            return operation()
+        except ResourceNotFoundError as exc:
+            if not is_missing_table(exc):
+                raise
+            create_table(table)
+        except ANSWERS:
+            raise
+        except AzureError as exc:
+            raise outage(exc, what) from exc
+    raise StoreUnavailable(f"{what} could not be created")
 
 
 def create_table(table: TableClient) -> None:
