@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import socket
@@ -21,7 +22,10 @@ from tools import seed_bundles
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
-AZURITE_PORTS = (10000, 10001, 10002)
+DEFAULT_STORAGE_PORT = 10000  # blob; queue and table follow, as UseDevelopmentStorage=true expects
+DEFAULT_SANDBOX_PORT = 8025
+# Azurite's well-known development account (public, documented by Microsoft; not a secret).
+DEV_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 def port_busy(port: int) -> bool:
@@ -40,16 +44,35 @@ def wait_for(port: int, proc: subprocess.Popen, name: str, timeout: float = 60) 
     raise SystemExit(f"{name} was not listening on port {port} after {timeout:.0f}s")
 
 
-def commands(host_port: int, sandbox_port: int) -> list[tuple[str, list[str], int]]:
-    (ROOT / ".azurite").mkdir(exist_ok=True)
+def storage_connection(blob_port: int) -> str:
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={DEV_ACCOUNT_KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{blob_port}/devstoreaccount1;"
+        f"TableEndpoint=http://127.0.0.1:{blob_port + 2}/devstoreaccount1;"
+    )
+
+
+def child_env(storage_port: int, sandbox_port: int) -> dict[str, str]:
+    """Settings for the host when the ports differ from the ones local settings name."""
+    env = dict(os.environ)
+    if storage_port != DEFAULT_STORAGE_PORT:
+        env["AzureWebJobsStorage"] = storage_connection(storage_port)
+    if sandbox_port != DEFAULT_SANDBOX_PORT:
+        env["BREVO_BASE_URL"] = f"http://127.0.0.1:{sandbox_port}/v3"
+    return env
+
+
+def commands(
+    host_port: int, sandbox_port: int, storage_port: int, data_dir: Path
+) -> list[tuple[str, list[str], int]]:
+    data_dir.mkdir(parents=True, exist_ok=True)
     azurite = [
         str(AZURITE),
-        "--silent",
-        "--skipApiVersionCheck",
-        "--loose",
-        "--disableTelemetry",
-        "--location",
-        str(ROOT / ".azurite"),
+        *("--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry"),
+        *("--location", str(data_dir)),
+        *("--blobHost", "127.0.0.1", "--blobPort", str(storage_port)),
+        *("--queueHost", "127.0.0.1", "--queuePort", str(storage_port + 1)),
+        *("--tableHost", "127.0.0.1", "--tablePort", str(storage_port + 2)),
     ]
     sandbox = [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(sandbox_port)]
     if shutil.which("func"):
@@ -57,7 +80,7 @@ def commands(host_port: int, sandbox_port: int) -> list[tuple[str, list[str], in
     else:
         host = [sys.executable, "-m", "tools.devhost", "--port", str(host_port)]
     return [
-        ("Azurite", azurite, AZURITE_PORTS[2]),
+        ("Azurite", azurite, storage_port + 2),
         ("Brevo sandbox", sandbox, sandbox_port),
         ("host", host, host_port),
     ]
@@ -89,23 +112,37 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=7071, help="Functions host port")
-    parser.add_argument("--sandbox-port", type=int, default=8025, help="Brevo sandbox port")
+    parser.add_argument("--sandbox-port", type=int, default=DEFAULT_SANDBOX_PORT, help="Brevo sandbox port")
+    parser.add_argument(
+        "--storage-port",
+        type=int,
+        default=DEFAULT_STORAGE_PORT,
+        help="Azurite blob port (queue +1, table +2)",
+    )
+    parser.add_argument("--data-dir", type=Path, default=ROOT / ".azurite", help="Azurite's data folder")
     args = parser.parse_args(argv)
     if not AZURITE.exists():
         raise SystemExit("Azurite is not installed; run `make run` (it runs `npm install` first)")
-    for port in (*AZURITE_PORTS, args.sandbox_port, args.port):
+    storage_ports = (args.storage_port, args.storage_port + 1, args.storage_port + 2)
+    for port in (*storage_ports, args.sandbox_port, args.port):
         if port_busy(port):
             raise SystemExit(f"port {port} is already in use; stop whatever listens there first")
 
     started: list[subprocess.Popen] = []
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        for name, cmd, port in commands(args.port, args.sandbox_port):
-            proc = subprocess.Popen(cmd, cwd=ROOT)
+        env = child_env(args.storage_port, args.sandbox_port)
+        for name, cmd, port in commands(args.port, args.sandbox_port, args.storage_port, args.data_dir):
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
             started.append(proc)
             wait_for(port, proc, name)
             if name == "Azurite":
-                seed_bundles.main([])
+                seed = (
+                    []
+                    if args.storage_port == DEFAULT_STORAGE_PORT
+                    else ["--connection-string", env["AzureWebJobsStorage"]]
+                )
+                seed_bundles.main(seed)
         print(banner(args.port, args.sandbox_port), flush=True)
         while all(p.poll() is None for p in started):
             time.sleep(0.5)

@@ -1,0 +1,89 @@
+"""`make run` (tools/run.py) as a newcomer uses it: everything starts, the MCP Python SDK buys twice
+with one key, one email arrives with a working download link, and Ctrl-C stops it all."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import requests
+from mcp import Client
+
+from tests.support import ROOT, free_port, unique_email, unique_key
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _storage_base() -> int:
+    """Three consecutive free ports for Azurite's blob, queue and table services."""
+    for _ in range(50):
+        base = random.randrange(20000, 40000)
+        if all(_free(base + i) for i in range(3)):
+            return base
+    raise RuntimeError("no three consecutive free ports")
+
+
+def _read_until(proc: subprocess.Popen, marker: str, timeout: float = 90) -> str:
+    seen, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    raise AssertionError(f"{marker!r} never printed:\n{''.join(seen)[-3000:]}")
+
+
+def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_ctrl_c(tmp_path):
+    host_port, sandbox_port, storage = free_port(), free_port(), _storage_base()
+    command = [
+        sys.executable,
+        "-m",
+        "tools.run",
+        "--port",
+        str(host_port),
+        "--sandbox-port",
+        str(sandbox_port),
+        "--storage-port",
+        str(storage),
+        "--data-dir",
+        str(tmp_path / "azurite"),
+    ]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        banner = _read_until(proc, "Press Ctrl-C to stop everything.")
+        mcp_url = f"http://localhost:{host_port}/api/a2a/mcp"
+        email, key = unique_email("make-run"), unique_key()
+
+        async def twice():
+            async with Client(mcp_url) as client:
+                args = {"email": email, "idempotency_key": key}
+                return [await client.call_tool("purchase_free_bundle", args) for _ in range(2)]
+
+        first, second = asyncio.run(twice())
+        emails = requests.get(
+            f"http://127.0.0.1:{sandbox_port}/_sandbox/emails", params={"to": email}, timeout=10
+        )
+        link = next(link for link in emails.json()[0]["links"] if "/api/download/" in link)
+        download = requests.get(link.replace("localhost:7071", f"localhost:{host_port}"), timeout=10)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+
+    assert mcp_url in banner and '"mcp-remote"' in banner
+    assert f"http://localhost:{sandbox_port}/" in banner
+    assert first.is_error is False
+    assert second.structured_content == first.structured_content
+    assert len(emails.json()) == 1
+    assert download.status_code == 200 and download.content.startswith(b"PK")
+    assert code == 0
+    assert all(_free(port) for port in (host_port, sandbox_port, storage, storage + 2))
