@@ -332,7 +332,8 @@ class Storefront:
         """Let a retry run again: free the claim, and give governance reservations back unless
         the caller caused the failure (bad input counts against the rate limit)."""
         if attempt.claim is not None:
-            self._idempotency.release(attempt.claim, keep_progress=attempt.email_attempted)
+            sent = attempt.email_attempted or attempt.checks.has("fulfillment_email")
+            self._idempotency.release(attempt.claim, keep_progress=sent)
         if exc.status >= 500 or isinstance(exc, LimitExceeded):
             for reservation in attempt.reservations:
                 self._governance.release(reservation)
