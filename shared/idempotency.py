@@ -141,14 +141,17 @@ class IdempotencyHandler:
         """Record a recovery point and renew the lease. Raises ClaimLost or StoreUnavailable."""
         return self._store.update(replace(self._leased(claim, self._clock()), progress=progress))
 
-    def complete(self, claim: Claim, body: bytes) -> Claim:
+    def complete(self, claim: Claim, body: bytes, *, not_after: float | None = None) -> Claim:
+        """Mark the key completed; it replays for the TTL, but never past `not_after` (the
+        download token's expiry: a replay must not hand out a receipt for a dead link)."""
         now = self._clock()
+        expires = now + self._ttl if not_after is None else min(now + self._ttl, not_after)
         done = replace(
             claim,
             state=COMPLETED,
             receipt_sha256=sha256(body),
             locked_until=now,
-            expires_at=now + self._ttl,
+            expires_at=expires,
         )
         return self._store.update(done)
 

@@ -106,15 +106,22 @@ class _Attempt:
     token: DownloadToken | None = None
     token_claims: dict | None = None
     email_attempted: bool = False
+    receipt_body: bytes | None = None
     reservations: list[Reservation] = field(default_factory=list)
 
     def progress(self) -> dict:
-        """What a taker needs to resume: the checks done so far and the token's claims."""
-        return {"checks": self.checks.recorded(), "token": self.token_claims}
+        """What a taker needs to resume: the checks done so far, the token's claims and, once
+        issued, the receipt itself (so a retry stores exactly what the first caller got)."""
+        progress = {"checks": self.checks.recorded(), "token": self.token_claims}
+        if self.receipt_body is not None:
+            progress["receipt"] = self.receipt_body.decode()
+        return progress
 
     def resume(self, progress: dict) -> None:
         self.checks.restore(progress.get("checks", {}))
         self.token_claims = progress.get("token")
+        if isinstance(progress.get("receipt"), str):
+            self.receipt_body = progress["receipt"].encode()
 
 
 class Storefront:
@@ -159,6 +166,8 @@ class Storefront:
             replay = self._check_key(attempt)
             if replay is not None:
                 return replay
+            if attempt.receipt_body is not None:
+                return self._complete(attempt)
             self._guard(
                 attempt,
                 "rate_limit",
@@ -331,32 +340,49 @@ class Storefront:
     def _release(self, attempt: _Attempt, exc: StorefrontError) -> None:
         """Let a retry run again: free the claim, and give governance reservations back unless
         the caller caused the failure (bad input counts against the rate limit)."""
+        sent = attempt.email_attempted or attempt.checks.has("fulfillment_email")
         if attempt.claim is not None:
-            sent = attempt.email_attempted or attempt.checks.has("fulfillment_email")
             self._idempotency.release(attempt.claim, keep_progress=sent)
-        if exc.status >= 500 or isinstance(exc, LimitExceeded):
+        # Once the email may have gone out, the purchase counts: the retry resumes without
+        # taking the guards again, so the reservations stay.
+        if not sent and (exc.status >= 500 or isinstance(exc, LimitExceeded)):
             for reservation in attempt.reservations:
                 self._governance.release(reservation)
 
     def _complete(self, attempt: _Attempt) -> Outcome:
-        body = encode(self._signed(self._receipt(attempt, "fulfilled", None)))
+        if attempt.receipt_body is None:
+            attempt.receipt_body = encode(self._signed(self._receipt(attempt, "fulfilled", None)))
+        body = attempt.receipt_body
         try:
             if not self._receipts.write(attempt.receipt_id, body):
                 # A holder that died after writing the receipt: its bytes are the answer.
                 body = self._receipts.read(attempt.receipt_id) or body
         except StoreUnavailable as exc:
-            log.error("receipt %s not stored (%s); it cannot be replayed yet", attempt.receipt_id, exc)
+            log.error("receipt %s not stored yet (%s); the next retry stores it", attempt.receipt_id, exc)
+            self._hand_over(attempt)
             return Outcome(200, body)
         try:
             self._ledger.record(json.loads(body))
         except StoreUnavailable as exc:
             log.warning("receipt %s missing from the finance ledger: %s", attempt.receipt_id, exc)
         if attempt.claim is not None:
+            not_after = attempt.token.expires_at if attempt.token else None
             try:
-                self._idempotency.complete(attempt.claim, body)
+                self._idempotency.complete(attempt.claim, body, not_after=not_after)
             except (ClaimLost, StoreUnavailable) as exc:
                 log.warning("claim not completed (%s); a retry after the lease will finish it", exc)
         return Outcome(200, body)
+
+    def _hand_over(self, attempt: _Attempt) -> None:
+        """Keep the issued receipt on the claim and end the lease, so the next retry stores and
+        returns these exact bytes instead of issuing another receipt."""
+        if attempt.claim is None:
+            return
+        try:
+            attempt.claim = self._idempotency.checkpoint(attempt.claim, attempt.progress())
+        except (ClaimLost, StoreUnavailable):
+            return
+        self._idempotency.release(attempt.claim, keep_progress=True)
 
     def _refusal(self, attempt: _Attempt, exc: StorefrontError) -> Outcome:
         status = "refused" if exc.status < 500 else "failed"

@@ -280,3 +280,48 @@ def _wait_until(condition, timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.05)
+
+
+def test_a_retry_after_an_email_timeout_does_not_pass_the_cost_ceiling(host_factory, mail):
+    host = host_factory(
+        STOREFRONT_BREVO_TIMEOUT_SECONDS="0.5",
+        STOREFRONT_DAILY_COST_CEILING_USD="0.01",
+        STOREFRONT_COST_PER_PURCHASE_USD="0.01",
+        STOREFRONT_GOVERNANCE_TABLE=f"govceiling{uuid.uuid4().hex[:8]}",
+    )
+    buyer = Buyer(host.url)
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+    mail.fail_next("/v3/smtp/email", 0, match=buyer.email, delay=1.0)
+
+    timed_out = buyer.purchase(payload)
+    _wait_until(lambda: len(mail.emails_to(buyer.email)) == 1)
+    finished = buyer.purchase(payload)
+    other = Buyer(host.url).purchase()
+
+    assert timed_out.status_code == 503
+    assert finished.status_code == 200
+    assert other.status_code == 429
+    assert other.json()["error"]["code"] == "cost_ceiling_reached"
+
+
+def test_a_receipt_that_could_not_be_stored_is_stored_as_first_returned_by_the_retry(
+    host_factory, azurite, mail
+):
+    env = names("blobdown")
+    blob_port = azurite.split("BlobEndpoint=http://127.0.0.1:")[1].split("/")[0]
+    broken = azurite.replace(f"127.0.0.1:{blob_port}", "127.0.0.1:9")
+    blobless = host_factory(**env, AzureWebJobsStorage=broken, STOREFRONT_STORAGE_TIMEOUT_SECONDS="1")
+    healthy = host_factory(**env)
+    buyer = Buyer(blobless.url)
+    payload = {"email": buyer.email, "idempotency_key": buyer.key}
+
+    first = buyer.purchase(payload)
+    retry = Buyer(healthy.url, email=buyer.email, key=buyer.key).purchase(payload)
+    replay = Buyer(healthy.url, email=buyer.email, key=buyer.key).purchase(payload)
+
+    assert first.status_code == 200, first.text
+    assert retry.status_code == 200, retry.text
+    assert retry.content == first.content
+    assert replay.content == first.content and replay.headers["Idempotent-Replayed"] == "true"
+    assert receipt_blobs(azurite, env) == [f"{first.json()['receipt_id']}.json"]
+    assert len(mail.emails_to(buyer.email)) == 1
