@@ -64,7 +64,7 @@ def download(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="health", methods=["GET"])
 def health(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(api.health(runtime.settings()))
+    return _response(api.health(runtime.services()))
 
 
 @app.timer_trigger(schedule="0 */15 * * * *", arg_name="timer", run_on_startup=False)

@@ -135,12 +135,23 @@ def purchase(req: Request, store: Storefront, settings: Settings) -> Answer:
     return outcome_answer(store.purchase(replace(call, arguments=arguments)))
 
 
+def parse_json(body: bytes) -> object:
+    """JSON whose strings are all valid Unicode: escapes such as \\ud800 (a lone surrogate) parse
+    in Python but cannot be hashed, stored or sent on, so they are refused here (ValueError)."""
+    try:
+        parsed = json.loads(body)
+        json.dumps(parsed, ensure_ascii=False).encode()
+    except (RecursionError, UnicodeError) as exc:
+        raise ValueError(str(exc)) from None
+    return parsed
+
+
 def parse_body(body: bytes) -> object:
     if len(body) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
+        return parse_json(body)
+    except ValueError:
         raise InvalidRequest("request body is not valid JSON", code="invalid_json") from None
 
 
@@ -228,13 +239,20 @@ def download(req: Request, services: Services) -> Answer:
     )
 
 
-def health(settings: Settings) -> Answer:
+def health(services: Services) -> Answer:
+    """200 once the app can serve; names every secret that is missing or unusable."""
+    problems = list(services.settings.missing_secrets)
+    if "STOREFRONT_SIGNING_KEY" not in problems:
+        try:
+            services.keys()
+        except NotConfigured:
+            problems.append("STOREFRONT_SIGNING_KEY")
     return json_answer(
         200,
         {
-            "status": "ok" if not settings.missing_secrets else "unconfigured",
+            "status": "unconfigured" if problems else "ok",
             "version": __version__,
-            "missing_settings": list(settings.missing_secrets),
+            "missing_settings": problems,
         },
         {"Cache-Control": "no-store"},
     )

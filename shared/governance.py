@@ -188,7 +188,8 @@ class _Counters:
         for attempt in range(_MAX_ATTEMPTS):
             try:
                 return on_table(self._table, "governance table", lambda: once(attempt))  # noqa: B023
-            except (ResourceExistsError, ResourceModifiedError):
+            except (ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
+                # Lost an ETag race, or the counter vanished under an update: read again.
                 _back_off(attempt)
         raise StoreUnavailable("governance counter too contended")
 

@@ -65,10 +65,6 @@ def thumbprint(jwk: dict[str, str]) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
 
 
-def key_id(key: ec.EllipticCurvePrivateKey) -> str:
-    return public_jwk(key)["kid"]
-
-
 def _published(jwk: dict) -> dict[str, str]:
     members = {m: jwk[m] for m in _PUBLIC_MEMBERS}
     return {**members, "kid": thumbprint(members), "alg": ALGORITHM, "use": "sig"}

@@ -170,13 +170,13 @@ def _decode_cursor(cursor: str | None) -> object:
         return None
     try:
         token = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         raise InvalidRequest("cursor is not one this endpoint issued", code="invalid_cursor") from None
     if (
         not isinstance(token, dict)
         or not token
         or not set(token) <= {"PartitionKey", "RowKey"}
-        or not all(isinstance(v, str) and v for v in token.values())
+        or not all(isinstance(v, str) and v and v.isascii() and v.isprintable() for v in token.values())
     ):
         raise InvalidRequest("cursor is not one this endpoint issued", code="invalid_cursor")
     return token

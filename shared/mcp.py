@@ -18,6 +18,7 @@ from shared.api import (
     caller,
     json_answer,
     origin_allowed,
+    parse_json,
 )
 from shared.errors import ProtocolError
 from shared.governance import client_ip
@@ -75,7 +76,7 @@ def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
         _check_transport(req, settings)
         message = _parse(req.body)
         if "method" not in message or "id" not in message:
-            return Answer(202)
+            return Answer(202)  # a notification, or a response to a request of ours
         return json_answer(200, _dispatch(message, req, store))
     except ProtocolError as exc:
         return json_answer(exc.status, _error(exc.request_id, exc.rpc_code, exc.message))
@@ -97,8 +98,8 @@ def _check_transport(req: Request, settings: Settings) -> None:
 
 def _parse(body: bytes) -> dict:
     try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
+        message = parse_json(body)
+    except ValueError:
         raise ProtocolError("Parse error: body is not JSON", status=400, rpc_code=PARSE_ERROR) from None
     if isinstance(message, list):
         raise ProtocolError(
@@ -109,6 +110,12 @@ def _parse(body: bytes) -> dict:
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         raise ProtocolError("not a JSON-RPC 2.0 message", status=400, rpc_code=INVALID_REQUEST)
     request_id = message.get("id")
+    if "method" not in message and ("id" not in message or ("result" in message) == ("error" in message)):
+        raise ProtocolError(
+            "a message without a method must be a response: an id and either result or error",
+            status=400,
+            rpc_code=INVALID_REQUEST,
+        )
     if "method" in message:
         if not isinstance(message["method"], str):
             raise ProtocolError("method must be a string", status=400, rpc_code=INVALID_REQUEST)

@@ -106,7 +106,6 @@ td {{ overflow-wrap: anywhere; }}
 .amt {{ font-variant-numeric: tabular-nums; }}
 .num {{ text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }}
 th.amt {{ font-variant-numeric: tabular-nums; }}
-.num {{ text-align: right; }}
 .name {{ display: block; font-weight: 400; color: var(--muted); font-size: 0.8125rem; }}
 .badge {{ display: inline-block; padding: 0.0625rem 0.5rem; border: 1px solid; border-radius: 999px;
   font-size: 0.875rem; font-weight: 600; line-height: 1.5; white-space: nowrap; }}

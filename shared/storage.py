@@ -54,11 +54,6 @@ def container_client(
     )
 
 
-def is_outage(exc: BaseException) -> bool:
-    """True for errors that mean storage is unreachable or broken, not a conditional answer."""
-    return isinstance(exc, AzureError) and not isinstance(exc, ANSWERS)
-
-
 def is_missing_table(exc: BaseException) -> bool:
     return isinstance(exc, ResourceNotFoundError) and _error_code(exc) == "TableNotFound"
 

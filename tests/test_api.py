@@ -5,6 +5,7 @@ host."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -189,8 +190,12 @@ def test_deeply_nested_json_under_the_size_limit_is_invalid_json_not_a_crash():
 # --- answers ---------------------------------------------------------------------------------------
 
 
+def _health(settings: Settings, keys=lambda: KEYS):
+    return health(SimpleNamespace(settings=settings, keys=keys))
+
+
 def test_health_is_ok_when_every_secret_is_set():
-    answer = health(Settings())
+    answer = _health(Settings())
 
     assert answer.status == 200
     assert json.loads(answer.body) == {"status": "ok", "version": __version__, "missing_settings": []}
@@ -198,7 +203,7 @@ def test_health_is_ok_when_every_secret_is_set():
 
 
 def test_health_is_unconfigured_and_names_the_missing_settings():
-    answer = health(Settings(missing_secrets=SECRET_SETTINGS))
+    answer = _health(Settings(missing_secrets=SECRET_SETTINGS), keys=_no_keys)
 
     assert answer.status == 200
     assert json.loads(answer.body) == {
@@ -213,10 +218,21 @@ def test_health_never_reveals_secret_values():
         {"BREVO_API_KEY": "xkeysib-secret", "STOREFRONT_HASH_SECRET": "hash-secret-value"}
     )
 
-    body = health(settings).body.decode()
+    body = _health(settings, keys=_no_keys).body.decode()
 
     assert "xkeysib-secret" not in body and "hash-secret-value" not in body
     assert json.loads(body)["missing_settings"] == ["STOREFRONT_SIGNING_KEY"]
+
+
+def test_health_names_a_signing_key_that_is_set_but_unusable():
+    settings = Settings.from_env(
+        {"BREVO_API_KEY": "k", "STOREFRONT_HASH_SECRET": "h", "STOREFRONT_SIGNING_KEY": "not a pem"}
+    )
+
+    body = json.loads(_health(settings, keys=lambda: KeySet.load(settings.signing_key_pem)).body)
+
+    assert body["status"] == "unconfigured"
+    assert body["missing_settings"] == ["STOREFRONT_SIGNING_KEY"]
 
 
 def test_error_answer_is_a_json_error_object_with_extra_headers():

@@ -104,3 +104,32 @@ def test_foreign_origin_is_403_on_the_purchase_endpoint(buyer, mail):
 
 def test_wrong_method_on_purchase_is_not_a_500(buyer):
     assert buyer.http.get(f"{buyer.host}/api/a2a/purchase", timeout=10).status_code == 404
+
+
+LONE_SURROGATES = [
+    b'{"email": "a@example.org", "\\udc00": 1}',
+    b'{"email": "\\ud800@example.org", "idempotency_key": "surrogate-key-1"}',
+    b'{"email": "a@example.org", "name": "x\\ud800", "idempotency_key": "surrogate-key-2"}',
+]
+
+
+@pytest.mark.parametrize("body", LONE_SURROGATES, ids=["field-name", "email", "name"])
+def test_lone_surrogate_escapes_are_a_400_not_a_500(buyer, mail, body):
+    response = buyer.post_raw("/api/a2a/purchase", body, {"Content-Type": "application/json"})
+
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "invalid_json"
+
+
+@pytest.mark.parametrize("body", LONE_SURROGATES, ids=["field-name", "email", "name"])
+def test_lone_surrogate_escapes_in_a_tool_call_are_a_parse_error(buyer, body):
+    arguments = body.decode()
+    message = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "purchase_free_bundle", '
+    )
+    message += f'"arguments": {arguments}}}}}'
+
+    response = buyer.post_raw("/api/a2a/mcp", message.encode(), {"Content-Type": "application/json"})
+
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == -32700

@@ -280,6 +280,26 @@ def test_body_over_100_mb_answers_413(devhost: DevHost) -> None:
     assert status_line.split()[1] == b"413"
 
 
+def test_a_non_ascii_digit_content_length_is_refused_not_dropped(devhost: DevHost) -> None:
+    request = (
+        f"POST /devapi/teapot HTTP/1.1\r\nHost: 127.0.0.1:{devhost.port}\r\nContent-Length: \u00b2\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", devhost.port), timeout=10) as sock:
+        sock.sendall(request.encode())
+        status_line = sock.makefile("rb").readline()
+
+    assert status_line.split()[1] == b"400"
+
+
+def test_long_path_segments_such_as_tokens_are_cut_short_in_the_log(devhost: DevHost) -> None:
+    secret = "t" * 120
+    requests.get(devhost.url(f"no-such-route/{secret}"), timeout=5)
+
+    log = _wait_for_log(devhost, r"no-such-route/tttttttt…")
+
+    assert secret not in log
+
+
 def test_slow_requests_are_served_in_parallel(devhost: DevHost) -> None:
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=4) as pool:

@@ -166,8 +166,22 @@ def test_body_not_json_is_parse_error_with_null_id(buyer, body):
         {"jsonrpc": "2.0", "id": 1, "method": 7},
         "ping",
         42,
+        {"jsonrpc": "2.0"},
+        {"jsonrpc": "2.0", "id": 1},
+        {"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "x"}},
     ],
-    ids=["no-version", "wrong-version", "null-id", "object-id", "method-not-string", "string", "number"],
+    ids=[
+        "no-version",
+        "wrong-version",
+        "null-id",
+        "object-id",
+        "method-not-string",
+        "string",
+        "number",
+        "nothing",
+        "id-only",
+        "result-and-error",
+    ],
 )
 def test_invalid_jsonrpc_messages_are_invalid_request(buyer, message):
     response = buyer.http.post(f"{buyer.host}/api/a2a/mcp", json=message, timeout=10)

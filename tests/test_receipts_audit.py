@@ -126,6 +126,16 @@ def test_verification_against_another_stores_keys_fails(buyer, tmp_path):
     assert "no published key" in result.stdout
 
 
+def test_a_receipt_file_needs_the_jwks_given_not_one_the_receipt_names(buyer, tmp_path):
+    saved = tmp_path / "receipt.json"
+    saved.write_bytes(buyer.purchase().content)
+
+    result = verify_tool(str(saved))
+
+    assert result.returncode == 2
+    assert "--jwks" in result.stdout
+
+
 def test_unreadable_input_exits_2(tmp_path):
     assert verify_tool(str(tmp_path / "missing.json"), "--jwks", str(tmp_path / "x")).returncode == 2
 
@@ -237,6 +247,8 @@ def test_finance_listing_totals_match_the_receipts_issued(host_factory):
         ({"page_size": "0"}, "invalid_page_size"),
         ({"page_size": "x"}, "invalid_page_size"),
         ({"cursor": "!!!"}, "invalid_cursor"),
+        ({"cursor": base64.urlsafe_b64encode(b"[" * 3000).decode()}, "invalid_cursor"),
+        ({"cursor": base64.urlsafe_b64encode(b'{"RowKey": "\\ud800"}').decode()}, "invalid_cursor"),
     ],
 )
 def test_finance_listing_refuses_bad_parameters_with_400(buyer, params, code):

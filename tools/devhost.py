@@ -456,7 +456,9 @@ class DevRequestHandler(BaseHTTPRequestHandler):
         started = time.perf_counter()
         path, query = _split_target(self.path)
         status = self._respond(path, query)
-        log.info("%s %s %d %.1fms", self.command, path, status, (time.perf_counter() - started) * 1000)
+        log.info(
+            "%s %s %d %.1fms", self.command, _loggable(path), status, (time.perf_counter() - started) * 1000
+        )
 
     def _respond(self, path: str, query: str) -> int:
         try:
@@ -522,7 +524,7 @@ class DevRequestHandler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length")
         if length is None:
             return b""
-        if not length.strip().isdigit():
+        if not (length.strip().isascii() and length.strip().isdigit()):
             raise _BodyError(400)
         if int(length) > MAX_BODY_BYTES:
             raise _BodyError(413)
@@ -602,6 +604,12 @@ class DevServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a client hanging up is routine
             super().handle_error(request, client_address)
+
+
+def _loggable(path: str) -> str:
+    """The path for the log, with long segments (tokens, say) cut short: a download link is a
+    capability and must not end up in logs whole."""
+    return "/".join(part if len(part) <= 48 else part[:8] + "…" for part in path.split("/"))
 
 
 def merge_headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
 DEFAULT_STORAGE_PORT = 10000  # blob; queue and table follow, as UseDevelopmentStorage=true expects
 DEFAULT_SANDBOX_PORT = 8025
+DEFAULT_HOST_PORT = 7071
 # Azurite's well-known development account (public, documented by Microsoft; not a secret).
 DEV_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
@@ -52,9 +53,11 @@ def storage_connection(blob_port: int) -> str:
     )
 
 
-def child_env(storage_port: int, sandbox_port: int) -> dict[str, str]:
+def child_env(host_port: int, storage_port: int, sandbox_port: int) -> dict[str, str]:
     """Settings for the host when the ports differ from the ones local settings name."""
     env = dict(os.environ)
+    if host_port != DEFAULT_HOST_PORT:
+        env["STOREFRONT_PUBLIC_BASE_URL"] = f"http://localhost:{host_port}"
     if storage_port != DEFAULT_STORAGE_PORT:
         env["AzureWebJobsStorage"] = storage_connection(storage_port)
     if sandbox_port != DEFAULT_SANDBOX_PORT:
@@ -111,7 +114,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=7071, help="Functions host port")
+    parser.add_argument("--port", type=int, default=DEFAULT_HOST_PORT, help="Functions host port")
     parser.add_argument("--sandbox-port", type=int, default=DEFAULT_SANDBOX_PORT, help="Brevo sandbox port")
     parser.add_argument(
         "--storage-port",
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     started: list[subprocess.Popen] = []
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        env = child_env(args.storage_port, args.sandbox_port)
+        env = child_env(args.port, args.storage_port, args.sandbox_port)
         for name, cmd, port in commands(args.port, args.sandbox_port, args.storage_port, args.data_dir):
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
             started.append(proc)

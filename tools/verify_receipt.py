@@ -2,9 +2,10 @@
 
     python -m tools.verify_receipt RECEIPT_URL_OR_FILE [--jwks URL_OR_FILE] [--allow-reformatted]
 
-RECEIPT is a receipt URL (`.../api/receipts/rcpt_...`) or a saved receipt file. The JWKS defaults
-to `/api/.well-known/jwks.json` on the receipt URL's host (or on the host named in the file's
-`receipt_url`); pass `--jwks` to verify offline against a saved copy. The check is a standard JOSE
+RECEIPT is a receipt URL (`.../api/receipts/rcpt_...`) or a saved receipt file. For a URL the JWKS
+defaults to `/api/.well-known/jwks.json` on that same host, the store you chose to ask. A file must
+come with `--jwks` (the store's JWKS URL or a saved copy): the keys are never taken from a host the
+receipt itself names, or a forger could name their own. The check is a standard JOSE
 verification (ES256, key chosen by `kid`) of the detached signature over the receipt's canonical
 form, plus a byte-exact comparison with the store's serialisation, so a changed byte fails even
 where it is only whitespace. `--allow-reformatted` accepts a receipt whose content is signed but
@@ -47,21 +48,12 @@ def load(source: str, accept: str = "application/json") -> bytes:
         raise Unreadable(f"cannot read {source}: {exc.strerror}") from None
 
 
-def default_jwks(source: str, body: bytes) -> str:
-    """The JWKS URL on the host the receipt came from."""
-    url = source if source.startswith(("http://", "https://")) else _receipt_url(body)
-    parts = urlsplit(url)
-    if not parts.scheme or not parts.netloc:
-        raise Unreadable("no --jwks given and the receipt names no receipt_url to find the store by")
+def default_jwks(source: str) -> str:
+    """The JWKS URL on the host the receipt URL points at; files need --jwks."""
+    if not source.startswith(("http://", "https://")):
+        raise Unreadable("a receipt file needs --jwks: the store's JWKS URL or a saved copy")
+    parts = urlsplit(source)
     return f"{parts.scheme}://{parts.netloc}{JWKS_PATH}"
-
-
-def _receipt_url(body: bytes) -> str:
-    try:
-        receipt = json.loads(body)
-    except ValueError:
-        return ""
-    return receipt.get("receipt_url") or "" if isinstance(receipt, dict) else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         body = load(args.receipt)
-        jwks = json.loads(load(args.jwks or default_jwks(args.receipt, body)))
+        jwks = json.loads(load(args.jwks or default_jwks(args.receipt)))
     except (Unreadable, ValueError) as exc:
         print(f"UNREADABLE: {exc}")
         return 2
