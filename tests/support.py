@@ -19,11 +19,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from requests.adapters import HTTPAdapter
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 _addresses = itertools.count(1)
+
+
+def new_ec_key() -> ec.EllipticCurvePrivateKey:
+    """A fresh P-256 key, as the store signs with."""
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def private_pem(key: ec.EllipticCurvePrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
 
 
 def free_port() -> int:

@@ -25,7 +25,9 @@ from shared.errors import BundleUnavailable, Forbidden, InvalidToken, NotConfigu
 from shared.keys import KeySet, public_jwk
 from shared.storage import container_client
 from shared.tokens import AUDIENCE, TokenSigner
-from tests.support import AZURITE_KEY
+from tests.support import AZURITE_KEY, public_pem
+from tests.support import new_ec_key as new_key
+from tests.support import private_pem as pem
 from tools.seed_bundles import sample_bundle, seed
 
 ISSUER = "https://store.example.net"
@@ -34,24 +36,6 @@ DEAD_BLOBS = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
     f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
-
-
-def new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def pem(key: ec.EllipticCurvePrivateKey) -> str:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-
-
-def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
-    return (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
 
 
 def b64url(data: bytes) -> str:

@@ -16,24 +16,16 @@ from datetime import datetime, timezone
 import pytest
 import requests
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from jose import jwt
 
 from shared.catalog import BUNDLES
 from shared.keys import KeySet, public_jwk
 from shared.tokens import AUDIENCE
-from tests.support import ROOT, Buyer, dev_settings
+from tests.support import ROOT, Buyer, dev_settings, new_ec_key, private_pem
 from tools.seed_bundles import sample_bundle
 
 DEV_KEY = dev_settings()["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")
 ISSUER = dev_settings()["STOREFRONT_PUBLIC_BASE_URL"]
-
-
-def new_key_pem() -> str:
-    key = ec.generate_private_key(ec.SECP256R1())
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
 
 
 def verify_tool(*args: str) -> subprocess.CompletedProcess:
@@ -118,7 +110,7 @@ def test_a_reformatted_receipt_fails_unless_reformatting_is_allowed(buyer, tmp_p
 
 def test_verification_against_another_stores_keys_fails(buyer, tmp_path):
     other = tmp_path / "jwks.json"
-    other.write_text(json.dumps(KeySet.load(new_key_pem()).jwks()))
+    other.write_text(json.dumps(KeySet.load(private_pem(new_ec_key())).jwks()))
 
     result = verify_tool(receipt_url(buyer.host, buyer.purchase().json()), "--jwks", str(other))
 
@@ -154,8 +146,10 @@ def test_after_a_key_rotation_old_receipts_and_tokens_still_verify(host_factory,
     old_receipt = old_buyer.purchase().json()
     old_token = token_from_email(mail, old_buyer.email)
     retired = json.dumps([public_jwk(serialization.load_pem_private_key(DEV_KEY.encode(), None))])
-    rotated = host_factory(STOREFRONT_SIGNING_KEY=new_key_pem(), STOREFRONT_RETIRED_PUBLIC_KEYS=retired)
-    forgotten = host_factory(STOREFRONT_SIGNING_KEY=new_key_pem())
+    rotated = host_factory(
+        STOREFRONT_SIGNING_KEY=private_pem(new_ec_key()), STOREFRONT_RETIRED_PUBLIC_KEYS=retired
+    )
+    forgotten = host_factory(STOREFRONT_SIGNING_KEY=private_pem(new_ec_key()))
     saved = tmp_path / "old.json"
     saved.write_bytes(requests.get(receipt_url(old_host.url, old_receipt), timeout=10).content)
     new_buyer = Buyer(rotated.url)
@@ -321,7 +315,7 @@ ATTACKS = {
     "tampered-claims": (_tampered, 401),
     "alg-none": (_alg_none, 401),
     "hs256-with-public-key": (_hs256_with_public_key, 401),
-    "unpublished-key": (lambda: _signed(_claims(), new_key_pem()), 401),
+    "unpublished-key": (lambda: _signed(_claims(), private_pem(new_ec_key())), 401),
     "wrong-audience": (lambda: _signed(_claims(aud="someone-else")), 403),
     "unknown-bundle": (lambda: _signed(_claims(sub="premium-bundle")), 403),
     "garbage": (lambda: "not-a-token", 401),

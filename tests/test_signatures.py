@@ -10,7 +10,7 @@ import hmac
 import json
 
 import pytest
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from jose import jws as jose_jws
@@ -19,6 +19,9 @@ from shared import signatures
 from shared.keys import KeySet, public_jwk
 from shared.receipts import CHECK_NAMES, encode
 from shared.signatures import canonical, sign, verify
+from tests.support import new_ec_key as new_key
+from tests.support import private_pem as pem
+from tests.support import public_pem
 
 B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
@@ -29,24 +32,6 @@ def b64url(data: bytes) -> str:
 
 def b64url_decode(part: str) -> bytes:
     return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-
-
-def new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def pem(key: ec.EllipticCurvePrivateKey) -> str:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-
-
-def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
-    return (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
 
 
 @pytest.fixture(scope="module")
