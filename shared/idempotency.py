@@ -16,6 +16,8 @@ the handler sees `None`, `ClaimLost` or `StoreUnavailable`, never an Azure excep
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 import time
 import uuid
@@ -47,10 +49,17 @@ class Claim:
     progress: dict = field(default_factory=dict)
     receipt_sha256: str = ""
     etag: str = ""
+    created_at: float = 0.0
 
     def brevo_idempotency_key(self) -> str:
         """A UUID derived from the claim, so a resumed send is recognised by Brevo as a repeat."""
         return str(uuid.uuid5(_BREVO_NAMESPACE, f"{self.key_hash}:{self.receipt_id}"))
+
+    def token_id(self) -> str:
+        """The download token's `jti`, derived from the claim: whoever sends the email for this
+        claim, even a taker that never saw a recovery point, mints the same token claims."""
+        digest = hashlib.sha256(f"token\x00{self.key_hash}\x00{self.receipt_id}".encode()).digest()
+        return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
 
 
 class IdempotencyStore(Protocol):
@@ -178,6 +187,7 @@ class IdempotencyHandler:
             receipt_id=receipt_id,
             locked_until=now + self._lease,
             expires_at=now + self._lease + self._ttl,
+            created_at=now,
         )
 
     def _leased(self, claim: Claim, now: float) -> Claim:

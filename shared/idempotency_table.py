@@ -116,6 +116,7 @@ def _entity(claim: Claim) -> dict:
         "ExpiresAt": float(claim.expires_at),
         "Progress": json.dumps(claim.progress, separators=(",", ":")),
         "ReceiptSha256": claim.receipt_sha256,
+        "CreatedAt": float(claim.created_at),
     }
 
 
@@ -137,6 +138,7 @@ def _parse(entity) -> Claim:
         expires_at=float(entity["ExpiresAt"]),
         progress=json.loads(entity.get("Progress") or "{}"),
         receipt_sha256=entity.get("ReceiptSha256", ""),
+        created_at=float(entity.get("CreatedAt", 0.0)),
         etag=entity.metadata["etag"],
     )
 

@@ -104,22 +104,21 @@ class _Attempt:
     buyer: dict | None = None
     bundle: Bundle | None = None
     token: DownloadToken | None = None
-    token_claims: dict | None = None
     email_attempted: bool = False
     receipt_body: bytes | None = None
     reservations: list[Reservation] = field(default_factory=list)
 
     def progress(self) -> dict:
-        """What a taker needs to resume: the checks done so far, the token's claims and, once
-        issued, the receipt itself (so a retry stores exactly what the first caller got)."""
-        progress = {"checks": self.checks.recorded(), "token": self.token_claims}
+        """What a taker needs to resume: the checks done so far and, once issued, the receipt
+        itself (so a retry stores exactly what the first caller got). The download token needs
+        nothing here: its claims derive from the claim (`Claim.token_id`, `created_at`)."""
+        progress: dict = {"checks": self.checks.recorded()}
         if self.receipt_body is not None:
             progress["receipt"] = self.receipt_body.decode()
         return progress
 
     def resume(self, progress: dict) -> None:
         self.checks.restore(progress.get("checks", {}))
-        self.token_claims = progress.get("token")
         if isinstance(progress.get("receipt"), str):
             self.receipt_body = progress["receipt"].encode()
 
@@ -277,9 +276,12 @@ class Storefront:
                 checks.record("contact_upsert", "fail", exc.message)
                 raise
             checks.record("contact_upsert", "pass", f"contact {outcome} in Brevo")
-        claims = attempt.token_claims or {}
-        attempt.token = signer.mint(purchase.bundle.id, jti=claims.get("jti"), issued_at=claims.get("iat"))
-        attempt.token_claims = {"jti": attempt.token.jti, "iat": attempt.token.issued_at}
+        claim = attempt.claim
+        attempt.token = signer.mint(
+            purchase.bundle.id,
+            jti=claim.token_id() if claim else None,
+            issued_at=int(claim.created_at) or None if claim else None,
+        )
         self._checkpoint(attempt)
         if checks.has("fulfillment_email"):
             return

@@ -695,3 +695,14 @@ def test_release_is_silent_when_the_table_is_unreachable(handler, receipts, cloc
     cut_off.release(claim, keep_progress=True)
     cut_off.release(claim, keep_progress=False)
     dead.close()
+
+
+def test_the_download_token_id_derives_from_the_claim_alone(handler, clock):
+    begun = handler.begin("a" * 64, "fp", new_receipt_id())
+    other = handler.begin("b" * 64, "fp", new_receipt_id())
+
+    claim = begun.claim
+    assert claim.created_at == clock.now
+    assert claim.token_id() == replace(claim, progress={"x": 1}, etag="other").token_id()
+    assert claim.token_id() != other.claim.token_id()
+    assert len(claim.token_id()) == 22

@@ -266,6 +266,7 @@ def test_the_stored_entity_holds_only_hashes_and_never_the_raw_key(table, store)
         "ExpiresAt",
         "Progress",
         "ReceiptSha256",
+        "CreatedAt",
     }
     stored = json.dumps(dict(entity), default=str) + json.dumps(entity.metadata, default=str)
     for secret in (raw_key, raw_key.removeprefix("key-"), email, email.split("@")[0]):

@@ -1,0 +1,113 @@
+"""shared.purchase: the flow itself, in process, on Azurite and the Brevo sandbox, with a claim
+store that can be made to fail at a chosen moment."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from decimal import Decimal
+
+import pytest
+import requests
+from jose import jwt
+
+from shared.brevo import BrevoClient
+from shared.errors import StoreUnavailable
+from shared.governance import Governance, Limits
+from shared.hashing import Hasher
+from shared.idempotency import IdempotencyHandler
+from shared.idempotency_table import TableIdempotencyStore
+from shared.keys import KeySet
+from shared.ledger import TableLedger
+from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront
+from shared.receipts import BlobReceiptStore
+from shared.storage import container_client, table_client
+from tests.support import new_ec_key, private_pem, unique_email, unique_key
+
+KEYS = KeySet.load(private_pem(new_ec_key()))
+
+
+class Clock:
+    def __init__(self, now: float = 1_900_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FlakyStore(TableIdempotencyStore):
+    """The real Table store, whose next `fail_updates` updates raise StoreUnavailable."""
+
+    fail_updates = 0
+
+    def update(self, claim):
+        if self.fail_updates:
+            self.fail_updates -= 1
+            raise StoreUnavailable("injected outage")
+        return super().update(claim)
+
+
+@pytest.fixture
+def shop(azurite, sandbox):
+    suffix = uuid.uuid4().hex[:10]
+    clock = Clock()
+    hasher = Hasher("unit-test-secret")
+    receipts = BlobReceiptStore(container_client(azurite, f"rcpt{suffix}", 5))
+    store = FlakyStore(table_client(azurite, f"idem{suffix}", 5))
+    storefront = Storefront(
+        StoreConfig("http://localhost:7071", "store@example.com", "Storefront"),
+        hasher=hasher,
+        idempotency=IdempotencyHandler(store, receipts, lease_seconds=60, ttl_seconds=3600, clock=clock),
+        governance=Governance(
+            table_client(azurite, f"gov{suffix}", 5), hasher, Limits(100, Decimal("5"), Decimal("0.01"))
+        ),
+        receipts=receipts,
+        brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 0.5),
+        keys=lambda: KEYS,
+        ledger=TableLedger(table_client(azurite, f"ledger{suffix}", 5)),
+    )
+    return storefront, store, clock
+
+
+def buy(storefront: Storefront, email: str, key: str):
+    call = PurchaseCall({"email": email, "idempotency_key": key}, None, "203.0.113.5", Caller("http"))
+    return storefront.purchase(call)
+
+
+def emailed_token_ids(mail_url: str, email: str) -> list[str]:
+    emails = requests.get(f"{mail_url}/_sandbox/emails", params={"to": email}, timeout=10).json()
+    links = [link for e in emails for link in e["links"] if "/api/download/" in link]
+    return sorted({jwt.get_unverified_claims(link.rsplit("/", 1)[1])["jti"] for link in links})
+
+
+def test_a_taker_that_never_saw_a_recovery_point_still_names_the_emailed_token(shop, sandbox):
+    storefront, store, clock = shop
+    email, key = unique_email("flaky"), unique_key()
+    store.fail_updates = 1  # the claim store goes away right after the token is minted...
+    fault = {"path": "/v3/smtp/email", "status": 0, "match": email, "delay_seconds": 1.0}
+    requests.post(f"{sandbox.url}/_sandbox/faults", json=fault, timeout=10).raise_for_status()
+
+    first = buy(storefront, email, key)  # ...and Brevo answers too late, yet accepts the email
+    deadline = time.monotonic() + 5
+    while not emailed_token_ids(sandbox.url, email) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    clock.now += 61  # the claim, still processing and with no recovery point, can be taken over
+    taken_over = buy(storefront, email, key)
+
+    receipt = json.loads(taken_over.body)
+    assert first.status == 503
+    assert taken_over.status == 200
+    assert emailed_token_ids(sandbox.url, email) == [receipt["download"]["token_id"]]
+    assert receipt["checks"][-1]["detail"] == "already accepted by Brevo before a restart"
+
+
+def test_two_purchases_without_a_key_get_different_token_ids(shop, sandbox):
+    storefront, _, _ = shop
+    email = unique_email("nokey")
+    call = PurchaseCall({"email": email}, None, "203.0.113.6", Caller("http"))
+
+    first, second = storefront.purchase(call), storefront.purchase(call)
+
+    assert json.loads(first.body)["download"]["token_id"] != json.loads(second.body)["download"]["token_id"]
+    assert len(emailed_token_ids(sandbox.url, email)) == 2
