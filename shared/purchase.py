@@ -221,7 +221,8 @@ class Storefront:
             message = "this idempotency key was already used with a different request"
             checks.record("idempotency", "fail", message)
             raise KeyReused(message)
-        return self._hold(attempt, begun)
+        self._hold(attempt, begun)
+        return None
 
     def _hold(self, attempt: _Attempt, claimed: Claimed) -> None:
         attempt.claim = claimed.claim
