@@ -110,6 +110,17 @@ def caller(req: Request, channel: str) -> Caller:
     return Caller(channel, (req.header("user-agent") or "")[:200])
 
 
+def purchase_call(req: Request, channel: str, arguments: object) -> PurchaseCall:
+    """The purchase as the flow sees it, whichever endpoint was called: the arguments, the
+    Idempotency-Key header, the client address Azure saw and the caller."""
+    return PurchaseCall(
+        arguments=arguments,
+        header_key=req.header("idempotency-key"),
+        client_ip=client_ip(req.header("x-forwarded-for")),
+        caller=caller(req, channel),
+    )
+
+
 def outcome_answer(outcome: Outcome) -> Answer:
     headers = {"Content-Type": JSON_TYPE}
     if outcome.replayed:
@@ -122,12 +133,7 @@ def outcome_answer(outcome: Outcome) -> Answer:
 def purchase(req: Request, store: Storefront, settings: Settings) -> Answer:
     if not origin_allowed(req.header("origin"), settings.allowed_origins):
         return error_answer(403, "forbidden_origin", "requests from this Origin are not allowed")
-    call = PurchaseCall(
-        arguments=None,
-        header_key=req.header("idempotency-key"),
-        client_ip=client_ip(req.header("x-forwarded-for")),
-        caller=caller(req, "http"),
-    )
+    call = purchase_call(req, "http", arguments=None)
     try:
         arguments = parse_body(req.body)
     except StorefrontError as exc:

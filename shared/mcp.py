@@ -15,14 +15,13 @@ from shared.api import (
     MAX_BODY_BYTES,
     Answer,
     Request,
-    caller,
     json_answer,
     origin_allowed,
     parse_json,
+    purchase_call,
 )
 from shared.errors import ProtocolError
-from shared.governance import client_ip
-from shared.purchase import OPERATION, PurchaseCall, Storefront
+from shared.purchase import OPERATION, Storefront
 from shared.receipts import OUTPUT_SCHEMA
 from shared.schema import INPUT_SCHEMA
 from shared.settings import Settings
@@ -164,14 +163,7 @@ def _call_tool(request_id: object, params: dict, req: Request, store: Storefront
         arguments = {}
     if not isinstance(arguments, dict):
         return _error(request_id, INVALID_PARAMS, "params.arguments must be an object")
-    outcome = store.purchase(
-        PurchaseCall(
-            arguments=arguments,
-            header_key=req.header("idempotency-key"),
-            client_ip=client_ip(req.header("x-forwarded-for")),
-            caller=caller(req, "mcp"),
-        )
-    )
+    outcome = store.purchase(purchase_call(req, "mcp", arguments))
     text = outcome.body.decode()
     result = {
         "content": [{"type": "text", "text": text}],

@@ -23,8 +23,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from requests.adapters import HTTPAdapter
 
+from tools.run import DEV_ACCOUNT_KEY, storage_connection
+
 ROOT = Path(__file__).resolve().parent.parent
-AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+AZURITE_KEY = DEV_ACCOUNT_KEY
+connection_string = storage_connection
 _addresses = itertools.count(1)
 
 
@@ -64,15 +67,6 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> N
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"nothing listening on port {port} after {timeout}s")
-
-
-def connection_string(blob_port: int, table_port: int) -> str:
-    return (
-        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-        f"AccountKey={AZURITE_KEY};"
-        f"BlobEndpoint=http://127.0.0.1:{blob_port}/devstoreaccount1;"
-        f"TableEndpoint=http://127.0.0.1:{table_port}/devstoreaccount1;"
-    )
 
 
 def dev_settings() -> dict[str, str]:
