@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import requests
@@ -114,3 +117,23 @@ def test_malformed_setting_stops_the_host_at_start_naming_the_setting(host_facto
     with pytest.raises(RuntimeError) as failure:
         host_factory(STOREFRONT_RATE_LIMIT_PER_HOUR="five")
     assert "STOREFRONT_RATE_LIMIT_PER_HOUR must be an integer" in str(failure.value)
+
+
+def test_importing_the_app_opens_no_network_connection():
+    probe = (
+        "import socket\n"
+        "opened = []\n"
+        "real = socket.socket.connect\n"
+        "socket.socket.connect = lambda self, address: opened.append(address) or real(self, address)\n"
+        "socket.getaddrinfo = lambda *a, **k: opened.append(a[:2]) or []\n"
+        "import function_app\n"
+        "print(len(opened))\n"
+    )
+    env = {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"}
+
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
