@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.client
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,18 +23,13 @@ from typing import Any
 import pytest
 import requests
 
+from tests.support import free_port
 from tools.brevo_sandbox import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
 API_KEY = {"api-key": "test-key"}
 LISTENING_RE = re.compile(r"^Brevo sandbox listening on http://([\d.]+):(\d+)$")
 MESSAGE_ID_RE = re.compile(r"^<[0-9a-f-]{36}@smtp-relay\.mailin\.fr>$")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _read_line(stream: Any, timeout: float) -> str:
@@ -48,7 +42,7 @@ def _read_line(stream: Any, timeout: float) -> str:
 
 
 def _start_sandbox(stderr: Any, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(port), *extra],
         cwd=ROOT,

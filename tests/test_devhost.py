@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.support import free_port
 from tools.devhost import RouteTemplate, make_server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,12 +56,6 @@ class DevHost:
         return self.stderr_path.read_text()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _env(**extra: str) -> dict[str, str]:
     ours = ("DEVHOST_PRESET", "DEVHOST_FROM_SETTINGS", "DEVHOST_FROM_EXAMPLE")
     env = {name: value for name, value in os.environ.items() if name not in ours}
@@ -79,7 +74,7 @@ def _wait_for_start(host: DevHost) -> None:
 
 @contextmanager
 def running_devhost(app_dir: Path, logs: Path, env: dict[str, str]) -> Iterator[DevHost]:
-    port = _free_port()
+    port = free_port()
     stdout_path, stderr_path = logs / "stdout.txt", logs / "stderr.txt"
     command = [sys.executable, "-m", "tools.devhost", "--app-dir", str(app_dir)]
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:

@@ -4,34 +4,25 @@ with one key, one email arrives with a working download link, and Ctrl-C stops i
 from __future__ import annotations
 
 import asyncio
-import random
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import requests
 from mcp import Client
 
-from tests.support import ROOT, free_port, unique_email, unique_key
+from tests.support import ROOT, free_port, free_ports, unique_email, unique_key
 
 
-def _free(port: int) -> bool:
+def _listening(port: int) -> bool:
     with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _storage_base() -> int:
-    """Three consecutive free ports for Azurite's blob, queue and table services."""
-    for _ in range(50):
-        base = random.randrange(20000, 40000)
-        if all(_free(base + i) for i in range(3)):
-            return base
-    raise RuntimeError("no three consecutive free ports")
-
-
-def _read_until(proc: subprocess.Popen, marker: str, timeout: float = 90) -> str:
+def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: float = 90) -> str:
     seen, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -40,11 +31,14 @@ def _read_until(proc: subprocess.Popen, marker: str, timeout: float = 90) -> str
         seen.append(line)
         if marker in line:
             return "".join(seen)
-    raise AssertionError(f"{marker!r} never printed:\n{''.join(seen)[-3000:]}")
+    raise AssertionError(
+        f"{marker!r} never printed (exit status {proc.poll()}):\n{''.join(seen)[-3000:]}\n"
+        f"stderr:\n{errors.read_text()[-3000:]}"
+    )
 
 
 def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_ctrl_c(tmp_path):
-    host_port, sandbox_port, storage = free_port(), free_port(), _storage_base()
+    host_port, sandbox_port, storage = free_port(), free_port(), free_ports(3)
     command = [
         sys.executable,
         "-m",
@@ -58,9 +52,11 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
         "--data-dir",
         str(tmp_path / "azurite"),
     ]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    errors = tmp_path / "stderr.txt"
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
     try:
-        banner = _read_until(proc, "Press Ctrl-C to stop everything.")
+        banner = _read_until(proc, "Press Ctrl-C to stop everything.", errors)
         mcp_url = f"http://localhost:{host_port}/api/a2a/mcp"
         email, key = unique_email("make-run"), unique_key()
 
@@ -86,4 +82,4 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
     assert len(emails.json()) == 1
     assert download.status_code == 200 and download.content.startswith(b"PK")
     assert code == 0
-    assert all(_free(port) for port in (host_port, sandbox_port, storage, storage + 2))
+    assert not any(_listening(port) for port in (host_port, sandbox_port, storage, storage + 2))
