@@ -416,10 +416,8 @@ def test_cleared_faults_no_longer_fire(base: str) -> None:
 
 def test_delay_fault_makes_client_time_out_then_request_is_handled(base: str) -> None:
     add_fault(base, path="/v3/smtp/email", status=None, delay_seconds=1.5)
-    started = time.monotonic()
     with pytest.raises(requests.exceptions.Timeout):
         post_email(base, email_payload(), timeout=0.5)
-    assert time.monotonic() - started < 1.4
 
     # The server finishes the slow request after its delay, like a real timeout.
     deadline = time.monotonic() + 5
@@ -537,7 +535,9 @@ def test_log_has_one_line_per_request_and_no_bodies(base: str, sandbox_log: Path
     secret = f"secret-{uuid.uuid4()}"
     post_email(base, email_payload(subject=secret))
     post_contact(base, {"email": "a@b.co"}, headers={})
-    time.sleep(0.2)
+    deadline = time.monotonic() + 5
+    while "POST /v3/contacts 401\n" not in sandbox_log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
     log = sandbox_log.read_text()
     assert "POST /v3/smtp/email 201\n" in log
     assert "POST /v3/contacts 401\n" in log
