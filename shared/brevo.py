@@ -4,6 +4,10 @@ It takes a `requests.Session` and a base URL, so tests point it at the local san
 at api.brevo.com. Brevo's answers become domain errors here: timeouts, connection failures, 429 and
 5xx are `UpstreamUnavailable` (503, worth retrying); any other refusal is `UpstreamError` (502).
 Brevo's own messages can echo the address, so only its error code is carried forward.
+
+Brevo remembers an email's `headers.idempotencyKey` for about 30 minutes; `IDEMPOTENCY_WINDOW_SECONDS`
+is the part of that window the store counts on. Past it, `find_sent` asks Brevo's transactional log
+instead.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ import requests
 from urllib3.exceptions import ReadTimeoutError
 
 from shared.errors import UpstreamError, UpstreamUnavailable
+
+IDEMPOTENCY_WINDOW_SECONDS = 20 * 60  # Brevo keeps keys "about 30 minutes"; count on 20
+LOG_PAGE = 500  # Brevo's default page of the transactional log
+LOG_PAGES = 10
 
 
 @dataclass(frozen=True)
@@ -69,16 +77,51 @@ class BrevoClient:
         except (ValueError, KeyError, TypeError):
             raise UpstreamError("Brevo accepted the email but returned no messageId") from None
 
+    def find_sent(self, to_email: str, tag: str) -> str | None:
+        """The message id of an email to `to_email` tagged `tag` in Brevo's transactional log
+        (its last 30 days, newest first), or None when there is none."""
+        what = "email log lookup"
+        for page in range(LOG_PAGES):
+            params = {"email": to_email, "sort": "desc", "limit": LOG_PAGE, "offset": page * LOG_PAGE}
+            response = self._call("GET", "/smtp/emails", what, params=params, absent_ok=True)
+            if response.status_code == 404:  # Brevo's answer when nothing matches
+                return None
+            entries = _log_entries(response)
+            for entry in entries:
+                tags = entry.get("tags")
+                if isinstance(tags, list) and tag in tags:
+                    return str(entry.get("messageId") or "unknown")
+            if len(entries) < LOG_PAGE:
+                return None
+        raise UpstreamUnavailable(f"Brevo's log holds too many emails to this address to finish the {what}")
+
     def _post(self, path: str, body: dict, what: str) -> requests.Response:
+        return self._call("POST", path, what, body=body)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        body: dict | None = None,
+        params: dict | None = None,
+        absent_ok: bool = False,
+    ) -> requests.Response:
         try:
-            response = self._session.post(
-                self._base + path, json=body, headers=self._headers, timeout=self._timeout
+            response = self._session.request(
+                method,
+                self._base + path,
+                json=body,
+                params=params,
+                headers=self._headers,
+                timeout=self._timeout,
             )
         except requests.RequestException as exc:
             if _timed_out(exc):
                 raise UpstreamUnavailable(f"Brevo did not answer the {what} in time") from None
             raise UpstreamUnavailable(f"Brevo could not be reached for the {what}") from None
-        if response.status_code in (200, 201, 202, 204):
+        if response.status_code in (200, 201, 202, 204) or (absent_ok and response.status_code == 404):
             return response
         code = _error_code(response)
         message = f"Brevo refused the {what} ({response.status_code} {code})"
@@ -92,6 +135,16 @@ class BrevoClient:
 def _timed_out(exc: requests.RequestException) -> bool:
     # requests reports a read timeout on a reused connection as ConnectionError(ReadTimeoutError).
     return isinstance(exc, requests.Timeout) or any(isinstance(a, ReadTimeoutError) for a in exc.args)
+
+
+def _log_entries(response: requests.Response) -> list[dict]:
+    try:
+        entries = response.json().get("transactionalEmails") or []
+    except (ValueError, AttributeError):
+        raise UpstreamError("Brevo's email log answered with something other than JSON") from None
+    if not isinstance(entries, list):
+        raise UpstreamError("Brevo's email log answered in an unexpected shape")
+    return [entry for entry in entries if isinstance(entry, dict)]
 
 
 def _error_code(response: requests.Response) -> str:

@@ -6,8 +6,10 @@
 
 With a key, the purchase runs under a claim (`shared.idempotency`): one request at a time per key,
 across every instance. Each external effect is recorded on the claim as it completes, so a request
-that takes over a dead holder's claim resumes instead of redoing effects, and the email carries a
-Brevo idempotency key derived from the claim for the gap between sending and recording. Failures
+that takes over a dead holder's claim resumes instead of redoing effects. For the gap between
+sending the email and recording it, the email carries a Brevo idempotency key and a tag, both
+derived from the claim: a taker first looks for the tag in Brevo's transactional log, then sends
+with the key, which Brevo recognises as a repeat for about 30 minutes. Failures
 release the claim, so a retry runs again. Storage outages fail open: the purchase proceeds and the
 receipt marks the guard that was not in force as `degraded`.
 """
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from shared import signatures
-from shared.brevo import BrevoClient, Email
+from shared.brevo import IDEMPOTENCY_WINDOW_SECONDS, BrevoClient, Email
 from shared.catalog import Bundle
 from shared.errors import (
     KeyInUse,
@@ -32,6 +34,7 @@ from shared.errors import (
     NotConfigured,
     StorefrontError,
     StoreUnavailable,
+    UpstreamUnavailable,
 )
 from shared.governance import Governance, Reservation
 from shared.hashing import Hasher
@@ -100,7 +103,10 @@ class _Attempt:
     receipt_id: str = field(default_factory=new_receipt_id)
     checks: Checks = field(default_factory=Checks)
     claim: Claim | None = None
+    resumed: bool = False
     brevo_key: str | None = None
+    email_tag: str | None = None
+    claimed_at: float = 0.0
     buyer: dict | None = None
     bundle: Bundle | None = None
     token: DownloadToken | None = None
@@ -228,6 +234,9 @@ class Storefront:
         attempt.claim = claimed.claim
         attempt.receipt_id = claimed.claim.receipt_id
         attempt.brevo_key = claimed.claim.brevo_idempotency_key()
+        attempt.email_tag = f"purchase-{attempt.brevo_key}"
+        attempt.claimed_at = claimed.claim.created_at
+        attempt.resumed = claimed.resumed
         if claimed.resumed:
             attempt.resume(claimed.claim.progress)
             detail = "key claimed after an interrupted attempt; resumed from its recovery points"
@@ -288,7 +297,13 @@ class Storefront:
             return
         attempt.email_attempted = True
         try:
-            message_id = self._brevo.send_email(self._email(purchase, attempt.token), attempt.brevo_key)
+            earlier = self._earlier_send(attempt, purchase)
+            if earlier is not None:
+                detail = f"already accepted by Brevo as {earlier} before a restart (found in its log)"
+                checks.record("fulfillment_email", "pass", detail)
+                self._checkpoint(attempt)
+                return
+            message_id = self._brevo.send_email(self._email(purchase, attempt), attempt.brevo_key)
         except StorefrontError as exc:
             checks.record("fulfillment_email", "fail", exc.message)
             raise
@@ -297,6 +312,23 @@ class Storefront:
         else:
             checks.record("fulfillment_email", "pass", f"accepted by Brevo as {message_id}")
         self._checkpoint(attempt)
+
+    def _earlier_send(self, attempt: _Attempt, purchase: PurchaseInput) -> str | None:
+        """For a resumed claim, the message id of the email an earlier attempt got accepted, if
+        Brevo's log shows one. Brevo's idempotency key covers sends inside its window even when
+        the log lags or cannot be read; past the window, only the log can tell, so a failed
+        lookup stops the run (503) rather than risk a second email."""
+        if not attempt.resumed or attempt.email_tag is None:
+            return None
+        try:
+            return self._brevo.find_sent(purchase.email, attempt.email_tag)
+        except StorefrontError as exc:
+            if self._clock() - attempt.claimed_at < IDEMPOTENCY_WINDOW_SECONDS:
+                log.warning("Brevo's log unreadable (%s); the idempotency key covers the resend", exc)
+                return None
+            raise UpstreamUnavailable(
+                "Brevo's log could not confirm whether the earlier attempt's email went out; retry later"
+            ) from None
 
     def _checkpoint(self, attempt: _Attempt) -> None:
         """Record a recovery point on the claim. Losing the claim stops the run (409)."""
@@ -314,7 +346,8 @@ class Storefront:
             attempt.claim = None
             attempt.checks.record("idempotency", "degraded", "store became unreachable mid-purchase")
 
-    def _email(self, purchase: PurchaseInput, token: DownloadToken) -> Email:
+    def _email(self, purchase: PurchaseInput, attempt: _Attempt) -> Email:
+        token = attempt.token
         link = f"{self._config.public_base_url}/api/download/{token.token}"
         bundle = purchase.bundle
         greeting = f"Hello {purchase.name}," if purchase.name else "Hello,"
@@ -337,7 +370,7 @@ class Storefront:
             subject=f"Your {bundle.title} is ready",
             html=page,
             text=text,
-            tags=("storefront", bundle.id),
+            tags=("storefront", bundle.id, *((attempt.email_tag,) if attempt.email_tag else ())),
         )
 
     def _release(self, attempt: _Attempt, exc: StorefrontError) -> None:

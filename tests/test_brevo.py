@@ -10,7 +10,7 @@ import uuid
 import pytest
 import requests
 
-from shared.brevo import BrevoClient, Email
+from shared.brevo import LOG_PAGE, LOG_PAGES, BrevoClient, Email
 from shared.errors import UpstreamError, UpstreamUnavailable
 
 API_KEY = "unit-test-key"
@@ -308,15 +308,16 @@ class _Answer:
 
 
 class _Session:
-    """Answers every POST with one canned response and remembers the request."""
+    """Answers every request with the next canned response (the last one repeats) and remembers
+    the request."""
 
-    def __init__(self, answer: _Answer):
-        self.answer = answer
+    def __init__(self, *answers: _Answer):
+        self.answers = list(answers)
         self.calls: list[dict] = []
 
-    def post(self, url, **kwargs):
-        self.calls.append({"url": url, **kwargs})
-        return self.answer
+    def request(self, method, url, **kwargs):
+        self.calls.append({"method": method, "url": url, **kwargs})
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
 
 @pytest.mark.parametrize(
@@ -382,3 +383,99 @@ def test_the_key_goes_in_the_body_headers_and_not_in_the_http_headers():
     assert all(
         call["headers"] == {"api-key": "the-key", "accept": "application/json"} for call in session.calls
     )
+
+
+# --- the transactional log (find_sent) -------------------------------------------------------------
+
+
+def tagged(address: str, tag: str) -> Email:
+    return Email(**{**email_to(address).__dict__, "tags": ("storefront", tag)})
+
+
+def test_find_sent_names_the_email_carrying_the_tag_and_nothing_else(client, sandbox, address):
+    tag, other = f"purchase-{uuid.uuid4()}", f"purchase-{uuid.uuid4()}"
+    client.send_email(tagged(address, other))
+    message_id = client.send_email(tagged(address, tag))
+    client.send_email(tagged(address, other))
+
+    assert client.find_sent(address, tag) == message_id
+    assert client.find_sent(address.upper(), tag) == message_id
+    assert client.find_sent(address, f"purchase-{uuid.uuid4()}") is None
+    assert client.find_sent(f"other.{address}", tag) is None
+
+
+def test_find_sent_asks_for_the_address_newest_first():
+    session = _Session(_Answer(200, {"count": 0, "transactionalEmails": []}))
+    client = BrevoClient(session, "https://api.example/v3", "the-key", timeout=5)
+
+    assert client.find_sent("a@example.org", "t") is None
+
+    [call] = session.calls
+    assert (call["method"], call["url"]) == ("GET", "https://api.example/v3/smtp/emails")
+    assert call["params"] == {"email": "a@example.org", "sort": "desc", "limit": LOG_PAGE, "offset": 0}
+    assert call["headers"] == {"api-key": "the-key", "accept": "application/json"}
+
+
+def test_find_sent_turns_the_pages_until_a_short_one():
+    filler = [{"messageId": f"<{n}@x>", "tags": ["storefront"]} for n in range(LOG_PAGE)]
+    wanted = {"messageId": "<wanted@x>", "tags": ["storefront", "purchase-1"]}
+    session = _Session(
+        _Answer(200, {"transactionalEmails": filler}),
+        _Answer(200, {"transactionalEmails": [wanted]}),
+    )
+    client = BrevoClient(session, "https://api.example/v3", API_KEY, timeout=5)
+
+    assert client.find_sent("a@example.org", "purchase-1") == "<wanted@x>"
+    assert [c["params"]["offset"] for c in session.calls] == [0, LOG_PAGE]
+
+
+def test_find_sent_gives_up_rather_than_say_no_after_its_last_page():
+    filler = [{"messageId": f"<{n}@x>", "tags": ["storefront"]} for n in range(LOG_PAGE)]
+    session = _Session(_Answer(200, {"transactionalEmails": filler}))
+    client = BrevoClient(session, "https://api.example/v3", API_KEY, timeout=5)
+
+    with pytest.raises(UpstreamUnavailable, match="too many emails"):
+        client.find_sent("a@example.org", "purchase-1")
+    assert len(session.calls) == LOG_PAGES
+
+
+@pytest.mark.parametrize(
+    ("status", "payload"),
+    [(404, {"code": "document_not_found", "message": "not found"}), (200, {}), (200, {"count": 0})],
+    ids=["404", "empty-object", "no-list"],
+)
+def test_find_sent_reads_an_empty_log_as_none(status, payload):
+    client = BrevoClient(_Session(_Answer(status, payload)), "https://api.example/v3", API_KEY, timeout=5)
+
+    assert client.find_sent("a@example.org", "purchase-1") is None
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [ValueError("html"), ["x"], {"transactionalEmails": "purchase-1"}],
+    ids=["not-json", "list", "entries-not-a-list"],
+)
+def test_find_sent_refuses_an_unreadable_log(payload):
+    client = BrevoClient(_Session(_Answer(200, payload)), "https://api.example/v3", API_KEY, timeout=5)
+
+    with pytest.raises(UpstreamError):
+        client.find_sent("a@example.org", "purchase-1")
+
+
+def test_find_sent_matches_whole_tags_only():
+    entry = {"messageId": "<m@x>", "tags": "storefront purchase-1"}
+    client = BrevoClient(
+        _Session(_Answer(200, {"transactionalEmails": [entry]})), "https://api.example/v3", API_KEY, timeout=5
+    )
+
+    assert client.find_sent("a@example.org", "purchase-1") is None
+
+
+@pytest.mark.parametrize(("status", "error"), [(500, UpstreamUnavailable), (400, UpstreamError)])
+def test_find_sent_failures_are_domain_errors(client, sandbox, address, status, error):
+    fault(sandbox, "/v3/smtp/emails", address, status=status)
+
+    with pytest.raises(error, match="email log lookup") as caught:
+        client.find_sent(address, "purchase-1")
+
+    assert address not in str(caught.value)

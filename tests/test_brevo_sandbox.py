@@ -456,7 +456,7 @@ def test_stats_count_all_requests_and_outcomes(base: str) -> None:
     post_email(base, _without("subject"))  # invalid
 
     assert get_json(base, "/_sandbox/stats") == {
-        "requests": {"/v3/contacts": 4, "/v3/smtp/email": 3},
+        "requests": {"/v3/contacts": 4, "/v3/smtp/email": 3, "/v3/smtp/emails": 0},
         "contact_upserts": 2,
         "emails_accepted": 1,
         "emails_rejected_duplicate": 1,
@@ -477,6 +477,7 @@ def test_reset_clears_emails_contacts_faults_counters_and_keys(base: str) -> Non
     assert get_json(base, "/_sandbox/stats")["requests"] == {
         "/v3/contacts": 0,
         "/v3/smtp/email": 0,
+        "/v3/smtp/emails": 0,
     }
     assert post_contact(base, {"email": "a@b.co"}).status_code == 201
     assert post_email(base, key).status_code == 201
@@ -554,3 +555,101 @@ def test_signal_stops_server_cleanly(sig: signal.Signals) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# --- the transactional log and Brevo's memory of idempotency keys ----------------------------------
+
+
+def email_log(base: str, **params: Any) -> requests.Response:
+    return requests.get(f"{base}/v3/smtp/emails", params=params, headers=API_KEY, timeout=5)
+
+
+def test_the_log_lists_emails_to_one_address_newest_first_with_their_tags(base: str) -> None:
+    first = post_email(base, email_payload(tags=["storefront", "purchase-1"])).json()["messageId"]
+    post_email(base, email_payload(to=[{"email": "someone.else@example.com"}]))
+    second = post_email(base, email_payload(subject="Again")).json()["messageId"]
+
+    answer = email_log(base, email="customer@example.com")
+
+    assert answer.status_code == 200
+    log = answer.json()
+    assert log["count"] == 2
+    assert [e["messageId"] for e in log["transactionalEmails"]] == [second, first]
+    newest, oldest = log["transactionalEmails"]
+    assert oldest["tags"] == ["storefront", "purchase-1"] and "tags" not in newest
+    assert oldest["email"] == "Customer@Example.com" and oldest["subject"] == "Your order"
+    assert oldest["from"] == "shop@example.com"
+    assert set(oldest) == {"email", "subject", "messageId", "uuid", "date", "from", "tags"}
+    assert [
+        e["messageId"]
+        for e in email_log(base, email="customer@example.com", sort="asc").json()["transactionalEmails"]
+    ] == [first, second]
+
+
+def test_the_log_pages_with_limit_and_offset_and_filters_by_message_id(base: str) -> None:
+    ids = [post_email(base, email_payload()).json()["messageId"] for _ in range(5)]
+
+    page = email_log(base, email="customer@example.com", limit="2", offset="1").json()
+    by_id = email_log(base, messageId=ids[2]).json()
+
+    assert page["count"] == 5
+    assert [e["messageId"] for e in page["transactionalEmails"]] == [ids[3], ids[2]]
+    assert [e["messageId"] for e in by_id["transactionalEmails"]] == [ids[2]]
+
+
+def test_the_log_honours_the_date_range(base: str) -> None:
+    post_email(base, email_payload())
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+
+    within = email_log(base, email="customer@example.com", startDate=today, endDate=today).json()
+    before = email_log(
+        base, email="customer@example.com", startDate="2020-01-01", endDate="2020-01-31"
+    ).json()
+
+    assert within["count"] == 1
+    assert before == {"count": 0, "transactionalEmails": []}
+
+
+@pytest.mark.parametrize(
+    ("params", "code"),
+    [
+        ({}, "missing_parameter"),
+        ({"email": "a@b.co", "startDate": "2026-01-01"}, "missing_parameter"),
+        ({"email": "a@b.co", "startDate": "2026-01-01", "endDate": "2026-03-01"}, "invalid_parameter"),
+        ({"email": "a@b.co", "startDate": "2026-02-01", "endDate": "2026-01-01"}, "invalid_parameter"),
+        ({"email": "a@b.co", "startDate": "2026-02-30", "endDate": "2026-03-01"}, "invalid_parameter"),
+        ({"email": "a@b.co", "startDate": "yesterday", "endDate": "2026-03-01"}, "invalid_parameter"),
+        ({"email": "a@b.co", "limit": "5000"}, "invalid_parameter"),
+        ({"email": "a@b.co", "limit": "-1"}, "invalid_parameter"),
+        ({"email": "a@b.co", "offset": "\u00b2"}, "invalid_parameter"),
+        ({"email": "a@b.co", "sort": "newest"}, "invalid_parameter"),
+        ({"templateId": "x"}, "invalid_parameter"),
+    ],
+)
+def test_a_bad_log_query_is_a_400_with_brevos_codes(base: str, params: dict[str, str], code: str) -> None:
+    assert_error(email_log(base, **params), 400, code)
+
+
+def test_the_log_needs_the_api_key(base: str) -> None:
+    answer = requests.get(f"{base}/v3/smtp/emails", params={"email": "a@b.co"}, timeout=5)
+
+    assert_error(answer, 401, "unauthorized")
+
+
+def test_a_fault_on_the_log_matches_its_query(base: str) -> None:
+    add_fault(base, path="/v3/smtp/emails", status=500, match="fail-me@example.com")
+
+    assert email_log(base, email="other@example.com").status_code == 200
+    assert email_log(base, email="fail-me@example.com").status_code == 500
+    assert email_log(base, email="fail-me@example.com").status_code == 200
+
+
+def test_forgetting_idempotency_keys_lets_the_same_key_send_again(base: str) -> None:
+    payload = email_payload(headers={"idempotencyKey": str(uuid.uuid4())})
+    assert post_email(base, payload).status_code == 201
+    assert post_email(base, payload).status_code == 400
+
+    assert requests.delete(f"{base}/_sandbox/idempotency-keys", timeout=5).status_code == 204
+
+    assert post_email(base, payload).status_code == 201
+    assert len(get_json(base, "/_sandbox/emails")) == 2

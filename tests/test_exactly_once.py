@@ -120,12 +120,13 @@ def test_host_killed_after_brevo_accepted_the_email_is_finished_by_a_retry_witho
     receipt = finished.json()
     assert receipt["status"] == "fulfilled"
     assert check(receipt, "idempotency")["detail"].startswith("key claimed after an interrupted attempt")
+    assert len(mail.emails_to(buyer.email)) == 1
+    message_id = mail.emails_to(buyer.email)[0]["messageId"]
     assert check(receipt, "fulfillment_email") == {
         "name": "fulfillment_email",
         "result": "pass",
-        "detail": "already accepted by Brevo before a restart",
+        "detail": f"already accepted by Brevo as {message_id} before a restart (found in its log)",
     }
-    assert len(mail.emails_to(buyer.email)) == 1
     email_link = mail.emails_to(buyer.email)[0]["links"][0]
     assert receipt["download"]["token_id"] == _token_claims(email_link)["jti"]
     assert mail.contact(buyer.email)["upserts"] == 1
@@ -257,8 +258,9 @@ def test_an_email_timeout_keeps_the_token_so_the_retry_does_not_send_twice(host_
 
     assert timed_out.status_code == 503
     assert retried.status_code == 200, retried.text
-    assert (
-        check(retried.json(), "fulfillment_email")["detail"] == "already accepted by Brevo before a restart"
+    message_id = mail.emails_to(buyer.email)[0]["messageId"]
+    assert check(retried.json(), "fulfillment_email")["detail"] == (
+        f"already accepted by Brevo as {message_id} before a restart (found in its log)"
     )
     link = mail.emails_to(buyer.email)[0]["links"][0]
     assert _token_claims(link)["jti"] == retried.json()["download"]["token_id"]

@@ -66,6 +66,7 @@ def shop(azurite, sandbox):
         brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 0.5),
         keys=lambda: KEYS,
         ledger=TableLedger(table_client(azurite, f"ledger{suffix}", 5)),
+        clock=clock,
     )
     return storefront, store, clock
 
@@ -99,7 +100,120 @@ def test_a_taker_that_never_saw_a_recovery_point_still_names_the_emailed_token(s
     assert first.status == 503
     assert taken_over.status == 200
     assert emailed_token_ids(sandbox.url, email) == [receipt["download"]["token_id"]]
-    assert receipt["checks"][-1]["detail"] == "already accepted by Brevo before a restart"
+    assert receipt["checks"][-1]["detail"].startswith("already accepted by Brevo as <")
+    assert receipt["checks"][-1]["detail"].endswith("before a restart (found in its log)")
+
+
+# --- a taker and Brevo's memory -------------------------------------------------------------------
+# Brevo remembers an idempotency key for about 30 minutes. A holder that dies between Brevo accepting
+# its email and recording it leaves a claim that a retry may take over much later; the taker looks
+# for the claim's tag in Brevo's transactional log before it sends.
+
+
+def fault(sandbox, path: str, status: int, match: str, delay: float = 0, times: int = 1) -> None:
+    body = {"path": path, "status": status, "match": match, "delay_seconds": delay, "times": times}
+    requests.post(f"{sandbox.url}/_sandbox/faults", json=body, timeout=10).raise_for_status()
+
+
+def emails_to(sandbox, email: str) -> list[dict]:
+    return requests.get(f"{sandbox.url}/_sandbox/emails", params={"to": email}, timeout=10).json()
+
+
+def died_after_brevo_accepted(storefront, store, sandbox, email: str, key: str) -> None:
+    """The first attempt's email is accepted, but its answer never arrives (the run ends as if
+    the host had died there): the claim keeps its recovery points and waits for a taker."""
+    fault(sandbox, "/v3/smtp/email", 0, email, delay=1.0)
+    assert buy(storefront, email, key).status == 503
+    deadline = time.monotonic() + 5
+    while not emails_to(sandbox, email) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(emails_to(sandbox, email)) == 1
+
+
+def test_a_taker_long_after_brevo_forgot_the_key_finds_the_email_in_the_log_and_sends_none(shop, sandbox):
+    storefront, store, clock = shop
+    email, key = unique_email("forgot"), unique_key()
+    died_after_brevo_accepted(storefront, store, sandbox, email, key)
+    requests.delete(f"{sandbox.url}/_sandbox/idempotency-keys", timeout=10).raise_for_status()
+    clock.now += 45 * 60  # Brevo would take the same key as a new email; the claim lives on (TTL 1 h)
+
+    taken_over = buy(storefront, email, key)
+
+    receipt = json.loads(taken_over.body)
+    assert taken_over.status == 200, receipt
+    assert len(emails_to(sandbox, email)) == 1
+    message_id = emails_to(sandbox, email)[0]["messageId"]
+    assert receipt["checks"][-1] == {
+        "name": "fulfillment_email",
+        "result": "pass",
+        "detail": f"already accepted by Brevo as {message_id} before a restart (found in its log)",
+    }
+    assert emailed_token_ids(sandbox.url, email) == [receipt["download"]["token_id"]]
+    assert buy(storefront, email, key).body == taken_over.body
+
+
+def test_the_email_carries_the_claims_tag_and_no_key_or_address_in_it(shop, sandbox):
+    storefront, _, _ = shop
+    email, key = unique_email("tagged"), unique_key()
+
+    assert buy(storefront, email, key).status == 200
+
+    tags = emails_to(sandbox, email)[0]["tags"]
+    assert tags[:2] == ["storefront", "agent-starter-kit"]
+    assert len(tags) == 3 and tags[2].startswith("purchase-")
+    assert str(uuid.UUID(tags[2].removeprefix("purchase-"))) == tags[2].removeprefix("purchase-")
+    assert key not in tags[2] and email not in tags[2]
+
+
+def test_a_taker_whose_predecessor_never_got_an_email_out_sends_it_once(shop, sandbox):
+    storefront, _, clock = shop
+    email, key = unique_email("neversent"), unique_key()
+    fault(sandbox, "/v3/smtp/email", 503, email)  # Brevo refuses: nothing went out
+
+    first = buy(storefront, email, key)
+    requests.delete(f"{sandbox.url}/_sandbox/idempotency-keys", timeout=10).raise_for_status()
+    clock.now += 45 * 60
+    retried = buy(storefront, email, key)
+
+    assert first.status == 503
+    assert retried.status == 200
+    assert len(emails_to(sandbox, email)) == 1
+    assert json.loads(retried.body)["checks"][-1]["detail"].startswith("accepted by Brevo as <")
+
+
+def test_past_brevos_window_an_unreadable_log_stops_the_taker_instead_of_risking_a_second_email(
+    shop, sandbox
+):
+    storefront, store, clock = shop
+    email, key = unique_email("nolog"), unique_key()
+    died_after_brevo_accepted(storefront, store, sandbox, email, key)
+    requests.delete(f"{sandbox.url}/_sandbox/idempotency-keys", timeout=10).raise_for_status()
+    clock.now += 45 * 60
+    fault(sandbox, "/v3/smtp/emails", 500, email)
+
+    stopped = buy(storefront, email, key)
+    finished = buy(storefront, email, key)  # the log answers again
+
+    refusal = json.loads(stopped.body)
+    assert stopped.status == 503
+    assert refusal["error"]["code"] == "upstream_unavailable"
+    assert "could not confirm" in refusal["error"]["message"]
+    assert finished.status == 200
+    assert len(emails_to(sandbox, email)) == 1
+
+
+def test_inside_brevos_window_an_unreadable_log_leaves_the_repeat_to_the_idempotency_key(shop, sandbox):
+    storefront, store, clock = shop
+    email, key = unique_email("keyed"), unique_key()
+    died_after_brevo_accepted(storefront, store, sandbox, email, key)
+    clock.now += 61  # past the 60 s lease, well inside Brevo's memory of the key
+    fault(sandbox, "/v3/smtp/emails", 500, email)
+
+    taken_over = buy(storefront, email, key)
+
+    assert taken_over.status == 200
+    assert len(emails_to(sandbox, email)) == 1
+    assert json.loads(taken_over.body)["checks"][-1]["detail"] == "already accepted by Brevo before a restart"
 
 
 def test_two_purchases_without_a_key_get_different_token_ids(shop, sandbox):

@@ -7,7 +7,10 @@ What it promises:
 
 * ``POST /v3/contacts`` and ``POST /v3/smtp/email`` answer with the status
   codes and JSON bodies real Brevo uses for create, upsert, duplicate,
-  validation, authentication and ``headers.idempotencyKey`` de-duplication.
+  validation, authentication and ``headers.idempotencyKey`` de-duplication
+  (remembered for 30 minutes, as Brevo does).
+* ``GET /v3/smtp/emails`` is Brevo's transactional log: the accepted emails
+  to one address (or with one message id), newest first, with their tags.
 * Nothing leaves the machine. Accepted emails and contacts live in memory
   only and are shown on ``GET /`` (the way Mailpit shows SMTP mail).
 * ``/_sandbox/*`` is a control API for tests: read captured emails, contacts
@@ -33,15 +36,19 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from email.message import Message
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-BREVO_PATHS = ("/v3/contacts", "/v3/smtp/email")
+BREVO_PATHS = ("/v3/contacts", "/v3/smtp/email", "/v3/smtp/emails")
 IDEMPOTENCY_WINDOW_SECONDS = 30 * 60
+LOG_DAYS = 30  # the transactional log covers the last 30 days unless dates say otherwise
+LOG_MAX_SPAN_DAYS = 31  # "maximum time period that can be selected is one month"
+LOG_DEFAULT_LIMIT = 500
+LOG_MAX_LIMIT = 1000
 MAX_BODY_BYTES = 10 * 1024 * 1024
 MESSAGE_ID_DOMAIN = "smtp-relay.mailin.fr"
 JSON_TYPE = "application/json"
@@ -51,6 +58,7 @@ UNAUTHORIZED = {"code": "unauthorized", "message": "Key not found"}
 DUPLICATE_CONTACT = "Unable to create contact, email is already associated with another Contact"
 
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$")
+DIGITS_RE = re.compile(r"[0-9]{1,12}")
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 HREF_RE = re.compile(r"""(?<![\w-])href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.IGNORECASE)
 TAG_RE = re.compile(r"<[^>]*>")
@@ -440,6 +448,11 @@ class SandboxState:
         self._idempotency[key] = now
         return False
 
+    def forget_idempotency_keys(self) -> None:
+        """Forget every remembered idempotency key, as Brevo does once its window has passed."""
+        with self._lock:
+            self._idempotency.clear()
+
     def add_fault(self, fault: Fault) -> int:
         with self._lock:
             fault = replace(fault, id=next(self._fault_ids))
@@ -455,7 +468,8 @@ class SandboxState:
             return [asdict(f) for f in self._faults]
 
     def take_fault(self, path: str, body: bytes) -> Fault | None:
-        """Consume one use of the oldest fault matching this request, if any."""
+        """Consume one use of the oldest fault matching this request (its body, or its query
+        string for a GET), if any."""
         with self._lock:
             for fault in self._faults:
                 if fault.path == path and _fault_matches(fault, body):
@@ -503,6 +517,103 @@ def _merge_contact(contact: Contact, req: ContactRequest) -> None:
 
 def _fault_matches(fault: Fault, body: bytes) -> bool:
     return fault.match is None or fault.match.encode("utf-8") in body
+
+
+# --- the transactional log (GET /v3/smtp/emails) ------------------------------------
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    email: str | None
+    message_id: str | None
+    template_id: int | None
+    start: date
+    end: date
+    descending: bool
+    limit: int
+    offset: int
+
+
+def _log_int(query: dict[str, list[str]], name: str, default: int, high: int) -> int:
+    raw = _query_value(query, name)
+    if raw is None:
+        return default
+    if not DIGITS_RE.fullmatch(raw) or int(raw) > high:
+        raise invalid(f"{name} must be a whole number between 0 and {high}")
+    return int(raw)
+
+
+def _log_date(raw: str, name: str) -> date:
+    if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", raw):
+        try:
+            return date.fromisoformat(raw)
+        except ValueError:
+            pass
+    raise invalid(f"{name} must be a date as YYYY-MM-DD")
+
+
+def parse_log_query(query: dict[str, list[str]], today: date) -> LogQuery:
+    email = _query_value(query, "email")
+    message_id = _query_value(query, "messageId")
+    template = _query_value(query, "templateId")
+    if not (email or message_id or template):
+        raise missing("email, templateId or messageId is required")
+    if template is not None and not DIGITS_RE.fullmatch(template):
+        raise invalid("templateId must be a whole number")
+    start_raw, end_raw = _query_value(query, "startDate"), _query_value(query, "endDate")
+    if (start_raw is None) != (end_raw is None):
+        raise missing("startDate and endDate go together")
+    if start_raw is None or end_raw is None:
+        start, end = today - timedelta(days=LOG_DAYS), today
+    else:
+        start, end = _log_date(start_raw, "startDate"), _log_date(end_raw, "endDate")
+        if end < start or (end - start).days > LOG_MAX_SPAN_DAYS:
+            raise invalid("endDate must follow startDate by at most one month")
+    sort = _query_value(query, "sort") or "desc"
+    if sort not in ("asc", "desc"):
+        raise invalid("sort must be asc or desc")
+    return LogQuery(
+        email=email.lower() if email else None,
+        message_id=message_id,
+        template_id=int(template) if template is not None else None,
+        start=start,
+        end=end,
+        descending=sort == "desc",
+        limit=_log_int(query, "limit", LOG_DEFAULT_LIMIT, LOG_MAX_LIMIT),
+        offset=_log_int(query, "offset", 0, 10**9),
+    )
+
+
+def transactional_log(emails: list[CapturedEmail], q: LogQuery) -> dict[str, Any]:
+    """Brevo's answer: one entry per recipient of each matching email, as the log lists them."""
+    entries = []
+    for email in emails:
+        day = date.fromisoformat(email.received_at[:10])
+        if not (q.start <= day <= q.end):
+            continue
+        if q.message_id is not None and email.messageId != q.message_id:
+            continue
+        if q.template_id is not None and email.templateId != q.template_id:
+            continue
+        for recipient in email.to:
+            if q.email is not None and recipient["email"].lower() != q.email:
+                continue
+            entry = {
+                "email": recipient["email"],
+                "subject": email.subject or "",
+                "messageId": email.messageId,
+                "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{email.messageId}/{recipient['email']}")),
+                "date": email.received_at,
+                "from": email.sender.get("email", ""),
+            }
+            if email.templateId is not None:
+                entry["templateId"] = email.templateId
+            if email.tags:
+                entry["tags"] = list(email.tags)
+            entries.append(entry)
+    if q.descending:
+        entries.reverse()
+    return {"count": len(entries), "transactionalEmails": entries[q.offset : q.offset + q.limit]}
 
 
 # --- HTML pages -----------------------------------------------------------------
@@ -638,6 +749,7 @@ class SandboxApp:
         routes: list[tuple[str, dict[str, Handler]]] = [
             ("/v3/contacts", {"POST": self._create_contact}),
             ("/v3/smtp/email", {"POST": self._send_email}),
+            ("/v3/smtp/emails", {"GET": self._email_log}),
             ("/_sandbox/emails", {"GET": self._list_emails}),
             ("/_sandbox/contacts", {"GET": self._list_contacts}),
             ("/_sandbox/stats", {"GET": self._stats}),
@@ -646,6 +758,7 @@ class SandboxApp:
                 {"GET": self._list_faults, "POST": self._add_fault, "DELETE": self._clear_faults},
             ),
             ("/_sandbox/reset", {"POST": self._reset}),
+            ("/_sandbox/idempotency-keys", {"DELETE": self._forget_idempotency_keys}),
             ("/", {"GET": self._index_page}),
             (r"/emails/(\d+)", {"GET": self._email_page}),
         ]
@@ -690,7 +803,8 @@ class SandboxApp:
 
     def _apply_fault(self, req: Request) -> Response | None:
         """Sleep and/or fail as an injected fault says; None means carry on normally."""
-        fault = self.state.take_fault(req.path, req.body)
+        matched = req.body or "&".join(f"{k}={v}" for k, vs in req.query.items() for v in vs).encode()
+        fault = self.state.take_fault(req.path, matched)
         if fault is None:
             return None
         if fault.delay_seconds:
@@ -707,6 +821,14 @@ class SandboxApp:
     def _send_email(self, req: Request, _: re.Match[str]) -> Response:
         email = self.state.capture_email(parse_email_request(parse_json_object(req.body)))
         return json_response(201, {"messageId": email.messageId})
+
+    def _email_log(self, req: Request, _: re.Match[str]) -> Response:
+        query = parse_log_query(req.query, datetime.now(timezone.utc).date())
+        return json_response(200, transactional_log(self.state.emails(), query))
+
+    def _forget_idempotency_keys(self, req: Request, _: re.Match[str]) -> Response:
+        self.state.forget_idempotency_keys()
+        return Response(204)
 
     def _list_emails(self, req: Request, _: re.Match[str]) -> Response:
         emails = self.state.emails(_query_value(req.query, "to"))
