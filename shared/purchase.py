@@ -105,7 +105,6 @@ class _Attempt:
     claim: Claim | None = None
     resumed: bool = False
     brevo_key: str | None = None
-    email_tag: str | None = None
     claimed_at: float = 0.0
     buyer: dict | None = None
     bundle: Bundle | None = None
@@ -113,6 +112,11 @@ class _Attempt:
     email_attempted: bool = False
     receipt_body: bytes | None = None
     reservations: list[Reservation] = field(default_factory=list)
+
+    @property
+    def email_tag(self) -> str | None:
+        """The tag an email for this claim carries in Brevo's log (no key or address in it)."""
+        return f"purchase-{self.brevo_key}" if self.brevo_key else None
 
     def progress(self) -> dict:
         """What a taker needs to resume: the checks done so far and, once issued, the receipt
@@ -234,7 +238,6 @@ class Storefront:
         attempt.claim = claimed.claim
         attempt.receipt_id = claimed.claim.receipt_id
         attempt.brevo_key = claimed.claim.brevo_idempotency_key()
-        attempt.email_tag = f"purchase-{attempt.brevo_key}"
         attempt.claimed_at = claimed.claim.created_at
         attempt.resumed = claimed.resumed
         if claimed.resumed:
