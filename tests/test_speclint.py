@@ -153,13 +153,21 @@ def test_readonly_contradiction_ignores_nouns_and_denials():
     for description in (
         "Lists the posts and pending updates of a user; never sends anything.",
         "Returns charges for a customer. Does not create anything.",
+        "Reads a receipt; it does not create or delete anything.",
+        "Shows the draft and never sends, charges, or deletes it.",
+        "Lists posts, pending updates and deletes awaiting review.",
     ):
         tool["description"] = description
         assert speclint.check_annotations(tool, "get_post") == []
-    tool["description"] = "Fetches a post, then sends it to the author."
-    assert triples(speclint.check_annotations(tool, "get_post")) == {
-        ("SL002", "medium", "get_post", "/annotations/readOnlyHint")
-    }
+    for description in (
+        "Fetches a post, then sends it to the author.",
+        "Does not create a draft; it sends the post.",
+        "Never charges twice, and deletes the card afterwards.",
+    ):
+        tool["description"] = description
+        assert triples(speclint.check_annotations(tool, "get_post")) == {
+            ("SL002", "medium", "get_post", "/annotations/readOnlyHint")
+        }, description
 
 
 @pytest.mark.parametrize(

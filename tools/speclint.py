@@ -41,7 +41,8 @@ SL005 undisclosed-side-effects [low]
 The word heuristics (SL002, SL005) are deliberately simple and conservative: whole words,
 case-insensitive. For SL002 a verb form counts unless the word right before it is in
 ``NOT_A_VERB_AFTER`` (an article, a possessive, a negation or a read verb: "the post", "never
-sends", "lists charges"), and a name counts only when none of its words is a read verb
+sends", "lists charges"), or it is joined by "or", "and", "nor" or a comma to a verb that did not
+count ("does not create or delete"), and a name counts only when none of its words is a read verb
 (``get_post`` is fine). SL005 accepts any side-effect word anywhere in the description.
 
 SL003 and SL004 read ``inputSchema`` only: it is what callers fill in and what local runtimes
@@ -181,6 +182,7 @@ _SIDE_EFFECT_RE = re.compile(
     r"\b(?:" + "|".join(re.escape(w) for w in SIDE_EFFECT_WORDS) + r")\b", re.IGNORECASE
 )
 _WORD_BEFORE_RE = re.compile(r"([A-Za-z']+)[^A-Za-z']*$")
+_JOINED_RE = re.compile(r"(?:\s*,)?\s*(?:or|and|nor|,)\s*", re.IGNORECASE)
 
 # Keywords whose value is one schema, a list of schemas, or a name -> schema map.
 SCHEMA_KEYWORDS = (
@@ -377,9 +379,12 @@ def mutating_verb_in_name(name: str) -> str | None:
 
 
 def mutating_verb_in_text(text: str) -> str | None:
+    denied_until = -1  # end of the last verb that was a noun or a denial
     for match in _VERB_RE.finditer(text):
         before = _WORD_BEFORE_RE.search(text[: match.start()])
-        if before and before.group(1).lower() in NOT_A_VERB_AFTER:
+        joined = denied_until >= 0 and _JOINED_RE.fullmatch(text[denied_until : match.start()])
+        if joined or (before and before.group(1).lower() in NOT_A_VERB_AFTER):
+            denied_until = match.end()  # "does not create or delete": the denial covers both
             continue
         return match.group(0)
     return None
