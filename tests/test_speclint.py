@@ -218,21 +218,20 @@ def test_storefront_tool_before_idempotency_keys_is_high(tmp_path, capsys):
     assert err == ""
 
 
-def test_storefront_tool_today_has_nothing_at_medium_or_above():
-    findings = speclint.lint([TOOL])
-    assert [f for f in findings if speclint.RANK[f.severity] >= speclint.RANK["medium"]] == []
+def test_storefront_tool_today_has_no_finding_at_any_severity():
+    assert speclint.lint([TOOL]) == []
 
 
-def test_live_dev_host_passes_with_fail_on_medium(host):
+def test_live_dev_host_passes_with_fail_on_low(host):
     url = f"{host.url}/api/a2a/mcp"
 
-    result = run_cli(url, "--fail-on", "medium")
+    result = run_cli(url, "--fail-on", "low")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr == ""
 
-    report = json.loads(run_cli(url, "--format", "json", "--fail-on", "medium").stdout)
+    report = json.loads(run_cli(url, "--format", "json", "--fail-on", "low").stdout)
     assert report["tools_checked"] == 1
-    assert [f for f in report["findings"] if f["severity"] in ("medium", "high")] == []
+    assert report["findings"] == []
 
 
 # ---------------------------------------------------------------- output formats
