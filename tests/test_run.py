@@ -15,6 +15,7 @@ import requests
 from mcp import Client
 
 from tests.support import ROOT, free_port, free_ports, unique_email, unique_key
+from tools.run import settings_for_func
 
 
 def _listening(port: int) -> bool:
@@ -83,3 +84,21 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
     assert download.status_code == 200 and download.content.startswith(b"PK")
     assert code == 0
     assert not any(_listening(port) for port in (host_port, sandbox_port, storage, storage + 2))
+
+
+def test_func_start_gets_local_settings_from_the_example_once_and_never_overwritten(tmp_path):
+    example = tmp_path / "local.settings.json.example"
+    example.write_text('{"Values": {"STOREFRONT_SENDER_NAME": "dev"}}')
+
+    first = settings_for_func(tmp_path)
+    (tmp_path / "local.settings.json").write_text('{"Values": {"STOREFRONT_SENDER_NAME": "mine"}}')
+    second = settings_for_func(tmp_path)
+
+    assert first == "created local.settings.json from local.settings.json.example (development values only)"
+    assert second is None
+    assert "mine" in (tmp_path / "local.settings.json").read_text()
+
+
+def test_without_an_example_nothing_is_created(tmp_path):
+    assert settings_for_func(tmp_path) is None
+    assert not (tmp_path / "local.settings.json").exists()

@@ -66,6 +66,16 @@ def child_env(host_port: int, storage_port: int, sandbox_port: int) -> dict[str,
     return env
 
 
+def settings_for_func(root: Path) -> str | None:
+    """`func start` reads only local.settings.json; on a fresh clone, start it from the example
+    (development values) and say so. The dev host falls back to the example by itself."""
+    target, example = root / "local.settings.json", root / "local.settings.json.example"
+    if target.exists() or not example.exists():
+        return None
+    shutil.copyfile(example, target)
+    return f"created {target.name} from {example.name} (development values only)"
+
+
 def commands(
     host_port: int, sandbox_port: int, storage_port: int, data_dir: Path
 ) -> list[tuple[str, list[str], int]]:
@@ -80,6 +90,9 @@ def commands(
     ]
     sandbox = [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(sandbox_port)]
     if shutil.which("func"):
+        note = settings_for_func(ROOT)
+        if note:
+            print(note, flush=True)
         host = ["func", "start", "--port", str(host_port)]
     else:
         host = [sys.executable, "-m", "tools.devhost", "--port", str(host_port)]
