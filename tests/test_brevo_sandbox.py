@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -653,3 +654,20 @@ def test_forgetting_idempotency_keys_lets_the_same_key_send_again(base: str) -> 
 
     assert post_email(base, payload).status_code == 201
     assert len(get_json(base, "/_sandbox/emails")) == 2
+
+
+def test_a_malformed_request_line_is_logged_without_its_text_or_the_peer(
+    base: str, sandbox_log: Path
+) -> None:
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"GET /v3/contacts/s3cr3t@example.org extra HTTP/1.1\r\n\r\n")
+        answer = sock.makefile("rb").read()
+    deadline = time.monotonic() + 5
+    while "- - 400\n" not in sandbox_log.read_text():
+        assert time.monotonic() < deadline, sandbox_log.read_text()
+        time.sleep(0.05)
+
+    assert b" 400 " in answer.split(b"\r\n", 1)[0] and b"Bad request syntax" in answer
+    assert "s3cr3t" not in sandbox_log.read_text()
+    assert "127.0.0.1" not in sandbox_log.read_text()

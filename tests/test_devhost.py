@@ -286,6 +286,19 @@ def test_a_non_ascii_digit_content_length_is_refused_not_dropped(devhost: DevHos
     assert status_line.split()[1] == b"400"
 
 
+def test_a_malformed_request_line_is_logged_without_its_text_or_the_peer(devhost: DevHost) -> None:
+    secret = "s3cr3t" + "t" * 60
+    with socket.create_connection(("127.0.0.1", devhost.port), timeout=10) as sock:
+        sock.sendall(f"GET /devapi/download/{secret} extra HTTP/1.1\r\n\r\n".encode())
+        status_line = sock.makefile("rb").readline()
+
+    log = _wait_for_log(devhost, r"request refused by the HTTP layer \(400\)")
+
+    assert status_line.split()[1] == b"400"  # "Bad request syntax", quoting the whole line
+    assert secret not in log and "s3cr3t" not in log
+    assert "127.0.0.1 -" not in log
+
+
 def test_long_path_segments_such_as_tokens_are_cut_short_in_the_log(devhost: DevHost) -> None:
     secret = "t" * 120
     requests.get(devhost.url(f"no-such-route/{secret}"), timeout=5)

@@ -964,7 +964,10 @@ class SandboxHandler(BaseHTTPRequestHandler):
         sys.stderr.write(f"{getattr(self, 'command', None) or '-'} {path} {status}\n")
 
     def log_message(self, format: str, *args: Any) -> None:
-        sys.stderr.write(f"{self.address_string()} {format % args}\n")
+        # http.server's own messages quote the request line; neither it nor the peer address
+        # goes into the log.
+        code = next((arg for arg in args if isinstance(arg, int)), None)
+        sys.stderr.write(f"request refused by the HTTP layer{f' ({code})' if code else ''}\n")
 
 
 class SandboxServer(ThreadingHTTPServer):

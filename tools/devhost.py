@@ -568,7 +568,10 @@ class DevRequestHandler(BaseHTTPRequestHandler):
         pass  # _handle logs each request once it is answered
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.warning("%s - %s", self.address_string(), format % args)
+        # http.server's own messages (a malformed request line, say) quote the request line, which
+        # may hold a download token; neither it nor the peer address goes into the log.
+        code = next((arg for arg in args if isinstance(arg, int)), None)
+        log.warning("request refused by the HTTP layer%s", f" ({code})" if code else "")
 
 
 class DevServer(ThreadingHTTPServer):
