@@ -12,6 +12,7 @@ instead.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import requests
@@ -20,6 +21,8 @@ from urllib3.exceptions import ReadTimeoutError
 from shared.errors import UpstreamError, UpstreamUnavailable
 
 IDEMPOTENCY_WINDOW_SECONDS = 20 * 60  # Brevo keeps keys "about 30 minutes"; count on 20
+RETRY_AFTER_SECONDS = 2  # what a caller is told after a timeout or a 5xx from Brevo
+MAX_RETRY_AFTER_SECONDS = 3600
 LOG_PAGE = 500  # Brevo's default page of the transactional log
 LOG_PAGES = 10
 
@@ -93,7 +96,9 @@ class BrevoClient:
                     return str(entry.get("messageId") or "unknown")
             if len(entries) < LOG_PAGE:
                 return None
-        raise UpstreamUnavailable(f"Brevo's log holds too many emails to this address to finish the {what}")
+        raise UpstreamUnavailable(
+            f"Brevo's log holds too many emails to this address to finish the {what}", retry_after=60
+        )
 
     def _post(self, path: str, body: dict, what: str) -> requests.Response:
         return self._call("POST", path, what, body=body)
@@ -119,14 +124,20 @@ class BrevoClient:
             )
         except requests.RequestException as exc:
             if _timed_out(exc):
-                raise UpstreamUnavailable(f"Brevo did not answer the {what} in time") from None
-            raise UpstreamUnavailable(f"Brevo could not be reached for the {what}") from None
+                raise UpstreamUnavailable(
+                    f"Brevo did not answer the {what} in time", retry_after=RETRY_AFTER_SECONDS
+                ) from None
+            raise UpstreamUnavailable(
+                f"Brevo could not be reached for the {what}", retry_after=RETRY_AFTER_SECONDS
+            ) from None
         if response.status_code in (200, 201, 202, 204) or (absent_ok and response.status_code == 404):
             return response
         code = _error_code(response)
         message = f"Brevo refused the {what} ({response.status_code} {code})"
         if response.status_code == 429 or response.status_code >= 500:
-            raise UpstreamUnavailable(message, code="upstream_unavailable")
+            raise UpstreamUnavailable(
+                message, code="upstream_unavailable", retry_after=_retry_after(response)
+            )
         error = UpstreamError(message, code="upstream_rejected")
         error.upstream_code = code
         raise error
@@ -135,6 +146,20 @@ class BrevoClient:
 def _timed_out(exc: requests.RequestException) -> bool:
     # requests reports a read timeout on a reused connection as ConnectionError(ReadTimeoutError).
     return isinstance(exc, requests.Timeout) or any(isinstance(a, ReadTimeoutError) for a in exc.args)
+
+
+def _retry_after(response: requests.Response) -> int:
+    """Seconds until Brevo takes calls again: its rate-limit reset for a 429 (Brevo sends no
+    Retry-After), a short pause for a 5xx."""
+    if response.status_code != 429:
+        return RETRY_AFTER_SECONDS
+    try:
+        reset = float(response.headers.get("x-sib-ratelimit-reset", ""))
+    except (TypeError, ValueError):
+        return RETRY_AFTER_SECONDS
+    if not math.isfinite(reset):
+        return RETRY_AFTER_SECONDS
+    return max(1, min(MAX_RETRY_AFTER_SECONDS, math.ceil(reset)))
 
 
 def _log_entries(response: requests.Response) -> list[dict]:

@@ -330,7 +330,8 @@ class Storefront:
                 log.warning("Brevo's log unreadable (%s); the idempotency key covers the resend", exc)
                 return None
             raise UpstreamUnavailable(
-                "Brevo's log could not confirm whether the earlier attempt's email went out; retry later"
+                "Brevo's log could not confirm whether the earlier attempt's email went out; retry later",
+                retry_after=max(exc.retry_after or 0, 30),
             ) from None
 
     def _checkpoint(self, attempt: _Attempt) -> None:

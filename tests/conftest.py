@@ -112,8 +112,18 @@ class Sandbox:
         found = requests.get(f"{self.url}/_sandbox/contacts", params={"email": address}, timeout=10).json()
         return found[0] if found else None
 
-    def fail_next(self, path: str, status: int, match: str, times: int = 1, delay: float = 0) -> None:
+    def fail_next(
+        self,
+        path: str,
+        status: int,
+        match: str,
+        times: int = 1,
+        delay: float = 0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         fault = {"path": path, "status": status, "match": match, "times": times, "delay_seconds": delay}
+        if headers:
+            fault["headers"] = headers
         requests.post(f"{self.url}/_sandbox/faults", json=fault, timeout=10).raise_for_status()
 
 

@@ -221,6 +221,7 @@ def test_server_errors_and_throttling_are_upstream_unavailable(client, sandbox, 
 
     assert caught.value.status == 503
     assert caught.value.code == "upstream_unavailable"
+    assert caught.value.retry_after == (1 if status == 429 else 2)  # the sandbox's default reset is 1 s
     assert str(status) in caught.value.message
     assert emails_to(sandbox, address) == [] and contacts(sandbox, address) == []
 
@@ -297,9 +298,10 @@ def test_an_unreachable_base_url_is_upstream_unavailable(address):
 
 
 class _Answer:
-    def __init__(self, status: int, payload: object):
+    def __init__(self, status: int, payload: object, headers: dict | None = None):
         self.status_code = status
         self._payload = payload
+        self.headers = headers or {}
 
     def json(self):
         if isinstance(self._payload, Exception):
@@ -479,3 +481,46 @@ def test_find_sent_failures_are_domain_errors(client, sandbox, address, status, 
         client.find_sent(address, "purchase-1")
 
     assert address not in str(caught.value)
+
+
+# --- when to retry ---------------------------------------------------------------------------------
+
+
+def test_a_429_carries_brevos_rate_limit_reset_as_retry_after(client, sandbox, address):
+    spec = {
+        "path": "/v3/smtp/email",
+        "status": 429,
+        "match": address,
+        "headers": {"x-sib-ratelimit-reset": "16.2"},
+    }
+    requests.post(f"{sandbox.url}/_sandbox/faults", json=spec, timeout=5).raise_for_status()
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.send_email(email_to(address))
+
+    assert caught.value.retry_after == 17
+
+
+@pytest.mark.parametrize(
+    ("reset", "retry_after"),
+    [(None, 2), ("soon", 2), ("nan", 2), ("inf", 2), ("-5", 1), ("0", 1), ("86400", 3600)],
+)
+def test_an_odd_rate_limit_reset_still_gives_a_sane_retry_after(reset, retry_after):
+    headers = {} if reset is None else {"x-sib-ratelimit-reset": reset}
+    session = _Session(_Answer(429, {"code": "too_many_requests"}, headers))
+    client = BrevoClient(session, "https://api.example/v3", API_KEY, timeout=5)
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.upsert_contact("a@example.org", "")
+
+    assert caught.value.retry_after == retry_after
+
+
+def test_a_timeout_asks_for_a_short_pause(sandbox, address):
+    client = BrevoClient(requests.Session(), f"{sandbox.url}/v3", API_KEY, timeout=0.3)
+    fault(sandbox, "/v3/smtp/email", address, delay=1.0)
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.send_email(email_to(address))
+
+    assert caught.value.retry_after == 2

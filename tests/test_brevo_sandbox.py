@@ -671,3 +671,25 @@ def test_a_malformed_request_line_is_logged_without_its_text_or_the_peer(
     assert b" 400 " in answer.split(b"\r\n", 1)[0] and b"Bad request syntax" in answer
     assert "s3cr3t" not in sandbox_log.read_text()
     assert "127.0.0.1" not in sandbox_log.read_text()
+
+
+def test_a_429_fault_answers_with_brevos_rate_limit_headers(base: str) -> None:
+    add_fault(base, path="/v3/contacts", status=429)
+    add_fault(base, path="/v3/contacts", status=429, headers={"x-sib-ratelimit-reset": "9"})
+
+    default, custom = post_contact(base, {"email": "a@b.co"}), post_contact(base, {"email": "a@b.co"})
+
+    assert default.status_code == custom.status_code == 429
+    assert default.headers["x-sib-ratelimit-remaining"] == "0"
+    assert default.headers["x-sib-ratelimit-reset"] == "1"
+    assert custom.headers["x-sib-ratelimit-reset"] == "9"
+    assert "Retry-After" not in default.headers
+
+
+@pytest.mark.parametrize(
+    "headers", [["x"], {"bad name": "1"}, {"x-ok": 5}, {"x-ok": "a\r\nSet-Cookie: y"}], ids=str
+)
+def test_fault_headers_must_be_names_mapped_to_single_line_strings(base: str, headers: Any) -> None:
+    answer = add_fault(base, path="/v3/contacts", status=500, headers=headers)
+
+    assert_error(answer, 400, "invalid_parameter")

@@ -151,6 +151,7 @@ def test_brevo_failure_is_not_cached_and_retry_succeeds(buyer, mail):
     retried = buyer.purchase(payload)
 
     assert failed.status_code == 503
+    assert failed.headers["Retry-After"] == "2"
     assert failed.json()["status"] == "failed"
     assert checks(failed.json())["fulfillment_email"] == "fail"
     assert failed.json()["receipt_url"] is None
@@ -159,6 +160,22 @@ def test_brevo_failure_is_not_cached_and_retry_succeeds(buyer, mail):
     assert retried.json()["status"] == "fulfilled"
     assert len(mail.emails_to(buyer.email)) == 1
     assert buyer.purchase(payload).content == retried.content
+
+
+def test_brevo_throttling_tells_the_agent_when_brevo_takes_calls_again(buyer, mail):
+    mail.fail_next("/v3/smtp/email", 429, match=buyer.email, headers={"x-sib-ratelimit-reset": "7"})
+
+    throttled = buyer.purchase()
+    via_mcp_args = {"email": buyer.email}
+    mail.fail_next("/v3/smtp/email", 429, match=buyer.email, headers={"x-sib-ratelimit-reset": "7"})
+    throttled_mcp = buyer.call_tool(via_mcp_args).json()["result"]
+
+    assert throttled.status_code == 503
+    assert throttled.headers["Retry-After"] == "7"
+    assert throttled.json()["error"]["retry_after_seconds"] == 7
+    assert throttled_mcp["isError"] is True
+    assert throttled_mcp["structuredContent"]["error"]["retry_after_seconds"] == 7
+    assert mail.emails_to(buyer.email) == []
 
 
 def test_brevo_rejection_is_502_and_contact_failure_stops_the_email(buyer, mail):
@@ -180,6 +197,7 @@ def test_brevo_timeout_is_503_with_a_failure_receipt(host_factory, mail):
     response = buyer.purchase()
 
     assert response.status_code == 503
+    assert response.headers["Retry-After"] == "2"
     assert response.json()["error"]["code"] == "upstream_unavailable"
     assert "in time" in response.json()["error"]["message"]
 

@@ -54,6 +54,13 @@ MESSAGE_ID_DOMAIN = "smtp-relay.mailin.fr"
 JSON_TYPE = "application/json"
 HTML_TYPE = "text/html; charset=utf-8"
 DEFAULT_FAULT_BODY = {"code": "internal_error", "message": "Injected fault"}
+# What Brevo sends with a 429 (and no Retry-After); a fault's own headers override these.
+RATE_LIMIT_HEADERS = {
+    "x-sib-ratelimit-limit": "10",
+    "x-sib-ratelimit-remaining": "0",
+    "x-sib-ratelimit-reset": "1",
+}
+HEADER_NAME_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 UNAUTHORIZED = {"code": "unauthorized", "message": "Key not found"}
 DUPLICATE_CONTACT = "Unable to create contact, email is already associated with another Contact"
 
@@ -150,6 +157,7 @@ class Fault:
     match: str | None
     delay_seconds: float
     body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -344,7 +352,18 @@ def parse_fault(payload: dict[str, Any]) -> Fault:
     body = payload.get("body") or dict(DEFAULT_FAULT_BODY)
     if not isinstance(body, dict):
         raise invalid("body must be an object")
-    return Fault(0, path, status, times, match, delay, body)
+    headers = payload.get("headers") or {}
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str)
+        and isinstance(v, str)
+        and HEADER_NAME_RE.fullmatch(k)
+        and not any(c in v for c in "\r\n")
+        for k, v in headers.items()
+    ):
+        raise invalid("headers must map header names to strings")
+    if status == 429:
+        headers = {**RATE_LIMIT_HEADERS, **headers}
+    return Fault(0, path, status, times, match, delay, body, headers)
 
 
 # --- link extraction ----------------------------------------------------------
@@ -809,7 +828,11 @@ class SandboxApp:
             return None
         if fault.delay_seconds:
             time.sleep(fault.delay_seconds)
-        return json_response(fault.status, fault.body) if fault.status else None
+        if not fault.status:
+            return None
+        response = json_response(fault.status, fault.body)
+        response.headers.update(fault.headers)
+        return response
 
     def _create_contact(self, req: Request, _: re.Match[str]) -> Response:
         request = parse_contact_request(parse_json_object(req.body))
