@@ -155,7 +155,6 @@ def test_readonly_contradiction_ignores_nouns_and_denials():
         "Returns charges for a customer. Does not create anything.",
         "Reads a receipt; it does not create or delete anything.",
         "Shows the draft and never sends, charges, or deletes it.",
-        "Lists posts, pending updates and deletes awaiting review.",
     ):
         tool["description"] = description
         assert speclint.check_annotations(tool, "get_post") == []
@@ -163,6 +162,8 @@ def test_readonly_contradiction_ignores_nouns_and_denials():
         "Fetches a post, then sends it to the author.",
         "Does not create a draft; it sends the post.",
         "Never charges twice, and deletes the card afterwards.",
+        "Returns the post and deletes it.",
+        "Reads the post, deletes it",
     ):
         tool["description"] = description
         assert triples(speclint.check_annotations(tool, "get_post")) == {

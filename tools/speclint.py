@@ -41,8 +41,8 @@ SL005 undisclosed-side-effects [low]
 The word heuristics (SL002, SL005) are deliberately simple and conservative: whole words,
 case-insensitive. For SL002 a verb form counts unless the word right before it is in
 ``NOT_A_VERB_AFTER`` (an article, a possessive, a negation or a read verb: "the post", "never
-sends", "lists charges"), or it is joined by "or", "and", "nor" or a comma to a verb that did not
-count ("does not create or delete"), and a name counts only when none of its words is a read verb
+sends", "lists charges"), or it is joined by "or", "and", "nor" or a comma to a denied verb
+(``NEGATIONS``: "does not create or delete"), and a name counts only when none of its words is a read verb
 (``get_post`` is fine). SL005 accepts any side-effect word anywhere in the description.
 
 SL003 and SL004 read ``inputSchema`` only: it is what callers fill in and what local runtimes
@@ -129,6 +129,9 @@ READ_VERBS = (
     "preview",
     "estimate",
 )
+# SL002: a verb form right after one of these is denied, and so is a verb joined to it by "or",
+# "and", "nor" or a comma.
+NEGATIONS = frozenset({"not", "never", "without", "doesn't", "don't", "won't", "cannot", "can't"})
 # SL002: a verb form right after one of these words is a noun or a denial, not what the tool does.
 NOT_A_VERB_AFTER = frozenset(
     {
@@ -379,12 +382,15 @@ def mutating_verb_in_name(name: str) -> str | None:
 
 
 def mutating_verb_in_text(text: str) -> str | None:
-    denied_until = -1  # end of the last verb that was a noun or a denial
+    denied_until = -1  # end of the last verb under a negation
     for match in _VERB_RE.finditer(text):
         before = _WORD_BEFORE_RE.search(text[: match.start()])
+        word = before.group(1).lower() if before else ""
         joined = denied_until >= 0 and _JOINED_RE.fullmatch(text[denied_until : match.start()])
-        if joined or (before and before.group(1).lower() in NOT_A_VERB_AFTER):
+        if joined or word in NEGATIONS:
             denied_until = match.end()  # "does not create or delete": the denial covers both
+            continue
+        if word in NOT_A_VERB_AFTER:  # a noun ("the post"): it denies nothing after it
             continue
         return match.group(0)
     return None
