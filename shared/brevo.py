@@ -87,8 +87,13 @@ class BrevoClient:
         for page in range(LOG_PAGES):
             params = {"email": to_email, "sort": "desc", "limit": LOG_PAGE, "offset": page * LOG_PAGE}
             response = self._call("GET", "/smtp/emails", what, params=params, absent_ok=True)
-            if response.status_code == 404:  # Brevo's answer when nothing matches
-                return None
+            if response.status_code == 404:
+                if _error_code(response) == "document_not_found":  # Brevo: nothing matches
+                    return None
+                raise UpstreamUnavailable(
+                    f"Brevo answered the {what} with 404 {_error_code(response)}",
+                    retry_after=RETRY_AFTER_SECONDS,
+                )
             entries = _log_entries(response)
             for entry in entries:
                 tags = entry.get("tags")
@@ -96,9 +101,7 @@ class BrevoClient:
                     return str(entry.get("messageId") or "unknown")
             if len(entries) < LOG_PAGE:
                 return None
-        raise UpstreamUnavailable(
-            f"Brevo's log holds too many emails to this address to finish the {what}", retry_after=60
-        )
+        raise UpstreamError(f"Brevo's log holds too many emails to this address to finish the {what}")
 
     def _post(self, path: str, body: dict, what: str) -> requests.Response:
         return self._call("POST", path, what, body=body)

@@ -329,6 +329,8 @@ class Storefront:
             if self._clock() - attempt.claimed_at < IDEMPOTENCY_WINDOW_SECONDS:
                 log.warning("Brevo's log unreadable (%s); the idempotency key covers the resend", exc)
                 return None
+            if not isinstance(exc, UpstreamUnavailable):
+                raise  # a lasting refusal (502): retrying soon would not help
             raise UpstreamUnavailable(
                 "Brevo's log could not confirm whether the earlier attempt's email went out; retry later",
                 retry_after=max(exc.retry_after or 0, 30),

@@ -436,9 +436,18 @@ def test_find_sent_gives_up_rather_than_say_no_after_its_last_page():
     session = _Session(_Answer(200, {"transactionalEmails": filler}))
     client = BrevoClient(session, "https://api.example/v3", API_KEY, timeout=5)
 
-    with pytest.raises(UpstreamUnavailable, match="too many emails"):
+    with pytest.raises(UpstreamError, match="too many emails") as caught:
         client.find_sent("a@example.org", "purchase-1")
+    assert type(caught.value) is UpstreamError  # lasting: not worth a quick retry
     assert len(session.calls) == LOG_PAGES
+
+
+def test_a_404_that_is_not_brevos_not_found_is_not_read_as_an_empty_log():
+    answer = _Answer(404, ValueError("an HTML page from a gateway"))
+    client = BrevoClient(_Session(answer), "https://api.example/v3", API_KEY, timeout=5)
+
+    with pytest.raises(UpstreamUnavailable, match="404"):
+        client.find_sent("a@example.org", "purchase-1")
 
 
 @pytest.mark.parametrize(

@@ -225,3 +225,19 @@ def test_two_purchases_without_a_key_get_different_token_ids(shop, sandbox):
 
     assert json.loads(first.body)["download"]["token_id"] != json.loads(second.body)["download"]["token_id"]
     assert len(emailed_token_ids(sandbox.url, email)) == 2
+
+
+def test_past_brevos_window_a_lasting_log_refusal_is_a_502_not_a_retry_later(shop, sandbox):
+    storefront, store, clock = shop
+    email, key = unique_email("refusedlog"), unique_key()
+    died_after_brevo_accepted(storefront, store, sandbox, email, key)
+    clock.now += 45 * 60
+    fault(sandbox, "/v3/smtp/emails", 400, email)
+
+    refused = buy(storefront, email, key)
+
+    refusal = json.loads(refused.body)
+    assert refused.status == 502
+    assert refusal["error"]["code"] == "upstream_rejected"
+    assert refused.retry_after is None
+    assert len(emails_to(sandbox, email)) == 1
