@@ -78,11 +78,27 @@ def free_ports(count: int = 1) -> int:
     cannot."""
     low, high = _ephemeral_range()
     pool = range(10240, low - count) if low - count > 12288 else range(high + 1, 65536 - count)
+    if len(pool) < 1024:  # the ephemeral range covers nearly everything: let the kernel choose
+        return _kernel_port() if count == 1 else _kernel_ports(count)
     for _ in range(200):
         base = _random.choice(pool)
         ports = range(base, base + count)
         if not any(p in _handed_out for p in ports) and all(_bindable(p) for p in ports):
             _handed_out.update(ports)
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def _kernel_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kernel_ports(count: int) -> int:
+    for _ in range(200):
+        base = _kernel_port()
+        if base + count <= 65536 and all(_bindable(p) for p in range(base, base + count)):
             return base
     raise RuntimeError(f"no {count} consecutive free ports")
 

@@ -675,7 +675,7 @@ def test_a_malformed_request_line_is_logged_without_its_text_or_the_peer(
 
 def test_a_429_fault_answers_with_brevos_rate_limit_headers(base: str) -> None:
     add_fault(base, path="/v3/contacts", status=429)
-    add_fault(base, path="/v3/contacts", status=429, headers={"x-sib-ratelimit-reset": "9"})
+    add_fault(base, path="/v3/contacts", status=429, headers={"X-Sib-Ratelimit-Reset": "9"})
 
     default, custom = post_contact(base, {"email": "a@b.co"}), post_contact(base, {"email": "a@b.co"})
 
@@ -687,7 +687,17 @@ def test_a_429_fault_answers_with_brevos_rate_limit_headers(base: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "headers", [["x"], {"bad name": "1"}, {"x-ok": 5}, {"x-ok": "a\r\nSet-Cookie: y"}], ids=str
+    "headers",
+    [
+        ["x"],
+        {"bad name": "1"},
+        {"x-ok": 5},
+        {"x-ok": "a\r\nSet-Cookie: y"},
+        {"x-ok": "\u20ac"},
+        {"Content-Length": "0"},
+        {"connection": "close"},
+    ],
+    ids=str,
 )
 def test_fault_headers_must_be_names_mapped_to_single_line_strings(base: str, headers: Any) -> None:
     answer = add_fault(base, path="/v3/contacts", status=500, headers=headers)

@@ -61,6 +61,8 @@ RATE_LIMIT_HEADERS = {
     "x-sib-ratelimit-reset": "1",
 }
 HEADER_NAME_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
+PRINTABLE_RE = re.compile(r"[ -~]{0,1024}")
+OWN_HEADERS = frozenset({"content-type", "content-length", "cache-control", "connection"})
 UNAUTHORIZED = {"code": "unauthorized", "message": "Key not found"}
 DUPLICATE_CONTACT = "Unable to create contact, email is already associated with another Contact"
 
@@ -352,18 +354,29 @@ def parse_fault(payload: dict[str, Any]) -> Fault:
     body = payload.get("body") or dict(DEFAULT_FAULT_BODY)
     if not isinstance(body, dict):
         raise invalid("body must be an object")
-    headers = payload.get("headers") or {}
-    if not isinstance(headers, dict) or not all(
-        isinstance(k, str)
-        and isinstance(v, str)
-        and HEADER_NAME_RE.fullmatch(k)
-        and not any(c in v for c in "\r\n")
-        for k, v in headers.items()
-    ):
-        raise invalid("headers must map header names to strings")
+    headers = _parse_fault_headers(payload.get("headers"))
     if status == 429:
         headers = {**RATE_LIMIT_HEADERS, **headers}
     return Fault(0, path, status, times, match, delay, body, headers)
+
+
+def _parse_fault_headers(value: Any) -> dict[str, str]:
+    """Extra response headers: lower-cased names (so they override the defaults whatever their
+    case), printable ASCII values, and none of the headers the sandbox writes itself."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid("headers must be an object")
+    headers = {}
+    for name, text in value.items():
+        if not (isinstance(name, str) and HEADER_NAME_RE.fullmatch(name)):
+            raise invalid("header names are letters, digits and dashes")
+        if name.lower() in OWN_HEADERS:
+            raise invalid(f"{name} is set by the sandbox itself")
+        if not (isinstance(text, str) and PRINTABLE_RE.fullmatch(text)):
+            raise invalid(f"the {name} header needs a printable ASCII string")
+        headers[name.lower()] = text
+    return headers
 
 
 # --- link extraction ----------------------------------------------------------
