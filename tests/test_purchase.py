@@ -196,6 +196,7 @@ def test_past_brevos_window_an_unreadable_log_stops_the_taker_instead_of_risking
 
     refusal = json.loads(stopped.body)
     assert stopped.status == 503
+    assert stopped.retry_after == 30 and refusal["error"]["retry_after_seconds"] == 30
     assert refusal["error"]["code"] == "upstream_unavailable"
     assert "could not confirm" in refusal["error"]["message"]
     assert finished.status == 200

@@ -90,9 +90,6 @@ def commands(
     ]
     sandbox = [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(sandbox_port)]
     if shutil.which("func"):
-        note = settings_for_func(ROOT)
-        if note:
-            print(note, flush=True)
         host = ["func", "start", "--port", str(host_port)]
     else:
         host = [sys.executable, "-m", "tools.devhost", "--port", str(host_port)]
@@ -149,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         env = child_env(args.port, args.storage_port, args.sandbox_port)
-        for name, cmd, port in commands(args.port, args.sandbox_port, args.storage_port, args.data_dir):
+        services = commands(args.port, args.sandbox_port, args.storage_port, args.data_dir)
+        if any(cmd[0] == "func" for _, cmd, _ in services):
+            note = settings_for_func(ROOT)
+            if note:
+                print(note, flush=True)
+        for name, cmd, port in services:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
             started.append(proc)
             wait_for(port, proc, name)
