@@ -1,6 +1,7 @@
-"""Runtime governance: a per-client-IP hourly rate limit and a daily cost ceiling for the store.
+"""Runtime governance: a per-client hourly rate limit, a per-recipient daily limit and a daily cost
+ceiling for the store.
 
-Both are counters in Azure Table storage, changed with ETag-conditional writes, so they hold across
+All are counters in Azure Table storage, changed with ETag-conditional writes, so they hold across
 any number of function instances. A reservation is taken before the effects run and released if the
 purchase fails for a reason that is not the caller's (so an outage does not burn an agent's quota).
 Outages raise `StoreUnavailable`; the purchase flow then proceeds and marks the check `degraded`.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -31,7 +33,9 @@ from shared.storage import is_missing_table, on_table
 
 UNKNOWN_IP = "unknown"
 MICROS = Decimal(1_000_000)
+IPV6_PREFIX = 64  # one IPv6 subscriber's network: what ISPs assign to one home or one host
 _MAX_ATTEMPTS = 60
+_EMAIL_HASH_RE = re.compile(r"[0-9a-f]{64}")
 
 
 def client_ip(forwarded_for: str | None) -> str:
@@ -52,6 +56,21 @@ def client_ip(forwarded_for: str | None) -> str:
         return UNKNOWN_IP
 
 
+def rate_bucket(ip: str) -> str:
+    """The client the rate limit counts: an IPv4 address as it is (an IPv4-mapped IPv6 address as
+    its IPv4 address), an IPv6 address as its /64, since one subscriber gets a whole /64 and can
+    pick a new address in it for every request. Anything else ("unknown") is one bucket."""
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, IPV6_PREFIX), strict=False))
+    return str(address)
+
+
 @dataclass(frozen=True)
 class Reservation:
     partition: str
@@ -67,6 +86,7 @@ class Limits:
     daily_cost_ceiling_usd: Decimal
     cost_per_purchase_usd: Decimal
     cost_shards: int = 8
+    recipient_limit_per_day: int = 3
 
 
 class Governance:
@@ -87,17 +107,44 @@ class Governance:
         return self._limits
 
     def reserve_rate(self, ip: str) -> Reservation:
-        """Count one attempt for this client IP in the current UTC hour, or refuse with 429."""
+        """Count one attempt for this client in the current UTC hour, or refuse with 429.
+
+        The client is `rate_bucket(ip)` (an IPv6 client's /64), stored only as its keyed hash."""
         now = self._clock()
         hour = datetime.fromtimestamp(now, timezone.utc).strftime("rate-%Y%m%d%H")
-        wanted = Reservation(self._hasher.client_ip(ip), hour, 1)
+        wanted = Reservation(self._hasher.client_ip(rate_bucket(ip)), hour, 1)
         reservation = self._counters.add(wanted, limit=self._limits.rate_limit_per_hour, likely_new=True)
         if reservation is None:
             raise LimitExceeded(
-                f"rate limit reached: {self._limits.rate_limit_per_hour} purchases per hour "
-                "from one client address",
+                f"rate limit reached: {_count(self._limits.rate_limit_per_hour, 'purchase')} per hour "
+                "from one client address (an IPv6 client's whole /64); the store sets this limit with "
+                "STOREFRONT_RATE_LIMIT_PER_HOUR",
                 code="rate_limited",
                 retry_after=3600 - int(now) % 3600,
+            )
+        return reservation
+
+    def reserve_recipient(self, email_hash: str) -> Reservation:
+        """Count one email to this recipient in the current UTC day, or refuse with 429
+        `rate_limited`, whoever asks for it.
+
+        `email_hash` is `Hasher.email(address)`; the counter is keyed by it and never sees the
+        address (anything else is a ValueError). The window is the UTC day, a fixed window like
+        the rate limit's hour: `retry_after` is the time to midnight UTC, when the count starts
+        again. Across midnight one address can get up to twice the limit within minutes, and
+        never more than the limit within one UTC day. `release` gives a reservation back."""
+        if not isinstance(email_hash, str) or not _EMAIL_HASH_RE.fullmatch(email_hash):
+            raise ValueError("reserve_recipient takes the value of Hasher.email(address), not an address")
+        now = self._clock()
+        day = datetime.fromtimestamp(now, timezone.utc).strftime("recipient-%Y%m%d")
+        limit = self._limits.recipient_limit_per_day
+        reservation = self._counters.add(Reservation(email_hash, day, 1), limit=limit, likely_new=True)
+        if reservation is None:
+            raise LimitExceeded(
+                f"recipient limit reached: {_count(limit, 'email')} per UTC day to one address, "
+                "whoever asks; the store sets this limit with STOREFRONT_RECIPIENT_LIMIT_PER_DAY",
+                code="rate_limited",
+                retry_after=86400 - int(now) % 86400,
             )
         return reservation
 
@@ -120,6 +167,10 @@ class Governance:
         """Give a reservation back; best effort, an outage here only leaves the counter high."""
         with contextlib.suppress(StoreUnavailable):
             self._counters.add(replace(reservation, amount=-reservation.amount), limit=None)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _split(limit: int, amount: int, shards: int) -> list[int]:

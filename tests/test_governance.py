@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
@@ -447,3 +448,229 @@ def test_concurrent_reservations_spread_over_shards_never_pass_the_ceiling(azuri
     assert len(admitted) == 50
     rows = list(table_client(azurite, name, timeout=5).query_entities("PartitionKey eq 'store-cost'"))
     assert sum(row["Count"] for row in rows) == 500_000
+
+
+# --- the rate limit's client buckets: IPv4 by address, IPv6 by /64 ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "shared"),
+    [
+        pytest.param("2001:db8:0:1::7", "2001:db8:0:1:ffff:ffff:ffff:fffe", True, id="ipv6-same-64"),
+        pytest.param("2001:db8:0:1::7", "2001:db8:0:1:4b1d:2c3:99:1", True, id="ipv6-privacy-address"),
+        pytest.param("203.0.113.7", "::ffff:203.0.113.7", True, id="ipv4-mapped"),
+        pytest.param("203.0.113.7", "::ffff:cb00:7107", True, id="ipv4-mapped-hex"),
+        pytest.param("2001:db8:0:1::7", "2001:db8:0:2::7", False, id="neighbouring-64s"),
+        pytest.param("203.0.113.7", "203.0.113.8", False, id="ipv4-neighbours"),
+        pytest.param("203.0.113.7", "::203.0.113.7", False, id="ipv4-compatible-is-ipv6"),
+    ],
+)
+def test_the_rate_limit_counts_an_ipv4_address_or_an_ipv6_64_as_one_client(table, one, other, shared):
+    gov = governance(table, rate=1)
+    gov.reserve_rate(one)
+
+    if shared:
+        with pytest.raises(LimitExceeded):
+            gov.reserve_rate(other)
+    else:
+        gov.reserve_rate(other)
+        with pytest.raises(LimitExceeded):
+            gov.reserve_rate(one)
+
+
+def test_a_whole_64_of_rotating_ipv6_addresses_gets_only_the_limit(table):
+    gov = governance(table, rate=3)
+    outcomes = []
+    for n in range(1, 11):
+        try:
+            gov.reserve_rate(client_ip(f"[2001:db8:0:1::{n:x}]:443"))
+            outcomes.append("ok")
+        except LimitExceeded:
+            outcomes.append("limited")
+
+    assert outcomes == ["ok"] * 3 + ["limited"] * 7
+
+
+def test_an_ipv6_client_is_counted_under_the_keyed_hash_of_its_64_only(table):
+    gov = governance(table, rate=5)
+    hasher = Hasher("unit-test-secret")
+
+    reservation = gov.reserve_rate("2001:db8:0:1:aaaa:bbbb:cccc:dddd")
+
+    assert reservation.partition == hasher.client_ip("2001:db8:0:1::/64")
+    [entity] = table.list_entities()
+    assert entity["PartitionKey"] == hasher.client_ip("2001:db8:0:1::/64")
+    assert "2001" not in entity["PartitionKey"] + entity["RowKey"]
+
+
+def test_a_released_ipv6_reservation_gives_the_slot_back_to_its_64(table):
+    gov = governance(table, rate=1)
+    first = gov.reserve_rate("2001:db8:0:1::7")
+
+    gov.release(first)
+
+    gov.reserve_rate("2001:db8:0:1::8")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("2001:db8:0:1::9")
+
+
+def test_the_rate_limit_refusal_names_the_setting_that_changes_it(table):
+    gov = governance(table, rate=1)
+    gov.reserve_rate("203.0.113.1")
+
+    with pytest.raises(LimitExceeded) as caught:
+        gov.reserve_rate("203.0.113.1")
+
+    assert "STOREFRONT_RATE_LIMIT_PER_HOUR" in caught.value.message
+    assert "1 purchase per hour" in caught.value.message
+
+
+# --- the per-recipient daily limit -----------------------------------------------------------------
+
+DAY = 86400
+VICTIM = "victim@example.org"
+
+
+def victim_hash(address: str = VICTIM) -> str:
+    return Hasher("unit-test-secret").email(address)
+
+
+def recipient_governance(table, per_day: int = 3, clock=None, rate: int = 100) -> Governance:
+    limits = Limits(rate, Decimal("5.00"), Decimal("0.01"), recipient_limit_per_day=per_day)
+    return Governance(table, Hasher("unit-test-secret"), limits, clock=clock or Clock())
+
+
+def test_limits_default_to_three_emails_per_recipient_per_day_and_stay_positional():
+    limits = Limits(5, Decimal("5.00"), Decimal("0.01"), 8)
+
+    assert limits.recipient_limit_per_day == 3
+    assert limits.cost_shards == 8
+
+
+def test_one_recipient_gets_at_most_the_daily_limit_whatever_the_client_address(table):
+    gov = recipient_governance(table, per_day=3)
+    outcomes = []
+    for n in range(15):  # three client addresses, five purchases each, all to one address
+        gov.reserve_rate(f"203.0.113.{n % 3 + 1}")
+        try:
+            gov.reserve_recipient(victim_hash())
+            outcomes.append("sent")
+        except LimitExceeded as exc:
+            outcomes.append(exc.code)
+
+    assert outcomes == ["sent"] * 3 + ["rate_limited"] * 12
+
+
+def test_the_recipient_refusal_is_a_429_until_midnight_utc_naming_the_setting(table):
+    gov = recipient_governance(table, per_day=2)
+    gov.reserve_recipient(victim_hash())
+    gov.reserve_recipient(victim_hash())
+
+    with pytest.raises(LimitExceeded) as caught:
+        gov.reserve_recipient(victim_hash())
+
+    assert caught.value.status == 429
+    assert caught.value.code == "rate_limited"
+    assert caught.value.retry_after == DAY - 10 * HOUR - 15 * 60  # T0 is 10:15 UTC
+    assert "STOREFRONT_RECIPIENT_LIMIT_PER_DAY" in caught.value.message
+    assert "2 emails" in caught.value.message
+    assert VICTIM not in caught.value.message
+
+
+def test_the_recipient_limit_starts_again_at_midnight_utc_as_retry_after_promised(table):
+    clock = Clock(T0)
+    gov = recipient_governance(table, per_day=1, clock=clock)
+    gov.reserve_recipient(victim_hash())
+    with pytest.raises(LimitExceeded) as caught:
+        gov.reserve_recipient(victim_hash())
+
+    clock.now = T0 + caught.value.retry_after - 1
+    with pytest.raises(LimitExceeded) as again:
+        gov.reserve_recipient(victim_hash())
+    assert again.value.retry_after == 1
+    clock.now = T0 + caught.value.retry_after
+    gov.reserve_recipient(victim_hash())
+
+
+def test_each_recipient_has_its_own_daily_count(table):
+    gov = recipient_governance(table, per_day=1)
+    gov.reserve_recipient(victim_hash())
+
+    gov.reserve_recipient(victim_hash("someone.else@example.org"))
+    with pytest.raises(LimitExceeded):
+        gov.reserve_recipient(victim_hash())
+
+
+def test_a_released_recipient_reservation_gives_the_email_back(table):
+    gov = recipient_governance(table, per_day=2)
+    first = gov.reserve_recipient(victim_hash())
+    gov.reserve_recipient(victim_hash())
+
+    gov.release(first)
+
+    gov.reserve_recipient(victim_hash())
+    with pytest.raises(LimitExceeded):
+        gov.reserve_recipient(victim_hash())
+
+
+def test_the_recipient_count_is_stored_under_the_email_hash_only(table):
+    gov = recipient_governance(table)
+
+    reservation = gov.reserve_recipient(victim_hash())
+
+    entities = list(table.list_entities())
+    assert [(e["PartitionKey"], e["RowKey"], e["Count"]) for e in entities] == [
+        (victim_hash(), "recipient-20300101", 1)
+    ]
+    assert (reservation.partition, reservation.row, reservation.amount) == (
+        victim_hash(),
+        "recipient-20300101",
+        1,
+    )
+    assert "victim" not in repr(entities)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [VICTIM, "VICTIM@EXAMPLE.ORG", "", "x" * 64, "A" * 64],
+    ids=["address", "upper", "empty", "x", "A"],
+)
+def test_reserve_recipient_refuses_anything_but_an_email_hash_and_stores_nothing(table, value):
+    gov = recipient_governance(table)
+    gov.reserve_rate("203.0.113.1")  # the table exists
+
+    with pytest.raises(ValueError, match="Hasher.email"):
+        gov.reserve_recipient(value)
+
+    assert [e["RowKey"] for e in table.list_entities()] == ["rate-2030010110"]
+
+
+def test_recipient_limits_hold_across_instances_sharing_the_table(azurite):
+    name = "govrcpt" + uuid.uuid4().hex[:8]
+    table_client(azurite, name, timeout=5).create_table()
+    limits = Limits(100, Decimal("5.00"), Decimal("0.01"), recipient_limit_per_day=5)
+    instances = [
+        Governance(table_client(azurite, name, timeout=5), Hasher("unit-test-secret"), limits, Clock())
+        for _ in range(16)
+    ]
+    start = threading.Barrier(len(instances))
+
+    def send(gov: Governance) -> str:
+        start.wait()
+        try:
+            gov.reserve_recipient(victim_hash())
+        except LimitExceeded:
+            return "refused"
+        return "sent"
+
+    with ThreadPoolExecutor(len(instances)) as pool:
+        outcomes = sorted(pool.map(send, instances))
+
+    assert outcomes == ["refused"] * 11 + ["sent"] * 5
+    counter = table_client(azurite, name, timeout=5).get_entity(victim_hash(), "recipient-20300101")
+    assert counter["Count"] == 5
+
+
+def test_unreachable_table_storage_raises_store_unavailable_for_the_recipient_limit(dead_table):
+    with pytest.raises(StoreUnavailable, match="governance table"):
+        recipient_governance(dead_table).reserve_recipient(victim_hash())
