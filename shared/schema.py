@@ -20,9 +20,24 @@ NAME_MAX = 100
 EMAIL_MAX = 254
 _KEY_RE = re.compile(KEY_PATTERN)
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+# A top-level domain is letters, or an internationalised one in its ASCII form (xn--p1ai); never digits.
+_TLD = r"(?:[A-Za-z]{2,63}|[Xx][Nn]--[A-Za-z0-9](?:[A-Za-z0-9-]{0,57}[A-Za-z0-9])?)"
 _EMAIL_RE = re.compile(
     r"^(?P<local>[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*)"
-    rf"@(?P<domain>{_LABEL}(?:\.{_LABEL})*\.[A-Za-z]{{2,63}})$"
+    rf"@(?P<domain>{_LABEL}(?:\.{_LABEL})*\.{_TLD})$"
+)
+# Names go verbatim into the email, so they may not carry a link or text that hides or breaks lines.
+_JOINERS = "\u200c\u200d"  # ZWNJ and ZWJ: part of Persian, Indic and emoji spelling, between letters
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")  # blank "letters" and the grapheme joiner
+_LINK_MARKS = ("@", "://", "www.")
+NAME_HIDDEN_MESSAGE = (
+    "name must not contain line breaks, control characters or invisible formatting characters "
+    "(bidirectional overrides, zero-width characters)"
+)
+NAME_LINK_MESSAGE = (
+    "name must be a person's name, not a link, a domain name or an email address: no '@', '://' "
+    "or 'www.', and no dot followed directly by a digit or by two letters (write initials as "
+    "'J. R. R. Tolkien')"
 )
 
 INPUT_SCHEMA: dict = {
@@ -36,7 +51,11 @@ INPUT_SCHEMA: dict = {
         },
         "name": {
             "type": "string",
-            "description": "The buyer's name, used in the email greeting. Optional.",
+            "description": (
+                "The buyer's name, used in the email greeting. Optional. Any script, with spaces, "
+                "apostrophes, hyphens and initials such as 'J. R. R. Tolkien'; no links, domain "
+                "names, email addresses or line breaks."
+            ),
             "maxLength": NAME_MAX,
         },
         "bundle_id": {
@@ -138,9 +157,57 @@ def _name(value: object) -> str:
     name = value.strip()
     if len(name) > NAME_MAX:
         raise InvalidRequest(f"name must be at most {NAME_MAX} characters")
-    if any(unicodedata.category(ch).startswith("C") for ch in name):
-        raise Unprocessable("name must not contain control characters", code="invalid_name")
+    if _hides_text(name):
+        raise Unprocessable(NAME_HIDDEN_MESSAGE, code="invalid_name")
+    if _looks_like_a_link(name):
+        raise Unprocessable(NAME_LINK_MESSAGE, code="invalid_name")
     return name
+
+
+def _hides_text(name: str) -> bool:
+    """Controls, format characters (bidi overrides, zero-width), line and paragraph separators,
+    blank fillers; a ZWNJ or ZWJ only passes between two letters, marks or symbols."""
+    for i, ch in enumerate(name):
+        if ch in _JOINERS:
+            hidden = not (_joins(name, i - 1) and _joins(name, i + 1))
+        else:
+            category = unicodedata.category(ch)
+            hidden = category[0] == "C" or category in ("Zl", "Zp") or ch in _INVISIBLE
+        if hidden:
+            return True
+    return False
+
+
+def _joins(name: str, i: int) -> bool:
+    return 0 <= i < len(name) and unicodedata.category(name[i])[0] in "LMS"
+
+
+def _looks_like_a_link(name: str) -> bool:
+    """A link, an address or `label.tld` in any script. Compared in NFKC form, where fullwidth
+    and small forms of '.', '@', ':' and '/' become the plain ones, with the ideographic full stop
+    (a label separator in internationalised domains) read as a dot and joiners dropped."""
+    text = unicodedata.normalize("NFKC", name).replace("\u3002", ".")
+    text = text.translate({ord(j): None for j in _JOINERS}).casefold()
+    if any(mark in text for mark in _LINK_MARKS):
+        return True
+    return any(_tld_follows(text, i + 1) for i, ch in enumerate(text) if ch == ".")
+
+
+def _tld_follows(text: str, start: int) -> bool:
+    """A digit, or two letters (marks in between do not count), right after a dot: a top-level
+    domain or an address, where initials ("J.R.R.") have one letter."""
+    letters = 0
+    for ch in text[start:]:
+        kind = unicodedata.category(ch)[0]
+        if kind == "N" and letters == 0:
+            return True
+        if kind in "LN":
+            letters += 1
+        elif kind != "M":
+            break
+        if letters == 2:
+            return True
+    return False
 
 
 def _bundle(value: object) -> Bundle:

@@ -356,3 +356,127 @@ def test_canonical_request_does_not_change_the_arguments():
 def test_canonical_request_of_non_object_arguments_is_their_json(arguments):
     assert canonical_request(arguments) == json.dumps(arguments)
     assert canonical_request(arguments) != canonical_request({"email": "ada@example.org"})
+
+
+# --- names: any script, never a link or hidden characters ------------------------------------------
+
+REAL_NAMES = [
+    pytest.param("Zoë Ångström-Ødegård", id="latin-diacritics"),
+    pytest.param("José Ñúñez", id="spanish"),
+    pytest.param("Jose\u0301 N\u0303u\u0301n\u0303ez", id="spanish-decomposed"),
+    pytest.param("Nguyễn Văn Anh", id="vietnamese"),
+    pytest.param("Иван Петрович Сидоров", id="cyrillic"),
+    pytest.param("Αλέξανδρος Παπαδόπουλος", id="greek"),
+    pytest.param("山田太郎", id="japanese"),
+    pytest.param("山田\u3000太郎", id="japanese-ideographic-space"),
+    pytest.param("ジョン・スミス", id="katakana-middle-dot"),
+    pytest.param("王小明", id="chinese"),
+    pytest.param("김민준", id="korean"),
+    pytest.param("محمد بن عبد الله", id="arabic"),
+    pytest.param("علی\u200cاکبر", id="persian-zwnj"),
+    pytest.param("अर्जुन शर्मा", id="devanagari"),
+    pytest.param("श्रीनिवास रामानुजन्", id="devanagari-virama"),
+    pytest.param("דוד בן-גוריון", id="hebrew"),
+    pytest.param("สมชาย ใจดี", id="thai"),
+    pytest.param("O'Brien", id="apostrophe"),
+    pytest.param("D’Angelo", id="typographic-apostrophe"),
+    pytest.param("Mary-Jane O'Neil", id="hyphen-and-apostrophe"),
+    pytest.param("J. R. R. Tolkien", id="initials-spaced"),
+    pytest.param("J.R.R. Tolkien", id="initials-joined"),
+    pytest.param("Martin Luther King Jr.", id="suffix-dot"),
+    pytest.param("Dr. Ada Lovelace", id="title-dot"),
+    pytest.param("Gal·la Puig", id="catalan-middle-dot"),
+    pytest.param("Ada 👩‍💻", id="emoji-zwj-sequence"),
+    pytest.param("Louis XIV", id="roman-numerals"),
+    pytest.param("Agent 007", id="digits"),
+]
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_real_names_in_every_script_are_accepted_as_written(name):
+    assert validate_arguments({"email": "a@example.org", "name": name}).name == name
+
+
+# Each refused name, and a word the refusal's message must hold.
+MISLEADING_NAMES = [
+    pytest.param("ACTION NEEDED: re-verify at https://evil.example/login", "link", id="phishing-url"),
+    pytest.param("https://evil.example", "link", id="url"),
+    pytest.param("hxxps://evil", "link", id="scheme-only"),
+    pytest.param("Ada evil.example", "link", id="bare-domain"),
+    pytest.param("Ada (evil.com)", "link", id="domain-in-parentheses"),
+    pytest.param("EVIL.COM", "link", id="upper-case-domain"),
+    pytest.param("re-verify at evil.xn--p1ai", "link", id="punycode-tld"),
+    pytest.param("пример.рф", "link", id="cyrillic-domain"),
+    pytest.param("उदाहरण.भारत", "link", id="devanagari-domain"),
+    pytest.param("evil。com", "link", id="ideographic-full-stop"),
+    pytest.param("evil．com", "link", id="fullwidth-full-stop"),
+    pytest.param("evil｡com", "link", id="halfwidth-ideographic-full-stop"),
+    pytest.param("ｅｖｉｌ．ｃｏｍ", "link", id="fullwidth-domain"),
+    pytest.param("evil…com", "link", id="ellipsis"),
+    pytest.param("evil.c\u200com", "link", id="joiner-inside-tld"),
+    pytest.param("Ada .com", "link", id="dot-tld"),
+    pytest.param("192.168.10.1", "link", id="ipv4"),
+    pytest.param("Ada 1.2", "link", id="digit-after-dot"),
+    pytest.param("www. Ada", "link", id="www"),
+    pytest.param("Visit WWW. evil", "link", id="www-spaced"),
+    pytest.param("ada@evil", "link", id="at-sign"),
+    pytest.param("ada＠evil", "link", id="fullwidth-at-sign"),
+    pytest.param("Ada Lovelace <ada@example.org>", "link", id="address"),
+    pytest.param("ftp：//evil", "link", id="fullwidth-colon-scheme"),
+    pytest.param("Ada\u2028ACTION NEEDED", "line breaks", id="line-separator"),
+    pytest.param("Ada\u2029ACTION NEEDED", "line breaks", id="paragraph-separator"),
+    pytest.param("Ada\r\nACTION NEEDED", "line breaks", id="crlf"),
+    pytest.param("Ada\u0085ACTION NEEDED", "line breaks", id="next-line"),
+    pytest.param("Ada\tLovelace", "line breaks", id="tab"),
+    pytest.param("Ada\u202eecalevoL", "line breaks", id="right-to-left-override"),
+    pytest.param("Ada\u2067Lovelace\u2069", "line breaks", id="bidi-isolate"),
+    pytest.param("Ada\u200fLovelace", "line breaks", id="right-to-left-mark"),
+    pytest.param("Ada\u200bLovelace", "line breaks", id="zero-width-space"),
+    pytest.param("Ada\ufeffLovelace", "line breaks", id="zero-width-no-break-space"),
+    pytest.param("Ada\u00adLovelace", "line breaks", id="soft-hyphen"),
+    pytest.param("Ada\u2060Lovelace", "line breaks", id="word-joiner"),
+    pytest.param("\u200cAda", "line breaks", id="leading-zwnj"),
+    pytest.param("Ada \u200d", "line breaks", id="zwj-after-space"),
+    pytest.param("Ada\u200c\u200cLovelace", "line breaks", id="two-joiners"),
+    pytest.param("Ada\u3164Lovelace", "line breaks", id="hangul-filler"),
+    pytest.param("Ada\U000e0041", "line breaks", id="tag-character"),
+    pytest.param("Ada\ue000", "line breaks", id="private-use"),
+]
+
+
+@pytest.mark.parametrize(("name", "said"), MISLEADING_NAMES)
+def test_names_with_links_domains_addresses_line_breaks_or_hidden_characters_are_refused(name, said):
+    with pytest.raises(Unprocessable) as caught:
+        validate_arguments({"email": "a@example.org", "name": name})
+
+    assert caught.value.code == "invalid_name"
+    assert caught.value.status == 422
+    assert said in caught.value.message
+    assert name not in caught.value.message
+
+
+def test_the_name_description_tells_agents_what_a_name_may_hold():
+    description = INPUT_SCHEMA["properties"]["name"]["description"]
+
+    assert "links" in description and "line breaks" in description
+
+
+@pytest.mark.parametrize(
+    "email",
+    ["ivan@example.xn--p1ai", "a@xn--e1afmkfd.xn--p1ai", "a@example.XN--P1AI", "a@b.xn--80ao21a"],
+    ids=["rf", "idn-domain-and-tld", "upper-case", "kz"],
+)
+def test_addresses_under_punycode_top_level_domains_are_accepted(email):
+    assert validate_arguments({"email": email}).email == email.lower()
+
+
+@pytest.mark.parametrize(
+    "email",
+    ["a@example.123", "a@example.xn--", "a@example.xn--p1ai-", "a@example.xn--p1_ai", "a@example.xn-p1ai"],
+    ids=["numeric", "empty-punycode", "trailing-hyphen", "underscore", "single-hyphen"],
+)
+def test_numeric_or_malformed_top_level_domains_are_still_refused(email):
+    with pytest.raises(Unprocessable) as caught:
+        validate_arguments({"email": email})
+
+    assert caught.value.code == "invalid_email"
