@@ -160,6 +160,25 @@ def test_contact_is_created_then_upserted_then_rejected_as_duplicate(base: str) 
     assert contact["upserts"] == 2
 
 
+def test_creating_an_existing_contact_changes_nothing_and_answers_as_brevo_does(base: str) -> None:
+    post_contact(base, {"email": "ann@example.com", "attributes": {"FIRSTNAME": "Ann"}, "listIds": [7]})
+    [before] = get_json(base, "/_sandbox/contacts", email="ann@example.com")
+
+    duplicate = post_contact(
+        base, {"email": "Ann@Example.com", "attributes": {"FIRSTNAME": "Mallory", "X": 1}, "listIds": [9]}
+    )
+
+    assert duplicate.status_code == 400
+    assert duplicate.json() == {
+        "code": "duplicate_parameter",
+        "message": "Unable to create contact, email is already associated with another Contact",
+        "metadata": {"duplicate_identifiers": ["email"]},
+    }
+    assert get_json(base, "/_sandbox/contacts", email="ann@example.com") == [before]
+    assert before["attributes"] == {"FIRSTNAME": "Ann"} and before["listIds"] == [7]
+    assert get_json(base, "/_sandbox/stats")["contact_upserts"] == 1
+
+
 def test_contact_ids_increment(base: str) -> None:
     first = post_contact(base, {"email": "one@example.com"}).json()["id"]
     second = post_contact(base, {"email": "two@example.com"}).json()["id"]

@@ -76,14 +76,23 @@ URL_TRAILING_PUNCTUATION = ".,;:!?)]}"
 
 
 class ApiError(Exception):
-    """A Brevo-style error: HTTP status plus ``{"code", "message"}`` body."""
+    """A Brevo-style error: HTTP status plus ``{"code", "message"}`` body, and ``metadata`` where
+    Brevo sends it."""
 
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        headers: dict[str, str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers or {}
+        self.metadata = metadata
 
 
 def invalid(message: str) -> ApiError:
@@ -440,7 +449,9 @@ class SandboxState:
         with self._lock:
             existing = self._contacts.get(req.email)
             if existing is not None and not req.updateEnabled:
-                raise ApiError(400, "duplicate_parameter", DUPLICATE_CONTACT)
+                # Brevo's answer: nothing about the contact changes, not even its lists.
+                duplicate = {"duplicate_identifiers": ["email"]}
+                raise ApiError(400, "duplicate_parameter", DUPLICATE_CONTACT, metadata=duplicate)
             self._contact_upserts += 1
             if existing is not None:
                 _merge_contact(existing, req)
@@ -800,7 +811,10 @@ class SandboxApp:
         try:
             return self._handle(req)
         except ApiError as err:
-            response = error_response(err.status, err.code, err.message)
+            body: dict[str, Any] = {"code": err.code, "message": err.message}
+            if err.metadata is not None:
+                body["metadata"] = err.metadata
+            response = json_response(err.status, body)
             response.headers.update(err.headers)
             return response
 
