@@ -1,4 +1,5 @@
-"""The Brevo seam: contact upserts and transactional email over Brevo's HTTP API v3.
+"""The Brevo seam: contacts (created, never overwritten) and transactional email over Brevo's
+HTTP API v3.
 
 It takes a `requests.Session` and a base URL, so tests point it at the local sandbox and production
 at api.brevo.com. Brevo's answers become domain errors here: timeouts, connection failures, 429 and
@@ -25,6 +26,9 @@ RETRY_AFTER_SECONDS = 2  # what a caller is told after a timeout or a 5xx from B
 MAX_RETRY_AFTER_SECONDS = 3600
 LOG_PAGE = 500  # Brevo's default page of the transactional log
 LOG_PAGES = 10
+# What `upsert_contact` did, worded for the receipt's "contact ... in Brevo".
+CONTACT_CREATED = "created"
+CONTACT_UNCHANGED = "left unchanged"
 
 
 @dataclass(frozen=True)
@@ -47,11 +51,18 @@ class BrevoClient:
         self._timeout = timeout
 
     def upsert_contact(self, email: str, name: str) -> str:
-        """Create or update the contact; returns "created" (201) or "updated" (204)."""
+        """Create the contact if Brevo has none for this address: `CONTACT_CREATED`, or
+        `CONTACT_UNCHANGED` when one exists. Anyone can buy for any address, so a purchase never
+        changes a contact that an earlier purchase or the store owner made: the request leaves
+        out `updateEnabled`, and Brevo answers an existing contact with 400 duplicate_parameter."""
         attributes = {"FIRSTNAME": name} if name else {}
-        body = {"email": email, "attributes": attributes, "updateEnabled": True}
-        response = self._post("/contacts", body, "contact upsert")
-        return "created" if response.status_code == 201 else "updated"
+        try:
+            self._post("/contacts", {"email": email, "attributes": attributes}, "contact upsert")
+        except UpstreamError as exc:
+            if exc.upstream_code == "duplicate_parameter":
+                return CONTACT_UNCHANGED
+            raise
+        return CONTACT_CREATED
 
     def send_email(self, email: Email, idempotency_key: str | None = None) -> str | None:
         """Send one transactional email; returns Brevo's message id, or None when Brevo

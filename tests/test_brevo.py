@@ -10,7 +10,7 @@ import uuid
 import pytest
 import requests
 
-from shared.brevo import LOG_PAGE, LOG_PAGES, BrevoClient, Email
+from shared.brevo import CONTACT_CREATED, CONTACT_UNCHANGED, LOG_PAGE, LOG_PAGES, BrevoClient, Email
 from shared.errors import UpstreamError, UpstreamUnavailable
 
 API_KEY = "unit-test-key"
@@ -61,13 +61,41 @@ def email_to(address: str, name: str = "Ada") -> Email:
 # --- contacts --------------------------------------------------------------------------------------
 
 
-def test_upsert_creates_the_contact_then_updates_it(client, sandbox, address):
-    assert client.upsert_contact(address, "Ada") == "created"
-    assert client.upsert_contact(address, "Ada L.") == "updated"
+def owner_adds_contact(sandbox, address: str, attributes: dict, list_ids: list[int]) -> None:
+    """The store owner's own contact, made in Brevo before any purchase."""
+    body = {"email": address, "attributes": attributes, "listIds": list_ids}
+    response = requests.post(f"{sandbox.url}/v3/contacts", json=body, headers={"api-key": API_KEY}, timeout=5)
+    assert response.status_code == 201
+
+
+def test_a_new_buyer_becomes_a_contact_with_the_name_given(client, sandbox, address):
+    assert client.upsert_contact(address, "Ada") == CONTACT_CREATED == "created"
 
     [contact] = contacts(sandbox, address)
-    assert contact["upserts"] == 2
-    assert contact["attributes"] == {"FIRSTNAME": "Ada L."}
+    assert contact["attributes"] == {"FIRSTNAME": "Ada"}
+
+
+def test_a_strangers_purchase_leaves_an_existing_contacts_first_name_unchanged(client, sandbox, address):
+    owner_adds_contact(sandbox, address, {"FIRSTNAME": "Ada", "LASTNAME": "Lovelace"}, [7])
+    [before] = contacts(sandbox, address)
+
+    outcome = client.upsert_contact(address, "ACTION NEEDED re-verify your account")
+
+    assert outcome == CONTACT_UNCHANGED
+    assert f"contact {outcome} in Brevo" == "contact left unchanged in Brevo"
+    [after] = contacts(sandbox, address)
+    assert after["attributes"] == {"FIRSTNAME": "Ada", "LASTNAME": "Lovelace"}
+    assert after == before
+
+
+def test_a_second_purchase_does_not_rename_the_contact_the_first_one_created(client, sandbox, address):
+    assert client.upsert_contact(address, "Ada") == CONTACT_CREATED
+    assert client.upsert_contact(address, "Mallory") == CONTACT_UNCHANGED
+    assert client.upsert_contact(address, "") == CONTACT_UNCHANGED
+
+    [contact] = contacts(sandbox, address)
+    assert contact["attributes"] == {"FIRSTNAME": "Ada"}
+    assert contact["upserts"] == 1
 
 
 def test_upsert_without_a_name_sends_no_attributes(client, sandbox, address):
@@ -348,18 +376,42 @@ def test_requests_carry_the_api_key_json_accept_header_and_timeout():
     for call in session.calls:
         assert call["headers"] == {"api-key": "the-key", "accept": "application/json"}
         assert call["timeout"] == 7.5
-    assert session.calls[0]["json"] == {
-        "email": "a@example.org",
-        "attributes": {"FIRSTNAME": "Ada"},
-        "updateEnabled": True,
-    }
+    assert session.calls[0]["json"] == {"email": "a@example.org", "attributes": {"FIRSTNAME": "Ada"}}
 
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204])
-def test_every_success_status_is_accepted_for_a_contact(status):
+def test_every_success_status_is_a_created_contact(status):
     client = BrevoClient(_Session(_Answer(status, None)), "https://api.example", API_KEY, timeout=5)
 
-    assert client.upsert_contact("a@example.org", "") == ("created" if status == 201 else "updated")
+    assert client.upsert_contact("a@example.org", "") == CONTACT_CREATED
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {
+            "code": "duplicate_parameter",
+            "message": "Unable to create contact, email is already associated with another Contact",
+            "metadata": {"duplicate_identifiers": ["email"]},
+        },
+        {"code": "duplicate_parameter", "message": "Contact already exist"},
+    ],
+    ids=["current", "older"],
+)
+def test_brevos_duplicate_answer_means_the_contact_exists_and_was_left_unchanged(payload):
+    session = _Session(_Answer(400, payload))
+    client = BrevoClient(session, "https://api.example", API_KEY, timeout=5)
+
+    assert client.upsert_contact("a@example.org", "Mallory") == CONTACT_UNCHANGED
+    assert len(session.calls) == 1
+
+
+@pytest.mark.parametrize("code", ["invalid_parameter", "missing_parameter", "error"])
+def test_other_refusals_of_the_contact_are_still_upstream_errors(code):
+    client = BrevoClient(_Session(_Answer(400, {"code": code})), "https://api.example", API_KEY, timeout=5)
+
+    with pytest.raises(UpstreamError, match=f"400 {code}"):
+        client.upsert_contact("a@example.org", "Ada")
 
 
 @pytest.mark.parametrize("payload", [ValueError("html"), ["x"], "text"], ids=["not-json", "list", "string"])
