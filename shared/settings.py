@@ -30,6 +30,7 @@ class Settings:
     brevo_base_url: str = DEFAULT_BREVO_BASE_URL
     brevo_timeout_seconds: float = 10.0
     rate_limit_per_hour: int = 5
+    recipient_limit_per_day: int = 3
     daily_cost_ceiling_usd: Decimal = Decimal("5.00")
     cost_per_purchase_usd: Decimal = Decimal("0.01")
     cost_counter_shards: int = 8
@@ -76,6 +77,7 @@ class Settings:
             brevo_base_url=r.text("BREVO_BASE_URL", DEFAULT_BREVO_BASE_URL).rstrip("/"),
             brevo_timeout_seconds=float(r.decimal("STOREFRONT_BREVO_TIMEOUT_SECONDS", "10", low="0.1")),
             rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5, low=1),
+            recipient_limit_per_day=r.integer("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", 3, low=1),
             daily_cost_ceiling_usd=r.decimal("STOREFRONT_DAILY_COST_CEILING_USD", "5.00", low="0"),
             cost_per_purchase_usd=r.decimal("STOREFRONT_COST_PER_PURCHASE_USD", "0.01", low="0"),
             cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8, low=1),

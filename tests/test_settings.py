@@ -30,6 +30,7 @@ def test_an_empty_environment_gives_the_documented_defaults():
     assert settings.brevo_base_url == DEFAULT_BREVO_BASE_URL == "https://api.brevo.com/v3"
     assert settings.brevo_timeout_seconds == 10.0
     assert settings.rate_limit_per_hour == 5
+    assert settings.recipient_limit_per_day == 3
     assert settings.daily_cost_ceiling_usd == Decimal("5.00")
     assert settings.cost_per_purchase_usd == Decimal("0.01")
     assert settings.signing_key_pem == ""
@@ -57,6 +58,7 @@ def test_every_setting_is_read_from_the_environment():
         "BREVO_BASE_URL": "http://127.0.0.1:8025/v3/",
         "STOREFRONT_BREVO_TIMEOUT_SECONDS": "2.5",
         "STOREFRONT_RATE_LIMIT_PER_HOUR": "12",
+        "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": "2",
         "STOREFRONT_DAILY_COST_CEILING_USD": "7.25",
         "STOREFRONT_COST_PER_PURCHASE_USD": "0.015",
         "STOREFRONT_COST_COUNTER_SHARDS": "4",
@@ -84,6 +86,7 @@ def test_every_setting_is_read_from_the_environment():
         brevo_base_url="http://127.0.0.1:8025/v3",
         brevo_timeout_seconds=2.5,
         rate_limit_per_hour=12,
+        recipient_limit_per_day=2,
         daily_cost_ceiling_usd=Decimal("7.25"),
         cost_per_purchase_usd=Decimal("0.015"),
         cost_counter_shards=4,
@@ -109,7 +112,7 @@ def test_every_setting_is_read_from_the_environment():
 
 def test_every_field_is_covered_by_the_full_environment_test():
     # If a field is added, test_every_setting_is_read_from_the_environment must name it too.
-    assert len(dataclasses.fields(Settings)) == 25
+    assert len(dataclasses.fields(Settings)) == 26
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
@@ -139,6 +142,10 @@ def test_from_env_reads_the_process_environment_by_default(monkeypatch):
         ("STOREFRONT_RATE_LIMIT_PER_HOUR", "1.5"),
         ("STOREFRONT_RATE_LIMIT_PER_HOUR", "0"),
         ("STOREFRONT_RATE_LIMIT_PER_HOUR", "-3"),
+        ("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", "three"),
+        ("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", "2.5"),
+        ("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", "0"),
+        ("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", "-1"),
         ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "1w"),
         ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "59"),
         ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "-3600"),
@@ -183,6 +190,7 @@ FITTING_TTL = {"STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "30", "STOREFRONT_IDEMPOTEN
     ("name", "value", "field", "expected", "other"),
     [
         ("STOREFRONT_RATE_LIMIT_PER_HOUR", "1", "rate_limit_per_hour", 1, {}),
+        ("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", "1", "recipient_limit_per_day", 1, {}),
         ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "60", "download_token_ttl_seconds", 60, FITTING_TTL),
         ("STOREFRONT_DAILY_COST_CEILING_USD", "0", "daily_cost_ceiling_usd", Decimal("0"), {}),
         ("STOREFRONT_COST_PER_PURCHASE_USD", "0", "cost_per_purchase_usd", Decimal("0"), {}),
