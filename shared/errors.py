@@ -14,11 +14,13 @@
     │   └── UpstreamUnavailable          503  -32000  Brevo timed out, unreachable, 5xx or 429
     ├── NotConfigured                    503  -32000  a production secret is missing
     ├── ReceiptUnavailable               503  -32000  a completed key's receipt cannot be read
+    ├── StorageDown                      503  -32000  a keyed purchase cannot be protected or recorded now
     ├── BundleUnavailable                503  -32000  the bundle's file is not in storage
     └── ProtocolError                    4xx  JSON-RPC code given per instance (MCP transport errors)
 
 `StoreUnavailable` is separate on purpose: it never reaches a caller. Storage adapters raise it for
-outages so the flow can fail open and mark the check `degraded`.
+outages; the flow then decides: a keyed purchase fails closed (`StorageDown`, 503 + Retry-After),
+the governance counters and unkeyed purchases fail open and mark the check `degraded`.
 """
 
 from __future__ import annotations
@@ -109,6 +111,12 @@ class ReceiptUnavailable(StorefrontError):
     status = 503
     rpc_code = -32000
     code = "receipt_unavailable"
+
+
+class StorageDown(StorefrontError):
+    status = 503
+    rpc_code = -32000
+    code = "store_unavailable"
 
 
 class BundleUnavailable(StorefrontError):

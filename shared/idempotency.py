@@ -3,13 +3,17 @@ recovery points, that every function instance respects.
 
 A key's life, as a small state machine over one stored `Claim`:
 
-    (absent) --create--> processing --complete--> completed --expire/reap--> (absent)
+    (absent) --take--> processing --complete--> completed --expire/reap--> (absent)
                            |   ^  \\--release (delete: nothing irreversible happened)--> (absent)
                            |   |
                            \\---/  take over after the lease ends (exactly one taker wins)
 
-Every change after the first is conditional on the claim's ETag, so two instances can never both
-believe they hold a key. `IdempotencyStore` is the persistence interface (get, create, update,
+`begin` reads the key and says what to do: replay, wait (in progress), refuse (another request),
+resume a dead holder's claim, or `Vacant`: the key is free and the caller, once its guards have
+passed, takes it with `take`, recording those guards on the new claim so that a taker never
+counts them twice. Every change after the first is conditional on the claim's ETag, so two
+instances can never both believe they hold a key. A completed claim carries its receipt's bytes,
+so a replay is one read. `IdempotencyStore` is the persistence interface (get, create, update,
 delete, reap); `shared.idempotency_table` is its Azure Table adapter. Vendor errors stop there:
 the handler sees `None`, `ClaimLost` or `StoreUnavailable`, never an Azure exception.
 """
@@ -103,7 +107,15 @@ class Claimed:
     resumed: bool
 
 
-Begin = Replay | InProgress | Mismatch | Claimed
+@dataclass(frozen=True)
+class Vacant:
+    """No live claim: the caller may `take` the key. `etag` is that of an expired claim to replace."""
+
+    key_hash: str
+    etag: str = ""
+
+
+Begin = Replay | InProgress | Mismatch | Claimed | Vacant
 
 
 class IdempotencyHandler:
@@ -122,29 +134,40 @@ class IdempotencyHandler:
         self._ttl = ttl_seconds
         self._clock = clock
 
-    def begin(self, key_hash: str, fingerprint: str, receipt_id: str) -> Begin:
-        """Claim the key, or say why not. Raises StoreUnavailable when the store is down."""
+    def begin(self, key_hash: str, fingerprint: str, *, legacy_hash: str | None = None) -> Begin:
+        """Say what a request with this key may do. `legacy_hash` names the key as claims written
+        before keys were scoped to the buyer stored it: such a claim, while it lives, still
+        replays or resumes. Raises StoreUnavailable when the store is down."""
         for _ in range(5):
             now = self._clock()
             claim = self._store.get(key_hash)
+            if (claim is None or claim.expires_at <= now) and legacy_hash and legacy_hash != key_hash:
+                legacy = self._store.get(legacy_hash)
+                if legacy is not None and legacy.expires_at > now:
+                    claim = legacy
             if claim is None:
-                created = self._store.create(self._fresh(key_hash, fingerprint, receipt_id, now))
-                if created is not None:
-                    return Claimed(created, resumed=False)
-                continue
+                return Vacant(key_hash)
             if claim.expires_at <= now:
-                outcome = self._take(claim, self._fresh(key_hash, fingerprint, receipt_id, now), False)
-            elif claim.fingerprint != fingerprint:
+                return Vacant(key_hash, claim.etag)
+            if claim.fingerprint != fingerprint:
                 return Mismatch()
-            elif claim.state == COMPLETED:
+            if claim.state == COMPLETED:
                 return Replay(self._replay(claim))
-            elif claim.locked_until > now:
+            if claim.locked_until > now:
                 return InProgress(min(MAX_RETRY_AFTER, max(1, math.ceil(claim.locked_until - now))))
-            else:
-                outcome = self._take(claim, self._leased(claim, now), True)
+            outcome = self._take(claim, self._leased(claim, now), True)
             if outcome is not None:
                 return outcome
         return InProgress(1)
+
+    def take(self, vacant: Vacant, fingerprint: str, receipt_id: str, progress: dict) -> Claimed | None:
+        """Claim a vacant key with the progress made before it (the guards taken); None when
+        another request took it first. Raises StoreUnavailable when the store is down."""
+        fresh = self._fresh(vacant.key_hash, fingerprint, receipt_id, self._clock(), progress)
+        if vacant.etag:
+            return self._take(replace(fresh, etag=vacant.etag), fresh, False)
+        created = self._store.create(fresh)
+        return Claimed(created, resumed=False) if created is not None else None
 
     def checkpoint(self, claim: Claim, progress: dict) -> Claim:
         """Record a recovery point and renew the lease. Raises ClaimLost or StoreUnavailable."""
@@ -158,6 +181,7 @@ class IdempotencyHandler:
         done = replace(
             claim,
             state=COMPLETED,
+            progress={**claim.progress, "receipt": body.decode()},
             receipt_sha256=sha256(body),
             locked_until=now,
             expires_at=expires,
@@ -179,7 +203,7 @@ class IdempotencyHandler:
     def reap(self) -> int:
         return self._store.reap(self._clock())
 
-    def _fresh(self, key_hash: str, fingerprint: str, receipt_id: str, now: float) -> Claim:
+    def _fresh(self, key_hash: str, fingerprint: str, receipt_id: str, now: float, progress: dict) -> Claim:
         return Claim(
             key_hash=key_hash,
             state=PROCESSING,
@@ -188,6 +212,7 @@ class IdempotencyHandler:
             locked_until=now + self._lease,
             expires_at=now + self._lease + self._ttl,
             created_at=now,
+            progress=progress,
         )
 
     def _leased(self, claim: Claim, now: float) -> Claim:
@@ -200,7 +225,11 @@ class IdempotencyHandler:
             return None
 
     def _replay(self, claim: Claim) -> bytes:
-        """The completed key's receipt, verified; never a reason to run the purchase again."""
+        """The completed key's receipt, verified; never a reason to run the purchase again. It
+        rides on the claim; claims completed before it did are answered from Blob."""
+        carried = claim.progress.get("receipt")
+        if isinstance(carried, str) and sha256(carried.encode()) == claim.receipt_sha256:
+            return carried.encode()
         try:
             body = self._receipts.read(claim.receipt_id)
         except StoreUnavailable as exc:

@@ -1,17 +1,25 @@
 """The purchase flow, the same for the MCP tool and the HTTP endpoint.
 
-    key → claim (or replay / 409 in progress / 422 reused) → rate limit → input validation →
-    cost ceiling → contact upsert + token [recovery point] → fulfillment email [recovery point] →
-    receipt blob (write-once) → claim completed
+    key → replay / 409 in progress / 422 reused / resume / vacant → rate limit → input validation →
+    recipient limit → cost ceiling → claim taken (with the guards it passed) → contact create +
+    token [recovery point] → fulfillment email → receipt issued [recovery point: the receipt rides
+    on the claim] → receipt on record (Blob write-once + ledger row, or queued for repair) → claim
+    completed
 
-With a key, the purchase runs under a claim (`shared.idempotency`): one request at a time per key,
-across every instance. Each external effect is recorded on the claim as it completes, so a request
-that takes over a dead holder's claim resumes instead of redoing effects. For the gap between
-sending the email and recording it, the email carries a Brevo idempotency key and a tag, both
-derived from the claim: a taker first looks for the tag in Brevo's transactional log, then sends
-with the key, which Brevo recognises as a repeat for about 30 minutes. Failures
-release the claim, so a retry runs again. Storage outages fail open: the purchase proceeds and the
-receipt marks the guard that was not in force as `degraded`.
+With a key, the purchase runs under a claim (`shared.idempotency`): one request at a time per key
+and buyer, across every instance. The claim is taken once the guards pass, and records them, so a
+request that takes over a dead holder's claim never counts the purchase twice; each external
+effect is recorded as it completes, so the taker resumes instead of redoing effects. For the gap
+between sending the email and recording it, the email carries a Brevo idempotency key and a tag,
+both derived from the claim: a taker first looks for the tag in Brevo's transactional log, then
+sends with the key, which Brevo recognises as a repeat for about 30 minutes.
+
+A keyed purchase fails closed: when the claim store cannot be reached as it starts, or its receipt
+cannot be put on record, it answers 503 with Retry-After and the retry gets the one receipt
+(`STOREFRONT_IDEMPOTENCY_FAIL_OPEN` restores running without the claim, marked `degraded`). The
+governance counters and unkeyed purchases fail open. A receipt answered 200 is on record: in Blob
+and the ledger, or in one of them with a repair entry in the other store that `shared.repair`
+completes once that store is back.
 """
 
 from __future__ import annotations
@@ -32,13 +40,23 @@ from shared.errors import (
     KeyReused,
     LimitExceeded,
     NotConfigured,
+    StorageDown,
     StorefrontError,
     StoreUnavailable,
     UpstreamUnavailable,
 )
 from shared.governance import Governance, Reservation
 from shared.hashing import Hasher
-from shared.idempotency import Claim, Claimed, ClaimLost, IdempotencyHandler, InProgress, Mismatch, Replay
+from shared.idempotency import (
+    Claim,
+    Claimed,
+    ClaimLost,
+    IdempotencyHandler,
+    InProgress,
+    Mismatch,
+    Replay,
+    Vacant,
+)
 from shared.keys import KeySet
 from shared.ledger import TableLedger
 from shared.receipts import (
@@ -50,7 +68,14 @@ from shared.receipts import (
     money,
     new_receipt_id,
 )
-from shared.schema import PurchaseInput, canonical_request, read_idempotency_key, validate_arguments
+from shared.repair import RepairQueue
+from shared.schema import (
+    PurchaseInput,
+    canonical_request,
+    normalise_email,
+    read_idempotency_key,
+    validate_arguments,
+)
 from shared.tokens import DownloadToken, TokenSigner
 
 log = logging.getLogger("storefront.purchase")
@@ -93,6 +118,8 @@ class StoreConfig:
     sender_name: str
     download_token_ttl_seconds: int = 7 * 24 * 3600
     missing_secrets: tuple[str, ...] = ()
+    idempotency_fail_open: bool = False
+    record_patience_seconds: float = 5.0
 
 
 @dataclass
@@ -103,6 +130,8 @@ class _Attempt:
     receipt_id: str = field(default_factory=new_receipt_id)
     checks: Checks = field(default_factory=Checks)
     claim: Claim | None = None
+    vacant: Vacant | None = None
+    fingerprint: str = ""
     resumed: bool = False
     brevo_key: str | None = None
     claimed_at: float = 0.0
@@ -111,6 +140,7 @@ class _Attempt:
     token: DownloadToken | None = None
     email_attempted: bool = False
     receipt_body: bytes | None = None
+    inherited_receipt: bool = False
     reservations: list[Reservation] = field(default_factory=list)
 
     @property
@@ -118,19 +148,29 @@ class _Attempt:
         """The tag an email for this claim carries in Brevo's log (no key or address in it)."""
         return f"purchase-{self.brevo_key}" if self.brevo_key else None
 
+    @property
+    def keyed(self) -> bool:
+        return self.claim is not None or self.vacant is not None
+
     def progress(self) -> dict:
-        """What a taker needs to resume: the checks done so far and, once issued, the receipt
-        itself (so a retry stores exactly what the first caller got). The download token needs
-        nothing here: its claims derive from the claim (`Claim.token_id`, `created_at`)."""
-        progress: dict = {"checks": self.checks.recorded()}
+        """What a taker needs to resume: the checks done so far, the reservations taken (given
+        back if the purchase is abandoned) and, once issued, the receipt itself (so a retry
+        stores exactly what the first caller got). The download token needs nothing here: its
+        claims derive from the claim (`Claim.token_id`, `created_at`)."""
+        progress: dict = {
+            "checks": self.checks.recorded(),
+            "reservations": [[r.partition, r.row, r.amount] for r in self.reservations],
+        }
         if self.receipt_body is not None:
             progress["receipt"] = self.receipt_body.decode()
         return progress
 
     def resume(self, progress: dict) -> None:
         self.checks.restore(progress.get("checks", {}))
+        self.reservations = [Reservation(p, r, int(n)) for p, r, n in progress.get("reservations", [])]
         if isinstance(progress.get("receipt"), str):
             self.receipt_body = progress["receipt"].encode()
+            self.inherited_receipt = True
 
 
 class Storefront:
@@ -145,6 +185,7 @@ class Storefront:
         brevo: BrevoClient,
         keys: Callable[[], KeySet],
         ledger: TableLedger,
+        repairs: RepairQueue,
         clock: Callable[[], float] = time.time,
     ):
         self._config = config
@@ -155,6 +196,7 @@ class Storefront:
         self._brevo = brevo
         self._keys = keys
         self._ledger = ledger
+        self._repairs = repairs
         self._clock = clock
 
     @property
@@ -168,34 +210,25 @@ class Storefront:
         """Delete idempotency claims past their expiry (the timer trigger's job)."""
         return self._idempotency.reap()
 
+    def repair_receipts(self) -> int:
+        """Put on record the receipts answered while a store was down (the timer trigger's job)."""
+        return self._repairs.run(self._receipts, self._ledger)
+
     def purchase(self, call: PurchaseCall) -> Outcome:
         attempt = _Attempt(call)
-        limits = self._governance.limits
         try:
             replay = self._check_key(attempt)
             if replay is not None:
                 return replay
             if attempt.receipt_body is not None:
                 return self._complete(attempt)
-            self._guard(
-                attempt,
-                "rate_limit",
-                lambda: self._governance.reserve_rate(call.client_ip),
-                f"within {limits.rate_limit_per_hour} per hour",
-            )
-            purchase = self._validate(attempt)
-            self._guard(
-                attempt,
-                "cost_ceiling",
-                self._governance.reserve_cost,
-                f"within ${limits.daily_cost_ceiling_usd} per day "
-                f"(this purchase ${limits.cost_per_purchase_usd})",
-            )
+            purchase = self._govern(attempt)
+            self._take_key(attempt)
             self._fulfil(attempt, purchase)
+            return self._complete(attempt)
         except StorefrontError as exc:
             self._release(attempt, exc)
             return self._refusal(attempt, exc)
-        return self._complete(attempt)
 
     def refuse(self, call: PurchaseCall, exc: StorefrontError) -> Outcome:
         """A failure receipt for a request that could not even be read (body not JSON, too large)."""
@@ -213,14 +246,15 @@ class Storefront:
         if key is None:
             checks.record("idempotency", "skipped", "no key supplied; a retry would buy again")
             return None
-        key_hash = self._hasher.idempotency_key(key)
-        fingerprint = self._hasher.request(canonical_request(attempt.call.arguments))
+        attempt.fingerprint = self._hasher.request(canonical_request(attempt.call.arguments))
         try:
-            begun = self._idempotency.begin(key_hash, fingerprint, attempt.receipt_id)
+            begun = self._idempotency.begin(
+                self._scoped_key(key, attempt.call.arguments),
+                attempt.fingerprint,
+                legacy_hash=self._hasher.idempotency_key(key),
+            )
         except StoreUnavailable as exc:
-            log.warning("idempotency store unreachable, proceeding without it: %s", exc)
-            checks.record("idempotency", "degraded", "store unreachable; retries are not protected")
-            return None
+            return self._key_store_down(attempt, exc)
         if isinstance(begun, Replay):
             return Outcome(200, begun.body, replayed=True)
         if isinstance(begun, InProgress):
@@ -231,11 +265,31 @@ class Storefront:
             message = "this idempotency key was already used with a different request"
             checks.record("idempotency", "fail", message)
             raise KeyReused(message)
+        if isinstance(begun, Vacant):
+            attempt.vacant = begun
+            checks.record("idempotency", "pass", "key free; it is claimed once the guards pass")
+            return None
         self._hold(attempt, begun)
         return None
 
+    def _scoped_key(self, key: str, arguments: object) -> str:
+        email = arguments.get("email") if isinstance(arguments, dict) else None
+        return scoped_key_hash(self._hasher, key, email if isinstance(email, str) else "")
+
+    def _key_store_down(self, attempt: _Attempt, exc: StoreUnavailable) -> None:
+        """The claim store is unreachable as a keyed purchase starts: refuse (503), unless the
+        operator chose to run keys unprotected (`STOREFRONT_IDEMPOTENCY_FAIL_OPEN`)."""
+        if self._config.idempotency_fail_open:
+            log.warning("idempotency store unreachable, proceeding without it: %s", exc)
+            attempt.checks.record("idempotency", "degraded", "store unreachable; retries are not protected")
+            return None
+        message = "the idempotency store is unreachable, so this key cannot be protected; nothing was sent"
+        attempt.checks.record("idempotency", "fail", message)
+        raise StorageDown(message + "; retry shortly", retry_after=5) from None
+
     def _hold(self, attempt: _Attempt, claimed: Claimed) -> None:
         attempt.claim = claimed.claim
+        attempt.vacant = None
         attempt.receipt_id = claimed.claim.receipt_id
         attempt.brevo_key = claimed.claim.brevo_idempotency_key()
         attempt.claimed_at = claimed.claim.created_at
@@ -246,6 +300,74 @@ class Storefront:
         else:
             detail = "key claimed; a retry with it replays this receipt"
         attempt.checks.record("idempotency", "pass", detail)
+
+    def _govern(self, attempt: _Attempt) -> PurchaseInput:
+        """The guards, in the order that lets bad input count against the client's rate; a
+        resumed attempt skips those its predecessor passed (they are on the claim)."""
+        limits = self._governance.limits
+        call = attempt.call
+        self._guard(
+            attempt,
+            "rate_limit",
+            lambda: self._governance.reserve_rate(call.client_ip),
+            f"within {limits.rate_limit_per_hour} per hour from this client",
+        )
+        purchase = self._validate(attempt)
+        self._guard_recipient(attempt)
+        self._guard(
+            attempt,
+            "cost_ceiling",
+            self._governance.reserve_cost,
+            f"within ${limits.daily_cost_ceiling_usd} per day "
+            f"(this purchase ${limits.cost_per_purchase_usd})",
+        )
+        return purchase
+
+    def _guard_recipient(self, attempt: _Attempt) -> None:
+        """The per-recipient limit, reported inside the rate_limit check (the checks stay six)."""
+        checks = attempt.checks
+        if checks.has("cost_ceiling") or checks.result("rate_limit") == "fail":
+            return
+        limits = self._governance.limits
+        try:
+            attempt.reservations.append(self._governance.reserve_recipient(attempt.buyer["id"]))
+        except LimitExceeded as exc:
+            checks.record("rate_limit", "fail", exc.message)
+            raise
+        except StoreUnavailable as exc:
+            log.warning("recipient limit not enforced: %s", exc)
+            checks.record("rate_limit", "degraded", "counter store unreachable; not enforced")
+            return
+        if checks.result("rate_limit") == "pass":
+            checks.record(
+                "rate_limit",
+                "pass",
+                f"within {limits.rate_limit_per_hour} per hour from this client and "
+                f"{limits.recipient_limit_per_day} per day to this recipient",
+            )
+
+    def _take_key(self, attempt: _Attempt) -> None:
+        """Claim the vacant key with the guards just passed. Another request that took it in
+        the meantime makes this one a 409 (its reservations are given back)."""
+        vacant = attempt.vacant
+        if vacant is None:
+            return
+        try:
+            claimed = self._idempotency.take(
+                vacant, attempt.fingerprint, attempt.receipt_id, attempt.progress()
+            )
+        except StoreUnavailable as exc:
+            self._key_store_down(attempt, exc)
+            attempt.vacant = None
+            return
+        if claimed is None:
+            for reservation in attempt.reservations:
+                self._governance.release(reservation)
+            attempt.reservations = []
+            message = "a request with this idempotency key is already running; retry shortly"
+            attempt.checks.record("idempotency", "fail", message)
+            raise KeyInUse(message, retry_after=1)
+        self._hold(attempt, claimed)
 
     def _guard(self, attempt: _Attempt, check: str, reserve: Callable[[], Reservation], within: str) -> None:
         """Take one governance reservation; an unreachable counter store fails open."""
@@ -295,16 +417,20 @@ class Storefront:
             jti=claim.token_id() if claim else None,
             issued_at=int(claim.created_at) or None if claim else None,
         )
+        if not checks.has("fulfillment_email"):
+            self._checkpoint(attempt)
+            self._send(attempt, purchase)
+        self._issue(attempt)
         self._checkpoint(attempt)
-        if checks.has("fulfillment_email"):
-            return
+
+    def _send(self, attempt: _Attempt, purchase: PurchaseInput) -> None:
+        checks = attempt.checks
         attempt.email_attempted = True
         try:
             earlier = self._earlier_send(attempt, purchase)
             if earlier is not None:
                 detail = f"already accepted by Brevo as {earlier} before a restart (found in its log)"
                 checks.record("fulfillment_email", "pass", detail)
-                self._checkpoint(attempt)
                 return
             message_id = self._brevo.send_email(self._email(purchase, attempt), attempt.brevo_key)
         except StorefrontError as exc:
@@ -314,7 +440,22 @@ class Storefront:
             checks.record("fulfillment_email", "pass", "already accepted by Brevo before a restart")
         else:
             checks.record("fulfillment_email", "pass", f"accepted by Brevo as {message_id}")
-        self._checkpoint(attempt)
+
+    def _issue(self, attempt: _Attempt) -> None:
+        """Issue the receipt once the email is recorded. A taker whose predecessor may have
+        issued one already (the recovery point with it never landed) adopts that receipt when
+        it is queued for repair; one already in Blob wins at the write-once write."""
+        if attempt.receipt_body is not None:
+            return
+        if attempt.resumed:
+            try:
+                queued = self._repairs.queued(attempt.receipt_id)
+            except StoreUnavailable:
+                queued = None
+            if queued is not None:
+                attempt.receipt_body, attempt.inherited_receipt = queued, True
+                return
+        attempt.receipt_body = encode(self._signed(self._receipt(attempt, "fulfilled", None)))
 
     def _earlier_send(self, attempt: _Attempt, purchase: PurchaseInput) -> str | None:
         """For a resumed claim, the message id of the email an earlier attempt got accepted, if
@@ -337,7 +478,9 @@ class Storefront:
             ) from None
 
     def _checkpoint(self, attempt: _Attempt) -> None:
-        """Record a recovery point on the claim. Losing the claim stops the run (409)."""
+        """Record a recovery point on the claim. Losing the claim stops the run (409); a store
+        outage does not: the lease is still ours, and the email's Brevo key and tag protect a
+        resend by whoever resumes."""
         if attempt.claim is None:
             return
         try:
@@ -348,9 +491,7 @@ class Storefront:
                 "another request took over this idempotency key; retry shortly", retry_after=1
             ) from None
         except StoreUnavailable as exc:
-            log.warning("recovery point not recorded, continuing without the claim: %s", exc)
-            attempt.claim = None
-            attempt.checks.record("idempotency", "degraded", "store became unreachable mid-purchase")
+            log.warning("recovery point not recorded (%s); the lease still holds the key", exc)
 
     def _email(self, purchase: PurchaseInput, attempt: _Attempt) -> Email:
         token = attempt.token
@@ -381,10 +522,17 @@ class Storefront:
 
     def _release(self, attempt: _Attempt, exc: StorefrontError) -> None:
         """Let a retry run again: free the claim, and give governance reservations back unless
-        the caller caused the failure (bad input counts against the rate limit)."""
+        the caller caused the failure (bad input counts against the rate limit). The idempotency
+        check then says what a retry with the key will do."""
         sent = attempt.email_attempted or attempt.checks.has("fulfillment_email")
         if attempt.claim is not None:
             self._idempotency.release(attempt.claim, keep_progress=sent)
+        if attempt.keyed and attempt.checks.result("idempotency") == "pass":
+            if sent:
+                retry = "key kept with its recovery points: a retry with it resumes and sends no second email"
+            else:
+                retry = "key not used: nothing was sent, so a retry with it runs the purchase again"
+            attempt.checks.record("idempotency", "pass", retry)
         # Once the email may have gone out, the purchase counts: the retry resumes without
         # taking the guards again, so the reservations stay.
         if not sent and (exc.status >= 500 or isinstance(exc, LimitExceeded)):
@@ -392,21 +540,21 @@ class Storefront:
                 self._governance.release(reservation)
 
     def _complete(self, attempt: _Attempt) -> Outcome:
+        """Put the receipt on record, then complete the claim. A receipt that cannot be put on
+        record is never answered 200 for a key (503: the retry gets the one receipt); an
+        unkeyed purchase, whose email is out, still gets its receipt, and the failure is logged."""
         if attempt.receipt_body is None:
-            attempt.receipt_body = encode(self._signed(self._receipt(attempt, "fulfilled", None)))
-        body = attempt.receipt_body
-        try:
-            if not self._receipts.write(attempt.receipt_id, body):
-                # A holder that died after writing the receipt: its bytes are the answer.
-                body = self._receipts.read(attempt.receipt_id) or body
-        except StoreUnavailable as exc:
-            log.error("receipt %s not stored yet (%s); the next retry stores it", attempt.receipt_id, exc)
-            self._hand_over(attempt)
-            return Outcome(200, body)
-        try:
-            self._ledger.record(json.loads(body))
-        except StoreUnavailable as exc:
-            log.warning("receipt %s missing from the finance ledger: %s", attempt.receipt_id, exc)
+            self._issue(attempt)
+        body = self._record(attempt)
+        if body is None:
+            if attempt.keyed:
+                raise StorageDown(
+                    "the bundle was sent, but its receipt could not be recorded yet; retry with the "
+                    "same idempotency key to receive it",
+                    retry_after=5,
+                )
+            log.error("receipt %s answered but not on record: both stores unreachable", attempt.receipt_id)
+            return Outcome(200, attempt.receipt_body)
         if attempt.claim is not None:
             not_after = attempt.token.expires_at if attempt.token else None
             try:
@@ -415,16 +563,49 @@ class Storefront:
                 log.warning("claim not completed (%s); a retry after the lease will finish it", exc)
         return Outcome(200, body)
 
-    def _hand_over(self, attempt: _Attempt) -> None:
-        """Keep the issued receipt on the claim and end the lease, so the next retry stores and
-        returns these exact bytes instead of issuing another receipt."""
-        if attempt.claim is None:
-            return
+    def _record(self, attempt: _Attempt) -> bytes | None:
+        """The receipt as it stands on record, retrying within the configured patience; None
+        when no store would take it."""
+        deadline = time.monotonic() + self._config.record_patience_seconds
+        pause = 0.1
+        while True:
+            body = self._record_once(attempt)
+            if body is not None or time.monotonic() + pause > deadline:
+                return body
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    def _record_once(self, attempt: _Attempt) -> bytes | None:
+        """Blob (write-once: an earlier holder's bytes win) and the ledger row; when one store is
+        down, a repair entry in the other makes the timer finish the job. A receipt that a taker
+        issued itself goes nowhere before Blob confirms no earlier one exists."""
+        receipt_id, body = attempt.receipt_id, attempt.receipt_body
         try:
-            attempt.claim = self._idempotency.checkpoint(attempt.claim, attempt.progress())
-        except (ClaimLost, StoreUnavailable):
-            return
-        self._idempotency.release(attempt.claim, keep_progress=True)
+            if not self._receipts.write(receipt_id, body):
+                body = self._receipts.read(receipt_id) or body
+            in_blob = True
+        except StoreUnavailable as exc:
+            log.warning("receipt %s not in Blob yet: %s", receipt_id, exc)
+            if attempt.resumed and not attempt.inherited_receipt:
+                return None
+            in_blob = False
+        try:
+            self._ledger.record(json.loads(body))
+        except StoreUnavailable as exc:
+            log.warning("receipt %s not in the ledger yet: %s", receipt_id, exc)
+            return body if in_blob and self._queue(self._receipts.mark_for_ledger, receipt_id) else None
+        if in_blob:
+            return body
+        return body if self._queue(lambda rid: self._repairs.queue(rid, body), receipt_id) else None
+
+    @staticmethod
+    def _queue(queue: Callable[[str], None], receipt_id: str) -> bool:
+        try:
+            queue(receipt_id)
+        except StoreUnavailable as exc:
+            log.warning("receipt %s repair entry not written: %s", receipt_id, exc)
+            return False
+        return True
 
     def _refusal(self, attempt: _Attempt, exc: StorefrontError) -> Outcome:
         status = "refused" if exc.status < 500 else "failed"
@@ -475,6 +656,13 @@ class Storefront:
             ),
             "caller": attempt.call.caller.as_dict(),
         }
+
+
+def scoped_key_hash(hasher: Hasher, key: str, email: str) -> str:
+    """Keys belong to the buyer: the same key under another email is another key, so nobody can
+    squat on, or probe, someone else's key. Keys cannot hold NUL, so a scoped hash never equals
+    the unscoped one that claims written before scoping carry."""
+    return hasher.idempotency_key(f"{key}\x00{normalise_email(email)}")
 
 
 def _iso(timestamp: float) -> str:

@@ -63,6 +63,10 @@ class Checks:
     def has(self, name: str) -> bool:
         return name in self._recorded
 
+    def result(self, name: str) -> str | None:
+        """The check's result once recorded, else None."""
+        return self._checks[name][0] if name in self._recorded else None
+
     def restore(self, recorded: dict[str, list[str]]) -> None:
         for name, (result, detail) in recorded.items():
             self.record(name, result, detail)
@@ -181,20 +185,28 @@ OUTPUT_SCHEMA: dict = {
 }
 
 
+LEDGER_MARK_PREFIX = "pending-ledger/"
+
+
 class BlobReceiptStore:
-    """Receipts as write-once blobs named `<receipt_id>.json` in one container."""
+    """Receipts as write-once blobs named `<receipt_id>.json` in one container. A receipt whose
+    ledger row could not be written (Table down) gets an empty marker blob beside it,
+    `pending-ledger/<receipt_id>`, which the repair timer lists and clears."""
 
     def __init__(self, container: ContainerClient):
         self._container = container
 
     def write(self, receipt_id: str, body: bytes) -> bool:
         """Store the receipt once; False when a receipt with this id already exists."""
+        return self._upload(f"{receipt_id}.json", body, overwrite=False)
+
+    def _upload(self, name: str, body: bytes, *, overwrite: bool) -> bool:
         for _ in range(2):
             try:
                 self._container.upload_blob(
-                    f"{receipt_id}.json",
+                    name,
                     body,
-                    overwrite=False,
+                    overwrite=overwrite,
                     content_settings=ContentSettings(content_type="application/json"),
                 )
                 return True
@@ -213,6 +225,27 @@ class BlobReceiptStore:
             return self._container.download_blob(f"{receipt_id}.json").readall()
         except ResourceNotFoundError:
             return None
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc
+
+    def mark_for_ledger(self, receipt_id: str) -> None:
+        self._upload(f"{LEDGER_MARK_PREFIX}{receipt_id}", b"", overwrite=True)
+
+    def ledger_marks(self) -> list[str]:
+        """Receipt ids whose ledger row is still to be written."""
+        try:
+            names = [b.name for b in self._container.list_blobs(name_starts_with=LEDGER_MARK_PREFIX)]
+        except ResourceNotFoundError:
+            return []
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc
+        return [name[len(LEDGER_MARK_PREFIX) :] for name in names]
+
+    def clear_ledger_mark(self, receipt_id: str) -> None:
+        try:
+            self._container.delete_blob(f"{LEDGER_MARK_PREFIX}{receipt_id}")
+        except ResourceNotFoundError:
+            pass
         except AzureError as exc:
             raise outage(exc, "blob storage") from exc
 

@@ -25,6 +25,7 @@ from shared.keys import KeySet
 from shared.ledger import TableLedger
 from shared.purchase import StoreConfig, Storefront
 from shared.receipts import BlobReceiptStore
+from shared.repair import RepairQueue
 from shared.settings import Settings
 from shared.storage import container_client, table_client
 
@@ -84,6 +85,7 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
             sender_name=s.sender_name,
             download_token_ttl_seconds=s.download_token_ttl_seconds,
             missing_secrets=s.missing_secrets,
+            idempotency_fail_open=s.idempotency_fail_open,
         ),
         hasher=hasher,
         idempotency=IdempotencyHandler(
@@ -100,12 +102,14 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
                 s.daily_cost_ceiling_usd,
                 s.cost_per_purchase_usd,
                 s.cost_counter_shards,
+                recipient_limit_per_day=s.recipient_limit_per_day,
             ),
         ),
         receipts=receipts,
         brevo=brevo,
         keys=keys,
         ledger=ledger,
+        repairs=RepairQueue(table(s.ledger_table)),
     )
     downloads = Downloads(keys, container(s.bundles_container), s.public_base_url)
     return Services(settings=s, storefront=storefront, downloads=downloads, ledger=ledger, keys=keys)

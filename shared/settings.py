@@ -44,6 +44,7 @@ class Settings:
     storage_timeout_seconds: float = 5.0
     idempotency_lease_seconds: int = 600
     idempotency_ttl_seconds: int = 24 * 3600
+    idempotency_fail_open: bool = False
     idempotency_table: str = "idempotency"
     governance_table: str = "governance"
     receipts_container: str = "receipts"
@@ -93,6 +94,7 @@ class Settings:
             storage_timeout_seconds=float(r.decimal("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5", low="0.1")),
             idempotency_lease_seconds=r.integer("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", 600, low=1),
             idempotency_ttl_seconds=r.integer("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, low=1),
+            idempotency_fail_open=r.boolean("STOREFRONT_IDEMPOTENCY_FAIL_OPEN", False),
             idempotency_table=r.text("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency"),
             governance_table=r.text("STOREFRONT_GOVERNANCE_TABLE", "governance"),
             receipts_container=r.text("STOREFRONT_RECEIPTS_CONTAINER", "receipts"),
@@ -132,6 +134,14 @@ class _Reader:
         if value < low:
             raise SettingsError(f"{name} must be at least {low}, got {value}")
         return value
+
+    def boolean(self, name: str, default: bool) -> bool:
+        raw = self.env.get(name, "").strip().lower()
+        if not raw:
+            return default
+        if raw not in ("true", "false", "1", "0"):
+            raise SettingsError(f"{name} must be true or false, got {raw!r}")
+        return raw in ("true", "1")
 
     def decimal(self, name: str, default: str, *, low: str) -> Decimal:
         raw = self.env.get(name, "").strip() or default

@@ -16,6 +16,7 @@ from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient
 
 from shared.hashing import Hasher
+from shared.purchase import scoped_key_hash
 from tests.support import Buyer, dev_settings
 
 LEASE = 5  # seconds: the crash test's lease, long enough that a loaded machine still checks inside it
@@ -27,6 +28,7 @@ def names(tag: str) -> dict[str, str]:
     return {
         "STOREFRONT_IDEMPOTENCY_TABLE": f"idem{tag}{suffix}",
         "STOREFRONT_RECEIPTS_CONTAINER": f"rcpt-{tag}-{suffix}",
+        "STOREFRONT_LEDGER_TABLE": f"ledger{tag}{suffix}",
     }
 
 
@@ -37,8 +39,8 @@ def receipt_blobs(azurite: str, env: dict[str, str]) -> list[str]:
     return [blob.name for blob in container.list_blobs()]
 
 
-def claim_entity(azurite: str, env: dict[str, str], key: str) -> dict | None:
-    key_hash = Hasher(dev_settings()["STOREFRONT_HASH_SECRET"]).idempotency_key(key)
+def claim_entity(azurite: str, env: dict[str, str], key: str, email: str) -> dict | None:
+    key_hash = scoped_key_hash(Hasher(dev_settings()["STOREFRONT_HASH_SECRET"]), key, email)
     table = TableClient.from_connection_string(azurite, env["STOREFRONT_IDEMPOTENCY_TABLE"])
     try:
         found = list(table.query_entities("PartitionKey eq @pk", parameters={"pk": key_hash}))
@@ -110,7 +112,7 @@ def test_host_killed_after_brevo_accepted_the_email_is_finished_by_a_retry_witho
     _wait_until(lambda: len(mail.emails_to(buyer.email)) == 1, timeout=10)
     retry = Buyer(survivor.url, email=buyer.email, key=buyer.key)
     during_lease = retry.purchase(payload)
-    lease_ends = claim_entity(azurite, env, buyer.key)["LockedUntil"]  # renewed before the send
+    lease_ends = claim_entity(azurite, env, buyer.key, buyer.email)["LockedUntil"]  # renewed before the send
     time.sleep(max(0.0, lease_ends + 0.5 - time.time()))
     finished = retry.purchase(payload)
 
@@ -135,22 +137,28 @@ def test_host_killed_after_brevo_accepted_the_email_is_finished_by_a_retry_witho
     assert receipt_blobs(azurite, env) == [f"{receipt['receipt_id']}.json"]
 
 
-def test_same_key_with_another_email_is_422_and_never_sees_the_first_receipt(buyer, mail):
-    first = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
-    intruder = f"intruder.{uuid.uuid4().hex[:12]}@example.org"
+def test_a_key_belongs_to_its_buyer_so_a_stranger_can_neither_squat_nor_probe_it(buyer, mail):
+    stranger = f"stranger.{uuid.uuid4().hex[:12]}@example.org"
+    squatted = buyer.purchase({"email": stranger, "idempotency_key": buyer.key})
 
-    reused = buyer.purchase({"email": intruder, "idempotency_key": buyer.key})
+    own = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+    probe = buyer.purchase({"email": stranger, "bundle_id": "mcp-field-guide", "idempotency_key": buyer.key})
+    replay = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
 
-    assert reused.status_code == 422
-    assert reused.json()["error"]["code"] == "idempotency_key_reused"
-    assert first.json()["receipt_id"] not in reused.text
-    assert first.json()["buyer"]["id"] not in reused.text
-    assert "Idempotent-Replayed" not in reused.headers
-    assert mail.emails_to(intruder) == []
-    via_mcp = buyer.call_tool({"email": intruder, "idempotency_key": buyer.key}).json()["result"]
-    assert via_mcp["isError"] is True
-    assert via_mcp["structuredContent"]["error"]["code"] == "idempotency_key_reused"
-    assert first.json()["receipt_id"] not in str(via_mcp)
+    assert squatted.status_code == own.status_code == 200, own.text
+    assert "Idempotent-Replayed" not in own.headers
+    assert own.json()["receipt_id"] != squatted.json()["receipt_id"]
+    assert len(mail.emails_to(buyer.email)) == 1 and len(mail.emails_to(stranger)) == 1
+    assert probe.status_code == 422 and probe.json()["error"]["code"] == "idempotency_key_reused"
+    assert own.json()["receipt_id"] not in probe.text and own.json()["buyer"]["id"] not in probe.text
+    assert replay.content == own.content and replay.headers["Idempotent-Replayed"] == "true"
+    via_mcp = buyer.call_tool(
+        {"email": stranger, "bundle_id": "mcp-field-guide", "idempotency_key": buyer.key}
+    )
+    result = via_mcp.json()["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == "idempotency_key_reused"
+    assert own.json()["receipt_id"] not in str(result)
 
 
 def test_same_key_same_purchase_in_other_words_still_replays(buyer, mail):
@@ -170,7 +178,9 @@ def test_mcp_call_while_the_first_is_running_gets_is_error_409_meaning(buyer, az
     args = {"email": buyer.email, "idempotency_key": buyer.key}
     first = threading.Thread(target=lambda: buyer.purchase(args), daemon=True)
     first.start()
-    _wait_until(lambda: claim_entity(azurite, {"STOREFRONT_IDEMPOTENCY_TABLE": "idempotency"}, buyer.key))
+    _wait_until(
+        lambda: claim_entity(azurite, {"STOREFRONT_IDEMPOTENCY_TABLE": "idempotency"}, buyer.key, buyer.email)
+    )
 
     result = buyer.call_tool(args).json()["result"]
     first.join(10)
@@ -188,13 +198,13 @@ def test_expired_mapping_is_reaped_and_the_key_then_runs_as_new(host_factory, az
     payload = {"email": buyer.email, "idempotency_key": buyer.key}
     first = buyer.purchase(payload)
     assert buyer.purchase(payload).content == first.content
-    assert claim_entity(azurite, env, buyer.key)["State"] == "completed"
+    assert claim_entity(azurite, env, buyer.key, buyer.email)["State"] == "completed"
     time.sleep(2.2)
 
     reaped = requests.post(
         f"{host.url}/admin/functions/reap_idempotency_keys", json={"input": ""}, timeout=30
     )
-    gone = claim_entity(azurite, env, buyer.key)
+    gone = claim_entity(azurite, env, buyer.key, buyer.email)
     again = buyer.purchase(payload)
 
     assert reaped.status_code == 202
@@ -312,7 +322,7 @@ def test_a_retry_after_an_email_timeout_does_not_pass_the_cost_ceiling(host_fact
     assert other.json()["error"]["code"] == "cost_ceiling_reached"
 
 
-def test_a_receipt_that_could_not_be_stored_is_stored_as_first_returned_by_the_retry(
+def test_a_receipt_answered_while_blob_is_down_is_put_on_record_by_the_repair_timer(
     host_factory, azurite, mail
 ):
     env = names("blobdown")
@@ -324,12 +334,24 @@ def test_a_receipt_that_could_not_be_stored_is_stored_as_first_returned_by_the_r
     payload = {"email": buyer.email, "idempotency_key": buyer.key}
 
     first = buyer.purchase(payload)
+    receipt_id = first.json()["receipt_id"]
     retry = Buyer(healthy.url, email=buyer.email, key=buyer.key).purchase(payload)
-    replay = Buyer(healthy.url, email=buyer.email, key=buyer.key).purchase(payload)
+    before_repair = receipt_blobs(azurite, env)
+    repaired = requests.post(f"{healthy.url}/admin/functions/repair_receipts", json={}, timeout=30)
+    at_url = requests.get(f"{healthy.url}/api/receipts/{receipt_id}", timeout=10)
 
     assert first.status_code == 200, first.text
-    assert retry.status_code == 200, retry.text
-    assert retry.content == first.content
-    assert replay.content == first.content and replay.headers["Idempotent-Replayed"] == "true"
-    assert receipt_blobs(azurite, env) == [f"{first.json()['receipt_id']}.json"]
+    assert retry.status_code == 200 and retry.content == first.content
+    assert retry.headers["Idempotent-Replayed"] == "true"
+    assert before_repair == []
+    assert repaired.status_code == 202
+    assert at_url.status_code == 200 and at_url.content == first.content
+    assert listed(healthy, first.json()) == [receipt_id]
     assert len(mail.emails_to(buyer.email)) == 1
+
+
+def listed(host, receipt: dict) -> list[str]:
+    """The receipt ids the finance listing shows for the receipt's day."""
+    day = receipt["issued_at"][:10]
+    listing = requests.get(f"{host.url}/api/receipts", params={"date": day, "page_size": 200}, timeout=10)
+    return [entry["receipt_id"] for entry in listing.json()["receipts"]]

@@ -32,6 +32,7 @@ from shared.idempotency import (
     InProgress,
     Mismatch,
     Replay,
+    Vacant,
 )
 from shared.idempotency_table import TableIdempotencyStore
 from shared.receipts import BlobReceiptStore, encode, new_receipt_id, sha256
@@ -143,8 +144,17 @@ def another_instance(azurite, names, clock) -> Callable[[], IdempotencyHandler]:
         client.close()
 
 
+def claim_step(handler: IdempotencyHandler, key: str, fp: str, receipt_id: str, progress: dict | None = None):
+    """`begin`, then `take` at once when the key is vacant: the whole claim step as the flow runs
+    it when every guard passes. A lost take reads the key again, as the flow's retry would."""
+    begun = handler.begin(key, fp)
+    if isinstance(begun, Vacant):
+        return handler.take(begun, fp, receipt_id, progress or {}) or handler.begin(key, fp)
+    return begun
+
+
 def claim_new(handler: IdempotencyHandler, key: str | None = None, fp: str = FP) -> Claim:
-    begun = handler.begin(key or new_key(), fp, new_receipt_id())
+    begun = claim_step(handler, key or new_key(), fp, new_receipt_id())
     assert isinstance(begun, Claimed) and not begun.resumed, begun
     return begun.claim
 
@@ -156,6 +166,12 @@ def complete_with_receipt(handler: IdempotencyHandler, receipts: BlobReceiptStor
     return body
 
 
+def as_written_before_receipts_rode_on_claims(store: TableIdempotencyStore, key: str) -> Claim:
+    """A completed claim as earlier versions wrote it: no receipt bytes on it, only their hash."""
+    done = store.get(key)
+    return store.update(replace(done, progress={k: v for k, v in done.progress.items() if k != "receipt"}))
+
+
 def race(handlers: list[IdempotencyHandler], key: str, fp: str = FP) -> list:
     """Run begin on every handler at once (one thread each); returns each outcome or exception."""
     barrier = threading.Barrier(len(handlers))
@@ -164,7 +180,7 @@ def race(handlers: list[IdempotencyHandler], key: str, fp: str = FP) -> list:
     def run(i: int) -> None:
         barrier.wait()
         try:
-            outcomes[i] = handlers[i].begin(key, fp, new_receipt_id())
+            outcomes[i] = claim_step(handlers[i], key, fp, new_receipt_id())
         except Exception as exc:  # noqa: BLE001 - reported by the assertions
             outcomes[i] = exc
 
@@ -183,7 +199,7 @@ def race(handlers: list[IdempotencyHandler], key: str, fp: str = FP) -> list:
 def test_begin_on_a_new_key_claims_it_with_a_fresh_lease(handler, store, clock):
     key, receipt_id = new_key(), new_receipt_id()
 
-    begun = handler.begin(key, FP, receipt_id)
+    begun = claim_step(handler, key, FP, receipt_id)
 
     assert isinstance(begun, Claimed)
     assert begun.resumed is False
@@ -211,7 +227,7 @@ def test_the_same_request_while_the_lease_holds_is_in_progress(handler, clock, e
     claim_new(handler, key)
     clock.advance(elapsed)
 
-    begun = handler.begin(key, FP, new_receipt_id())
+    begun = claim_step(handler, key, FP, new_receipt_id())
 
     assert begun == InProgress(retry_after)
     assert 1 <= begun.retry_after <= MAX_RETRY_AFTER == 5
@@ -222,7 +238,7 @@ def test_in_progress_changes_nothing_stored(handler, store, clock):
     claim = claim_new(handler, key)
     clock.advance(5)
 
-    handler.begin(key, FP, new_receipt_id())
+    claim_step(handler, key, FP, new_receipt_id())
 
     assert store.get(key) == claim
 
@@ -231,7 +247,7 @@ def test_a_different_request_while_processing_is_a_mismatch(handler, store):
     key = new_key()
     claim = claim_new(handler, key)
 
-    assert handler.begin(key, OTHER_FP, new_receipt_id()) == Mismatch()
+    assert claim_step(handler, key, OTHER_FP, new_receipt_id()) == Mismatch()
     assert store.get(key) == claim
 
 
@@ -240,7 +256,7 @@ def test_a_different_request_after_the_lease_ended_is_still_a_mismatch(handler, 
     claim = claim_new(handler, key)
     clock.advance(LEASE + 1)
 
-    assert handler.begin(key, OTHER_FP, new_receipt_id()) == Mismatch()
+    assert claim_step(handler, key, OTHER_FP, new_receipt_id()) == Mismatch()
     assert store.get(key) == claim
 
 
@@ -269,7 +285,7 @@ def test_the_same_request_after_completion_replays_the_exact_receipt_bytes(handl
     key = new_key()
     body = complete_with_receipt(handler, receipts, claim_new(handler, key))
 
-    begun = handler.begin(key, FP, new_receipt_id())
+    begun = claim_step(handler, key, FP, new_receipt_id())
 
     assert begun == Replay(body)
     assert begun.body == body and "Zoë".encode() in begun.body
@@ -280,7 +296,7 @@ def test_a_completed_key_replays_long_after_the_lease_until_its_ttl(handler, rec
     body = complete_with_receipt(handler, receipts, claim_new(handler, key))
     clock.advance(TTL - 1)
 
-    assert handler.begin(key, FP, new_receipt_id()) == Replay(body)
+    assert claim_step(handler, key, FP, new_receipt_id()) == Replay(body)
 
 
 def test_replay_ignores_the_fingerprint_spelling_of_the_same_purchase(handler, receipts):
@@ -289,7 +305,7 @@ def test_replay_ignores_the_fingerprint_spelling_of_the_same_purchase(handler, r
 
     same = fingerprint("  ADA@example.org ", idempotency_key="ignored-key", bundle_id="agent-starter-kit")
 
-    assert handler.begin(key, same, new_receipt_id()) == Replay(body)
+    assert claim_step(handler, key, same, new_receipt_id()) == Replay(body)
 
 
 def test_a_different_request_after_completion_is_a_mismatch(handler, store, receipts):
@@ -297,8 +313,31 @@ def test_a_different_request_after_completion_is_a_mismatch(handler, store, rece
     complete_with_receipt(handler, receipts, claim_new(handler, key))
     done = store.get(key)
 
-    assert handler.begin(key, OTHER_FP, new_receipt_id()) == Mismatch()
+    assert claim_step(handler, key, OTHER_FP, new_receipt_id()) == Mismatch()
     assert store.get(key) == done
+
+
+def test_a_replay_is_answered_from_the_claim_without_reading_blob(azurite, store, receipts, clock):
+    live = IdempotencyHandler(store, receipts, lease_seconds=LEASE, ttl_seconds=TTL, clock=clock)
+    key = new_key()
+    body = complete_with_receipt(live, receipts, claim_new(live, key))
+    dead_blobs = ContainerClient.from_connection_string(
+        DEAD_BLOBS, container_name="rcpt" + uuid.uuid4().hex[:12], retry_total=0, connection_timeout=1
+    )
+    cut_off = IdempotencyHandler(
+        store, BlobReceiptStore(dead_blobs), lease_seconds=LEASE, ttl_seconds=TTL, clock=clock
+    )
+
+    assert claim_step(cut_off, key, FP, new_receipt_id()) == Replay(body)
+    dead_blobs.close()
+
+
+def test_a_claim_completed_before_receipts_rode_on_it_replays_from_blob(handler, store, receipts):
+    key = new_key()
+    body = complete_with_receipt(handler, receipts, claim_new(handler, key))
+    as_written_before_receipts_rode_on_claims(store, key)
+
+    assert claim_step(handler, key, FP, new_receipt_id()) == Replay(body)
 
 
 def test_altered_receipt_bytes_are_receipt_unavailable_and_never_claimed(
@@ -307,13 +346,13 @@ def test_altered_receipt_bytes_are_receipt_unavailable_and_never_claimed(
     key = new_key()
     claim = claim_new(handler, key)
     complete_with_receipt(handler, receipts, claim)
-    done = store.get(key)
+    done = as_written_before_receipts_rode_on_claims(store, key)
     container.upload_blob(f"{claim.receipt_id}.json", b'{"status": "forged"}', overwrite=True)
 
     for now in (START, START + LEASE + 1, START + TTL - 1):
         clock.now = now
         with pytest.raises(ReceiptUnavailable, match="missing or altered") as caught:
-            handler.begin(key, FP, new_receipt_id())
+            claim_step(handler, key, FP, new_receipt_id())
         assert caught.value.status == 503
 
     assert store.get(key) == done
@@ -324,12 +363,12 @@ def test_a_missing_receipt_blob_is_receipt_unavailable_and_never_claimed(handler
     claim = claim_new(handler, key)
     receipts.write(new_receipt_id(), b"another receipt, so the container exists")
     handler.complete(claim, b'{"never": "stored"}')
-    done = store.get(key)
+    done = as_written_before_receipts_rode_on_claims(store, key)
 
     for now in (START, START + LEASE + 1, START + TTL - 1):
         clock.now = now
         with pytest.raises(ReceiptUnavailable, match="missing or altered"):
-            handler.begin(key, FP, new_receipt_id())
+            claim_step(handler, key, FP, new_receipt_id())
 
     assert store.get(key) == done
 
@@ -340,6 +379,7 @@ def test_unreachable_receipt_storage_is_receipt_unavailable_with_a_retry_after(
     live = IdempotencyHandler(store, receipts, lease_seconds=LEASE, ttl_seconds=TTL, clock=clock)
     key = new_key()
     complete_with_receipt(live, receipts, claim_new(live, key))
+    as_written_before_receipts_rode_on_claims(store, key)
     dead_blobs = ContainerClient.from_connection_string(
         DEAD_BLOBS, container_name="rcpt" + uuid.uuid4().hex[:12], retry_total=0, connection_timeout=1
     )
@@ -348,7 +388,7 @@ def test_unreachable_receipt_storage_is_receipt_unavailable_with_a_retry_after(
     )
 
     with pytest.raises(ReceiptUnavailable, match="unreachable") as caught:
-        cut_off.begin(key, FP, new_receipt_id())
+        claim_step(cut_off, key, FP, new_receipt_id())
 
     assert caught.value.retry_after == 5
     assert store.get(key).state == COMPLETED
@@ -365,7 +405,7 @@ def test_after_the_lease_ends_the_same_request_takes_over_keeping_receipt_and_pr
     held = handler.checkpoint(claim, progress)
     clock.advance(LEASE + 1)
 
-    begun = handler.begin(key, FP, new_receipt_id())
+    begun = claim_step(handler, key, FP, new_receipt_id())
 
     assert isinstance(begun, Claimed) and begun.resumed is True
     taken = begun.claim
@@ -383,7 +423,7 @@ def test_the_lease_ends_exactly_at_locked_until(handler, clock):
     claim = claim_new(handler, key)
     clock.now = claim.locked_until
 
-    begun = handler.begin(key, FP, new_receipt_id())
+    begun = claim_step(handler, key, FP, new_receipt_id())
 
     assert isinstance(begun, Claimed) and begun.resumed is True
 
@@ -392,7 +432,7 @@ def test_the_old_holder_has_lost_its_claim_after_a_take_over(handler, store, clo
     key = new_key()
     old = claim_new(handler, key)
     clock.advance(LEASE + 1)
-    taken = handler.begin(key, FP, new_receipt_id()).claim
+    taken = claim_step(handler, key, FP, new_receipt_id()).claim
 
     with pytest.raises(ClaimLost):
         handler.checkpoint(old, {"step": "late"})
@@ -462,7 +502,7 @@ def test_a_renewed_lease_keeps_other_requests_out_past_the_first_lease(handler, 
     handler.checkpoint(claim, {"step": 1})
     clock.advance(10)
 
-    assert handler.begin(key, FP, new_receipt_id()) == InProgress(MAX_RETRY_AFTER)
+    assert claim_step(handler, key, FP, new_receipt_id()) == InProgress(MAX_RETRY_AFTER)
 
 
 def test_checkpoint_with_a_stale_claim_raises_claim_lost_and_keeps_the_stored_progress(handler, store):
@@ -499,7 +539,7 @@ def test_release_without_progress_deletes_the_claim_so_the_next_begin_is_fresh(h
 
     assert store.get(key) is None
     receipt_id = new_receipt_id()
-    begun = handler.begin(key, FP, receipt_id)
+    begun = claim_step(handler, key, FP, receipt_id)
     assert isinstance(begun, Claimed) and begun.resumed is False
     assert begun.claim.receipt_id == receipt_id != claim.receipt_id
     assert begun.claim.progress == {}
@@ -516,7 +556,7 @@ def test_release_keeping_progress_ends_the_lease_so_the_next_begin_resumes_at_on
     stored = store.get(key)
     assert stored.locked_until == clock.now
     assert stored.expires_at == clock.now + TTL
-    begun = handler.begin(key, FP, new_receipt_id())
+    begun = claim_step(handler, key, FP, new_receipt_id())
     assert isinstance(begun, Claimed) and begun.resumed is True
     assert begun.claim.receipt_id == claim.receipt_id
     assert begun.claim.progress == progress
@@ -528,7 +568,7 @@ def test_a_released_claim_with_progress_still_refuses_a_different_request(handle
 
     handler.release(held, keep_progress=True)
 
-    assert handler.begin(key, OTHER_FP, new_receipt_id()) == Mismatch()
+    assert claim_step(handler, key, OTHER_FP, new_receipt_id()) == Mismatch()
 
 
 @pytest.mark.parametrize("keep_progress", [False, True])
@@ -538,7 +578,7 @@ def test_release_of_a_lost_claim_is_silent_and_leaves_the_new_holder_alone(
     key = new_key()
     old = claim_new(handler, key)
     clock.advance(LEASE + 1)
-    taken = handler.begin(key, FP, new_receipt_id()).claim
+    taken = claim_step(handler, key, FP, new_receipt_id()).claim
 
     handler.release(old, keep_progress=keep_progress)
 
@@ -556,7 +596,7 @@ def test_a_completed_key_past_its_ttl_is_claimed_afresh(handler, receipts, clock
     clock.advance(TTL)
     receipt_id = new_receipt_id()
 
-    begun = handler.begin(key, fp, receipt_id)
+    begun = claim_step(handler, key, fp, receipt_id)
 
     assert isinstance(begun, Claimed) and begun.resumed is False
     assert begun.claim.receipt_id == receipt_id != old.receipt_id
@@ -571,7 +611,7 @@ def test_an_abandoned_processing_key_past_lease_and_ttl_is_claimed_afresh(handle
     clock.advance(LEASE + TTL)
     receipt_id = new_receipt_id()
 
-    begun = handler.begin(key, OTHER_FP, receipt_id)
+    begun = claim_step(handler, key, OTHER_FP, receipt_id)
 
     assert isinstance(begun, Claimed) and begun.resumed is False
     assert begun.claim.receipt_id == receipt_id != old.receipt_id
@@ -643,7 +683,7 @@ def test_the_brevo_idempotency_key_is_stable_for_the_same_claim(handler, store, 
     claim = claim_new(handler, key)
     held = handler.checkpoint(claim, {"step": 1})
     clock.advance(LEASE + 1)
-    resumed = handler.begin(key, FP, new_receipt_id()).claim
+    resumed = claim_step(handler, key, FP, new_receipt_id()).claim
 
     keys = {c.brevo_idempotency_key() for c in (claim, held, store.get(key), resumed)}
 
@@ -666,7 +706,7 @@ def test_a_key_claimed_afresh_after_its_ttl_gets_a_new_brevo_idempotency_key(han
     complete_with_receipt(handler, receipts, old)
     clock.advance(TTL)
 
-    fresh = handler.begin(key, FP, new_receipt_id()).claim
+    fresh = claim_step(handler, key, FP, new_receipt_id()).claim
 
     assert fresh.brevo_idempotency_key() != old.brevo_idempotency_key()
 
@@ -681,7 +721,7 @@ def test_begin_raises_store_unavailable_when_the_table_is_unreachable(receipts, 
     )
 
     with pytest.raises(StoreUnavailable):
-        handler.begin(new_key(), FP, new_receipt_id())
+        claim_step(handler, new_key(), FP, new_receipt_id())
     dead.close()
 
 
@@ -698,8 +738,8 @@ def test_release_is_silent_when_the_table_is_unreachable(handler, receipts, cloc
 
 
 def test_the_download_token_id_derives_from_the_claim_alone(handler, clock):
-    begun = handler.begin("a" * 64, "fp", new_receipt_id())
-    other = handler.begin("b" * 64, "fp", new_receipt_id())
+    begun = claim_step(handler, "a" * 64, "fp", new_receipt_id())
+    other = claim_step(handler, "b" * 64, "fp", new_receipt_id())
 
     claim = begun.claim
     assert claim.created_at == clock.now

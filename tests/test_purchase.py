@@ -22,6 +22,7 @@ from shared.keys import KeySet
 from shared.ledger import TableLedger
 from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront
 from shared.receipts import BlobReceiptStore
+from shared.repair import RepairQueue
 from shared.storage import container_client, table_client
 from tests.support import new_ec_key, private_pem, unique_email, unique_key
 
@@ -66,6 +67,7 @@ def shop(azurite, sandbox):
         brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 0.5),
         keys=lambda: KEYS,
         ledger=TableLedger(table_client(azurite, f"ledger{suffix}", 5)),
+        repairs=RepairQueue(table_client(azurite, f"ledger{suffix}", 5)),
         clock=clock,
     )
     return storefront, store, clock

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -117,7 +118,9 @@ def test_tool_argument_key_wins_over_header(buyer, mail):
 def test_key_check_runs_before_input_validation(buyer):
     buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
 
-    reused = buyer.purchase({"email": "not an email", "idempotency_key": buyer.key})
+    reused = buyer.purchase(
+        {"email": buyer.email, "bundle_id": "no-such-bundle", "idempotency_key": buyer.key}
+    )
 
     assert reused.status_code == 422
     assert reused.json()["error"]["code"] == "idempotency_key_reused"
@@ -240,23 +243,71 @@ def test_cost_ceiling_refuses_once_reached(host_factory):
     assert checks(answers[0].json())["cost_ceiling"] == "pass"
 
 
-def test_purchase_succeeds_with_table_service_down(host_factory, azurite, mail):
+def _tableless(host_factory, azurite, **env):
     dead_port = azurite.split("TableEndpoint=http://127.0.0.1:")[1].split("/")[0]
     broken = azurite.replace(f"127.0.0.1:{dead_port}", "127.0.0.1:9")
-    host = host_factory(AzureWebJobsStorage=broken, STOREFRONT_STORAGE_TIMEOUT_SECONDS="1")
+    return host_factory(AzureWebJobsStorage=broken, STOREFRONT_STORAGE_TIMEOUT_SECONDS="1", **env)
+
+
+def test_with_the_table_down_a_keyed_purchase_is_refused_and_sends_nothing(host_factory, azurite, mail):
+    host = _tableless(host_factory, azurite)
+    buyer = Buyer(host.url)
+
+    response = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"] == "5"
+    assert response.json()["error"]["code"] == "store_unavailable"
+    assert checks(response.json())["idempotency"] == "fail"
+    assert checks(response.json())["fulfillment_email"] == "skipped"
+    assert mail.emails_to(buyer.email) == []
+    assert mail.contact(buyer.email) is None
+
+
+def test_fail_open_setting_runs_a_key_unprotected_and_says_so(host_factory, azurite, mail):
+    host = _tableless(host_factory, azurite, STOREFRONT_IDEMPOTENCY_FAIL_OPEN="true")
     buyer = Buyer(host.url)
 
     response = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
 
     assert response.status_code == 200, response.text
+    assert checks(response.json())["idempotency"] == "degraded"
+    assert len(mail.emails_to(buyer.email)) == 1
+
+
+def test_with_the_table_down_an_unkeyed_purchase_is_degraded_and_its_ledger_row_follows(
+    host_factory, azurite, mail
+):
+    suffix = uuid.uuid4().hex[:8]
+    names = {
+        "STOREFRONT_LEDGER_TABLE": f"ledgerdown{suffix}",
+        "STOREFRONT_RECEIPTS_CONTAINER": f"rcpt-{suffix}",
+    }
+    host = _tableless(host_factory, azurite, **names)
+    healthy = host_factory(**names)
+    buyer = Buyer(host.url)
+
+    response = buyer.purchase({"email": buyer.email})
     receipt = response.json()
+    day = receipt["issued_at"][:10]
+    before = buyer.http.get(f"{healthy.url}/api/receipts", params={"date": day}, timeout=10).json()
+    repaired = buyer.http.post(f"{healthy.url}/admin/functions/repair_receipts", json={}, timeout=30)
+    after = buyer.http.get(f"{healthy.url}/api/receipts", params={"date": day}, timeout=10).json()
+
+    assert response.status_code == 200, response.text
     assert receipt["status"] == "fulfilled"
-    assert checks(receipt)["idempotency"] == "degraded"
+    assert checks(receipt)["idempotency"] == "skipped"
     assert checks(receipt)["rate_limit"] == "degraded"
     assert checks(receipt)["cost_ceiling"] == "degraded"
     assert len(mail.emails_to(buyer.email)) == 1
     assert buyer.http.get(f"{host.url}/api/receipts/{receipt['receipt_id']}", timeout=10).content == (
         response.content
+    )
+    assert before["count"] == 0
+    assert repaired.status_code == 202
+    assert [r["receipt_id"] for r in after["receipts"]] == [receipt["receipt_id"]]
+    assert (
+        after["count"] == 1 and after["totals"]["USD"]["cost_estimate"] == receipt["billing"]["cost_estimate"]
     )
 
 

@@ -41,6 +41,7 @@ from shared.receipts import (
     new_receipt_id,
     sha256,
 )
+from shared.repair import RepairQueue
 from shared.storage import container_client, table_client
 from tests.support import AZURITE_KEY
 
@@ -323,6 +324,7 @@ def make_storefront(azurite, sandbox):
             brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 5),
             keys=keys,
             ledger=TableLedger(table_client(azurite, "ledger" + suffix, 5)),
+            repairs=RepairQueue(table_client(azurite, "ledger" + suffix, 5)),
         )
 
     return make

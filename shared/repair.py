@@ -1,0 +1,84 @@
+"""Receipts answered while one store was down, put on record once it is back.
+
+A fulfilled receipt belongs in two places: its write-once blob (behind `receipt_url`) and its
+ledger row (the finance listing). When Blob is down, the flow queues the receipt's bytes here, in
+the ledger table's `repair-blob` partition (a partition no day listing reads); when the Table is
+down, it leaves a marker blob beside the receipt (`BlobReceiptStore.mark_for_ledger`). The
+`repair_receipts` timer drains both. Every step is idempotent (write-once blob, upserted ledger
+row, deletes last), so a run cut short is simply run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from azure.core.exceptions import AzureError, ResourceNotFoundError
+from azure.data.tables import TableClient, UpdateMode
+
+from shared.ledger import TableLedger
+from shared.receipts import BlobReceiptStore
+from shared.storage import on_table, outage
+
+log = logging.getLogger("storefront.repair")
+PARTITION = "repair-blob"
+WHAT = "repair queue"
+
+
+class RepairQueue:
+    def __init__(self, table: TableClient):
+        self._table = table
+
+    def queue(self, receipt_id: str, body: bytes) -> None:
+        """Keep a receipt's bytes until its blob is written. Raises StoreUnavailable."""
+        entity = {"PartitionKey": PARTITION, "RowKey": receipt_id, "Body": body.decode()}
+        try:
+            on_table(self._table, WHAT, lambda: self._table.upsert_entity(entity, mode=UpdateMode.REPLACE))
+        except ResourceNotFoundError as exc:
+            raise outage(exc, WHAT) from exc
+
+    def queued(self, receipt_id: str) -> bytes | None:
+        """The bytes queued for this receipt, if any. Raises StoreUnavailable."""
+        try:
+            entity = self._table.get_entity(PARTITION, receipt_id)
+        except ResourceNotFoundError:
+            return None
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+        return str(entity["Body"]).encode()
+
+    def run(self, receipts: BlobReceiptStore, ledger: TableLedger) -> int:
+        """Finish every queued receipt and every ledger marker; returns how many were finished.
+        Raises StoreUnavailable when a store is still down (the next run goes on)."""
+        return self._drain_blob_queue(receipts, ledger) + _drain_ledger_marks(receipts, ledger)
+
+    def _drain_blob_queue(self, receipts: BlobReceiptStore, ledger: TableLedger) -> int:
+        try:
+            entities = list(self._table.query_entities("PartitionKey eq @pk", parameters={"pk": PARTITION}))
+        except ResourceNotFoundError:
+            return 0
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+        for entity in entities:
+            receipt_id, body = entity["RowKey"], str(entity["Body"]).encode()
+            if not receipts.write(receipt_id, body):
+                body = receipts.read(receipt_id) or body  # bytes already in Blob win
+            ledger.record(json.loads(body))
+            try:
+                self._table.delete_entity(PARTITION, receipt_id)
+            except AzureError as exc:
+                raise outage(exc, WHAT) from exc
+        return len(entities)
+
+
+def _drain_ledger_marks(receipts: BlobReceiptStore, ledger: TableLedger) -> int:
+    finished = 0
+    for receipt_id in receipts.ledger_marks():
+        body = receipts.read(receipt_id)
+        if body is None:
+            log.error("ledger marker for %s has no receipt blob; marker left for inspection", receipt_id)
+            continue
+        ledger.record(json.loads(body))
+        receipts.clear_ledger_mark(receipt_id)
+        finished += 1
+    return finished
