@@ -36,8 +36,8 @@ NAME_HIDDEN_MESSAGE = (
 )
 NAME_LINK_MESSAGE = (
     "name must be a person's name, not a link, a domain name or an email address: no '@', '://' "
-    "or 'www.', and no dot followed directly by a digit or by two letters (write initials as "
-    "'J. R. R. Tolkien')"
+    "or 'www.', and no dot followed directly by a digit or by two letters or digits (write "
+    "initials as 'J. R. R. Tolkien')"
 )
 
 INPUT_SCHEMA: dict = {
