@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -43,6 +45,7 @@ def test_an_empty_environment_gives_the_documented_defaults():
     assert settings.storage_timeout_seconds == 5.0
     assert settings.idempotency_lease_seconds == 600
     assert settings.idempotency_ttl_seconds == 86400
+    assert settings.idempotency_fail_open is False
     assert settings.idempotency_table == "idempotency"
     assert settings.governance_table == "governance"
     assert settings.receipts_container == "receipts"
@@ -70,6 +73,7 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_STORAGE_TIMEOUT_SECONDS": "1.5",
         "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "120",
         "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "1800",
+        "STOREFRONT_IDEMPOTENCY_FAIL_OPEN": "true",
         "STOREFRONT_IDEMPOTENCY_TABLE": "idem2",
         "STOREFRONT_GOVERNANCE_TABLE": "gov2",
         "STOREFRONT_RECEIPTS_CONTAINER": "receipts2",
@@ -100,6 +104,7 @@ def test_every_setting_is_read_from_the_environment():
         storage_timeout_seconds=1.5,
         idempotency_lease_seconds=120,
         idempotency_ttl_seconds=1800,
+        idempotency_fail_open=True,
         idempotency_table="idem2",
         governance_table="gov2",
         receipts_container="receipts2",
@@ -112,7 +117,7 @@ def test_every_setting_is_read_from_the_environment():
 
 def test_every_field_is_covered_by_the_full_environment_test():
     # If a field is added, test_every_setting_is_read_from_the_environment must name it too.
-    assert len(dataclasses.fields(Settings)) == 26
+    assert len(dataclasses.fields(Settings)) == 27
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
@@ -171,6 +176,8 @@ def test_from_env_reads_the_process_environment_by_default(monkeypatch):
         ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "0"),
         ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "-86400"),
         ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "86400.5"),
+        ("STOREFRONT_IDEMPOTENCY_FAIL_OPEN", "yes"),
+        ("STOREFRONT_IDEMPOTENCY_FAIL_OPEN", "2"),
     ],
 )
 def test_malformed_or_out_of_range_values_raise_settings_error_naming_the_setting(name, value):
@@ -179,6 +186,22 @@ def test_malformed_or_out_of_range_values_raise_settings_error_naming_the_settin
 
     assert name in str(caught.value)
     assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("true", True),
+        (" TRUE ", True),
+        ("1", True),
+        ("false", False),
+        ("False", False),
+        ("0", False),
+        ("", False),
+    ],
+)
+def test_idempotency_fail_open_is_read_as_a_boolean(value, expected):
+    assert Settings.from_env({"STOREFRONT_IDEMPOTENCY_FAIL_OPEN": value}).idempotency_fail_open is expected
 
 
 # The idempotency TTL plus the lease may not exceed the token TTL, so the lowest token TTL needs a
@@ -470,3 +493,25 @@ def test_a_refused_private_retired_key_is_not_echoed_in_the_error():
         _retired(json.dumps([_jwk(d="c2VjcmV0LXNjYWxhcg")]))
 
     assert "c2VjcmV0LXNjYWxhcg" not in str(caught.value)
+
+
+class _Recording(dict):
+    """An environment that remembers every name the settings ask for."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, name, default=None):
+        self.asked.add(name)
+        return super().get(name, default)
+
+
+def test_the_readme_settings_table_lists_exactly_the_settings_the_app_reads():
+    env = _Recording()
+    Settings.from_env(env)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("## Configuration", 1)[1].split("\n\n", 3)[2]
+    rows = set(re.findall(r"^\| `([A-Za-z_]+)` \|", table, flags=re.MULTILINE))
+
+    assert rows == env.asked - {"WEBSITE_HOSTNAME"}  # set by Azure; the table names it as a default
