@@ -404,6 +404,7 @@ class Storefront:
             self._keys(), self._config.public_base_url, self._config.download_token_ttl_seconds, self._clock
         )
         checks = attempt.checks
+        self._check_recordable(attempt)
         if not checks.has("contact_upsert"):
             try:
                 outcome = self._brevo.upsert_contact(purchase.email, purchase.name)
@@ -422,6 +423,22 @@ class Storefront:
             self._send(attempt, purchase)
         self._issue(attempt)
         self._checkpoint(attempt)
+
+    def _check_recordable(self, attempt: _Attempt) -> None:
+        """An unkeyed purchase whose guards found the Table down sends nothing unless Blob can
+        take its receipt: with both stores down, a receipt answered 200 could not be on record."""
+        if attempt.keyed or "degraded" not in (
+            attempt.checks.result(c) for c in ("rate_limit", "cost_ceiling")
+        ):
+            return
+        try:
+            self._receipts.probe()
+        except StoreUnavailable:
+            raise StorageDown(
+                "table and blob storage are both unreachable, so this purchase could not be recorded; "
+                "nothing was sent",
+                retry_after=5,
+            ) from None
 
     def _send(self, attempt: _Attempt, purchase: PurchaseInput) -> None:
         checks = attempt.checks

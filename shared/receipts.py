@@ -228,6 +228,15 @@ class BlobReceiptStore:
         except AzureError as exc:
             raise outage(exc, "blob storage") from exc
 
+    def probe(self) -> None:
+        """One cheap call that proves Blob answers (a missing container is an answer too)."""
+        try:
+            self._container.get_container_properties()
+        except ResourceNotFoundError:
+            return
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc
+
     def mark_for_ledger(self, receipt_id: str) -> None:
         self._upload(f"{LEDGER_MARK_PREFIX}{receipt_id}", b"", overwrite=True)
 

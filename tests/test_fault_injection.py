@@ -1,0 +1,358 @@
+"""Storage outages and crashes at every step of the purchase flow, and the promises that survive
+them: (A) a receipt answered 200 is on record, byte for byte, at its URL and in the ledger, at
+once or after the repair timer; (B) every 200 for one key carries the same bytes; (C) a purchase
+is counted once; (D) a key never runs unprotected; and one email per key.
+
+The flow runs in process on the real Azure SDK clients, whose Table and Blob traffic goes through
+real TCP fault proxies in front of the session's Azurite (`tests.faultproxy`). A trip wire on the
+flow's own collaborators says *when*: it switches a proxy, or kills the attempt as a host crash
+would (a BaseException the flow cannot catch, so nothing is released or recorded).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import pytest
+import requests
+
+from shared.brevo import BrevoClient
+from shared.governance import Governance, Limits
+from shared.hashing import Hasher
+from shared.idempotency import IdempotencyHandler
+from shared.idempotency_table import TableIdempotencyStore
+from shared.keys import KeySet
+from shared.ledger import TableLedger
+from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront
+from shared.receipts import BlobReceiptStore
+from shared.repair import RepairQueue
+from shared.storage import container_client, table_client
+from tests.faultproxy import FaultProxy, endpoint_port, proxied
+from tests.support import new_ec_key, private_pem, unique_email, unique_key
+
+KEYS = KeySet.load(private_pem(new_ec_key()))
+LEASE = 60
+STEPS = (
+    "before_claim",
+    "after_contact",
+    "brevo_holds_send",
+    "after_email",
+    "blob_write",
+    "ledger_write",
+    "completion",
+)
+STORES = ("table", "blob", "both")
+
+
+class Crash(BaseException):
+    """The host dies here: no except clause of the flow sees it."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_900_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class TripWire:
+    """Fires once, at `step`: takes `stores` down (until the test brings them back) or crashes."""
+
+    step: str = ""
+    action: object = None
+    fired: list[str] = field(default_factory=list)
+
+    def at(self, step: str) -> None:
+        if step == self.step and not self.fired:
+            self.fired.append(step)
+            self.action()
+
+
+class WiredBrevo(BrevoClient):
+    wire: TripWire
+
+    def upsert_contact(self, email: str, name: str) -> str:
+        outcome = super().upsert_contact(email, name)
+        self.wire.at("after_contact")
+        return outcome
+
+    def send_email(self, email, idempotency_key=None):
+        self.wire.at("brevo_holds_send")
+        message_id = super().send_email(email, idempotency_key)
+        self.wire.at("after_email")
+        return message_id
+
+
+class WiredReceipts(BlobReceiptStore):
+    wire: TripWire
+
+    def write(self, receipt_id: str, body: bytes) -> bool:
+        self.wire.at("blob_write")
+        return super().write(receipt_id, body)
+
+
+class WiredLedger(TableLedger):
+    wire: TripWire
+
+    def record(self, receipt: dict) -> None:
+        self.wire.at("ledger_write")
+        super().record(receipt)
+        self.wire.at("after_ledger")
+
+
+class WiredHandler(IdempotencyHandler):
+    wire: TripWire
+
+    def complete(self, claim, body, *, not_after=None):
+        self.wire.at("completion")
+        return super().complete(claim, body, not_after=not_after)
+
+
+@dataclass
+class Shop:
+    storefront: Storefront
+    table: FaultProxy
+    blob: FaultProxy
+    wire: TripWire
+    clock: Clock
+    receipts: BlobReceiptStore  # straight to Azurite, for the checks
+    ledger: TableLedger
+    governance: Governance
+    sandbox_url: str
+
+    def buy(self, email: str, key: str | None) -> tuple[int, bytes]:
+        arguments = {"email": email, **({"idempotency_key": key} if key else {})}
+        outcome = self.storefront.purchase(PurchaseCall(arguments, None, "198.51.100.7", Caller("http")))
+        return outcome.status, outcome.body
+
+    def down(self, stores: str, mode: str = "cut") -> None:
+        for proxy in self.proxies(stores):
+            proxy.set(mode)
+
+    def up(self) -> None:
+        self.table.set("pass")
+        self.blob.set("pass")
+
+    def proxies(self, stores: str) -> list[FaultProxy]:
+        return {"table": [self.table], "blob": [self.blob], "both": [self.table, self.blob]}[stores]
+
+    def emails_to(self, email: str) -> list[dict]:
+        return requests.get(f"{self.sandbox_url}/_sandbox/emails", params={"to": email}, timeout=10).json()
+
+    def listed(self, receipt: dict) -> list[str]:
+        listing = self.ledger.day(receipt["issued_at"][:10], page_size=200)
+        return [entry.receipt_id for entry in listing.receipts]
+
+
+DEFAULT_LIMITS = Limits(100, Decimal("5"), Decimal("0.01"), recipient_limit_per_day=100)
+
+
+@pytest.fixture
+def make_shop(azurite, sandbox):
+    proxies: list[FaultProxy] = []
+
+    def make(limits: Limits = DEFAULT_LIMITS, patience: float = 0.3) -> Shop:
+        table = FaultProxy(endpoint_port(azurite, "Table")).start()
+        blob = FaultProxy(endpoint_port(azurite, "Blob")).start()
+        proxies.extend((table, blob))
+        through = proxied(azurite, blob=blob, table=table)
+        suffix = uuid.uuid4().hex[:10]
+        clock, wire, hasher = Clock(), TripWire(), Hasher("unit-test-secret")
+        idem, gov, ledger_name, rcpt = (f"{n}{suffix}" for n in ("idem", "gov", "ledger", "rcpt"))
+        receipts = WiredReceipts(container_client(through, rcpt, 1))
+        ledger = WiredLedger(table_client(through, ledger_name, 1))
+        handler = WiredHandler(
+            TableIdempotencyStore(table_client(through, idem, 1)),
+            receipts,
+            lease_seconds=LEASE,
+            ttl_seconds=3600,
+            clock=clock,
+        )
+        brevo = WiredBrevo(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 5)
+        for wired in (receipts, ledger, handler, brevo):
+            wired.wire = wire
+        config = StoreConfig(
+            "http://localhost:7071", "store@example.com", "Storefront", record_patience_seconds=patience
+        )
+        storefront = Storefront(
+            config,
+            hasher=hasher,
+            idempotency=handler,
+            governance=Governance(table_client(through, gov, 1), hasher, limits, clock=clock),
+            receipts=receipts,
+            brevo=brevo,
+            keys=lambda: KEYS,
+            ledger=ledger,
+            repairs=RepairQueue(table_client(through, ledger_name, 1)),
+            clock=clock,
+        )
+        return Shop(
+            storefront,
+            table,
+            blob,
+            wire,
+            clock,
+            BlobReceiptStore(container_client(azurite, rcpt, 5)),
+            TableLedger(table_client(azurite, ledger_name, 5)),
+            Governance(table_client(azurite, gov, 5), hasher, limits, clock=clock),
+            sandbox.url,
+        )
+
+    yield make
+    for proxy in proxies:
+        proxy.stop()
+
+
+@pytest.fixture
+def shop(make_shop) -> Shop:
+    return make_shop()
+
+
+def wired_step(step: str, keyed: bool) -> str:
+    """Without a key there is no claim to complete: its last step is the ledger row."""
+    return "after_ledger" if step == "completion" and not keyed else step
+
+
+def recover(shop: Shop, email: str, key: str | None, first: tuple[int, bytes]) -> list[tuple[int, bytes]]:
+    """Stores back; a keyed agent retries (past a dead holder's lease when told 409) until 200,
+    then once more; the repair timer runs."""
+    shop.up()
+    answers = [first]
+    if key:
+        for _ in range(6):
+            status, _ = answers[-1]
+            if status == 200 and len(answers) > 1:
+                break
+            if status == 409:
+                shop.clock.now += LEASE + 1
+            answers.append(shop.buy(email, key))
+    shop.storefront.repair_receipts()
+    return answers
+
+
+def assert_promises(shop: Shop, email: str, key: str | None, answers: list[tuple[int, bytes]]) -> None:
+    fulfilled = [body for status, body in answers if status == 200]
+    assert all(status in (200, 409, 503) for status, _ in answers), [s for s, _ in answers]
+    assert len(shop.emails_to(email)) == (1 if fulfilled else 0), "one email per purchase, none unanswered"
+    if key:
+        assert answers[-1][0] == 200, "a keyed purchase is never stuck once the stores are back"
+        assert len(set(fulfilled)) == 1, "every 200 for one key carries the same bytes"
+    for body in set(fulfilled):
+        receipt = json.loads(body)
+        assert shop.receipts.read(receipt["receipt_id"]) == body, "on record at its receipt_url"
+        assert shop.listed(receipt) == [receipt["receipt_id"]], "listed once in the ledger"
+    enforced = [json.loads(body)["checks"][2]["result"] == "pass" for body in set(fulfilled)]
+    counted = shop.governance.reserve_rate("198.51.100.7").count - 1
+    assert counted == sum(enforced), "a purchase is counted once (none while the counters were down)"
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["key", "no-key"])
+@pytest.mark.parametrize("stores", STORES)
+@pytest.mark.parametrize("step", STEPS)
+def test_an_outage_from_any_step_until_the_answer_keeps_every_promise(shop, step, stores, keyed, caplog):
+    email, key = unique_email("outage"), unique_key() if keyed else None
+    shop.wire.step, shop.wire.action = wired_step(step, keyed), lambda: shop.down(stores)
+    if step == "before_claim":
+        shop.wire.at(step)
+
+    first = shop.buy(email, key)
+
+    if keyed and step == "before_claim" and stores != "blob":
+        assert first[0] == 503 and shop.emails_to(email) == [], "D: a key never runs unprotected"
+    if not keyed and stores == "both" and first[0] == 200 and "not on record" in caplog.text:
+        # Both stores gone between the email and its receipt: the one documented case where an
+        # unkeyed receipt cannot be (wholly) on record; the caller holds it, and the log says so.
+        assert len(shop.emails_to(email)) == 1
+        return
+    assert_promises(shop, email, key, recover(shop, email, key, first))
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["key", "no-key"])
+@pytest.mark.parametrize("step", (*STEPS[1:], "after_ledger"))
+def test_a_host_crash_at_any_step_keeps_every_promise(shop, step, keyed):
+    email, key = unique_email("crash"), unique_key() if keyed else None
+
+    def crash() -> None:
+        raise Crash(step)
+
+    shop.wire.step, shop.wire.action = wired_step(step, keyed), crash
+    with pytest.raises(Crash):
+        shop.buy(email, key)
+
+    if keyed:
+        answers = recover(shop, email, key, shop.buy(email, key))
+        assert answers[0][0] == 409, "the dead holder's lease still runs"
+        assert_promises(shop, email, key, answers)
+    else:
+        shop.storefront.repair_receipts()
+        assert len(shop.emails_to(email)) <= 1
+
+
+def test_a_one_second_blip_of_both_stores_while_brevo_holds_the_send_gives_one_receipt(make_shop, sandbox):
+    """The reported case: receipt A answered but never stored, 409 for the lease, then receipt B."""
+    shop = make_shop(patience=5)
+    email, key = unique_email("blip"), unique_key()
+    shop.wire.step = "brevo_holds_send"
+    shop.wire.action = lambda: [proxy.set("cut", seconds=1.0) for proxy in (shop.table, shop.blob)]
+    requests.post(
+        f"{sandbox.url}/_sandbox/faults",
+        json={"path": "/v3/smtp/email", "status": 0, "match": email, "delay_seconds": 0.5},
+        timeout=10,
+    ).raise_for_status()
+
+    first = shop.buy(email, key)
+
+    assert first[0] == 200, first[1][:300]
+    assert_promises(shop, email, key, recover(shop, email, key, first))
+
+
+def test_a_crash_during_the_contact_upsert_is_409_then_200_never_429(make_shop):
+    """C: the buyer was at its last allowed purchase when the host died mid-purchase."""
+    shop = make_shop(Limits(2, Decimal("5"), Decimal("0.01"), recipient_limit_per_day=100))
+    assert shop.buy(unique_email("earlier"), None)[0] == 200
+    email, key = unique_email("crash"), unique_key()
+
+    def crash() -> None:
+        raise Crash("contact")
+
+    shop.wire.step, shop.wire.action = "after_contact", crash
+    with pytest.raises(Crash):
+        shop.buy(email, key)
+
+    during_lease = shop.buy(email, key)
+    shop.clock.now += LEASE + 1
+    after_lease = shop.buy(email, key)
+
+    assert during_lease[0] == 409
+    assert after_lease[0] == 200, after_lease[1][:400]
+    assert len(shop.emails_to(email)) == 1
+
+
+@pytest.mark.parametrize("status", [429, 422, 503])
+def test_a_refusal_with_a_key_says_what_a_retry_with_it_will_do(make_shop, sandbox, status):
+    ceiling = Decimal("0") if status == 429 else Decimal("5")
+    shop = make_shop(Limits(100, ceiling, Decimal("0.01"), recipient_limit_per_day=100))
+    email, key = unique_email("refusal"), unique_key()
+    if status == 503:
+        requests.post(
+            f"{sandbox.url}/_sandbox/faults",
+            json={"path": "/v3/contacts", "status": 503, "match": email},
+            timeout=10,
+        ).raise_for_status()
+    if status == 422:
+        email = "not-an-address"
+
+    refused = shop.buy(email, key)
+    idempotency = json.loads(refused[1])["checks"][0]
+
+    assert refused[0] == status
+    assert idempotency == {
+        "name": "idempotency",
+        "result": "pass",
+        "detail": "key not used: nothing was sent, so a retry with it runs the purchase again",
+    }
