@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from shared.runtime import Services
 
 MAX_BODY_BYTES = 64 * 1024
+# Far below the interpreter's recursion limit, which later code (hashing, storing and sending the
+# arguments) would otherwise reach with a body that parsed just under it.
+MAX_JSON_DEPTH = 64
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 JSON_TYPE = "application/json"
 
@@ -141,15 +144,42 @@ def purchase(req: Request, store: Storefront, settings: Settings) -> Answer:
     return outcome_answer(store.purchase(replace(call, arguments=arguments)))
 
 
+class JSONTooDeep(ValueError):
+    """The document's arrays and objects nest deeper than MAX_JSON_DEPTH."""
+
+    def __init__(self) -> None:
+        super().__init__(f"arrays and objects nest more than {MAX_JSON_DEPTH} levels deep")
+
+
 def parse_json(body: bytes) -> object:
-    """JSON whose strings are all valid Unicode: escapes such as \\ud800 (a lone surrogate) parse
-    in Python but cannot be hashed, stored or sent on, so they are refused here (ValueError)."""
+    """JSON nested at most MAX_JSON_DEPTH levels whose strings are all valid Unicode: escapes such
+    as \\ud800 (a lone surrogate) parse in Python but cannot be hashed, stored or sent on, so they
+    are refused here (ValueError; JSONTooDeep for the nesting)."""
     try:
         parsed = json.loads(body)
+    except RecursionError:
+        raise JSONTooDeep() from None
+    if _nesting(parsed) > MAX_JSON_DEPTH:
+        raise JSONTooDeep()
+    try:
         json.dumps(parsed, ensure_ascii=False).encode()
-    except (RecursionError, UnicodeError) as exc:
+    except UnicodeError as exc:
         raise ValueError(str(exc)) from None
     return parsed
+
+
+def _nesting(document: object) -> int:
+    """How many levels deep arrays and objects nest (a scalar is 0), counted without recursion and
+    no further than one level past MAX_JSON_DEPTH."""
+    deepest, pending = 0, [(document, 1)]
+    while pending and deepest <= MAX_JSON_DEPTH:
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, depth)
+            pending.extend((child, depth + 1) for child in value)
+    return deepest
 
 
 def parse_body(body: bytes) -> object:
@@ -157,6 +187,8 @@ def parse_body(body: bytes) -> object:
         raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
     try:
         return parse_json(body)
+    except JSONTooDeep as exc:
+        raise InvalidRequest(f"request body refused: {exc}", code="invalid_json") from None
     except ValueError:
         raise InvalidRequest("request body is not valid JSON", code="invalid_json") from None
 

@@ -14,6 +14,7 @@ from shared import __version__
 from shared.api import (
     MAX_BODY_BYTES,
     Answer,
+    JSONTooDeep,
     Request,
     json_answer,
     origin_allowed,
@@ -98,6 +99,8 @@ def _check_transport(req: Request, settings: Settings) -> None:
 def _parse(body: bytes) -> dict:
     try:
         message = parse_json(body)
+    except JSONTooDeep as exc:
+        raise ProtocolError(f"Parse error: {exc}", status=400, rpc_code=PARSE_ERROR) from None
     except ValueError:
         raise ProtocolError("Parse error: body is not JSON", status=400, rpc_code=PARSE_ERROR) from None
     if isinstance(message, list):

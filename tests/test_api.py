@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from shared import __version__, api, signatures
 from shared.api import (
     MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
     Request,
     _quality,
     error_answer,
@@ -185,6 +186,28 @@ def test_deeply_nested_json_under_the_size_limit_is_invalid_json_not_a_crash():
         parse_body(body)
 
     assert caught.value.code == "invalid_json"
+
+
+@pytest.mark.parametrize("opener", ["[", '{"a":'], ids=["arrays", "objects"])
+def test_json_nested_64_levels_is_parsed_and_65_is_invalid_json_saying_why(opener):
+    closer = "]" if opener == "[" else "}"
+
+    def nested(depth: int) -> bytes:
+        return (opener * depth + "0" + closer * depth).encode()
+
+    assert parse_body(nested(MAX_JSON_DEPTH)) is not None
+    with pytest.raises(InvalidRequest) as caught:
+        parse_body(nested(MAX_JSON_DEPTH + 1))
+
+    assert MAX_JSON_DEPTH == 64
+    assert caught.value.code == "invalid_json"
+    assert caught.value.message == "request body refused: arrays and objects nest more than 64 levels deep"
+
+
+def test_a_wide_shallow_document_is_parsed():
+    body = json.dumps({"a": [[1, 2]] * 5000, "b": {"c": [{"d": []}]}}).encode()
+
+    assert parse_body(body)["b"] == {"c": [{"d": []}]}
 
 
 # --- answers ---------------------------------------------------------------------------------------

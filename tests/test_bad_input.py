@@ -102,6 +102,79 @@ def test_foreign_origin_is_403_on_the_purchase_endpoint(buyer, mail):
     assert mail.emails_to(buyer.email) == []
 
 
+def _nested_name(depth: int) -> str:
+    """A name value of arrays nested `depth` levels deep."""
+    return "[" * depth + "]" * depth
+
+
+# The JSON parser accepts nesting up to about a thousand levels, and later code (the canonical
+# request that a key's fingerprint hashes) recursed past the interpreter's limit just under that.
+DEPTHS = [65, 100, 500, *range(940, 1021), 5000]
+
+
+def test_http_json_nested_past_64_levels_is_invalid_json_at_every_depth(buyer, mail):
+    answers = {}
+    for depth in DEPTHS:  # the object is one level, the name's arrays the rest
+        body = (
+            f'{{"email": "{buyer.email}", "idempotency_key": "{buyer.key}-{depth}", '
+            f'"name": {_nested_name(depth - 1)}}}'
+        )
+        response = buyer.post_raw("/api/a2a/purchase", body.encode(), {"Content-Type": "application/json"})
+        answers[depth] = (response.status_code, response.json()["error"])
+
+    assert {depth: status for depth, (status, _) in answers.items()} == {depth: 400 for depth in DEPTHS}
+    assert {error["code"] for _, error in answers.values()} == {"invalid_json"}
+    assert {error["message"] for _, error in answers.values()} == {
+        "request body refused: arrays and objects nest more than 64 levels deep"
+    }
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_mcp_json_nested_past_64_levels_is_a_parse_error_at_every_depth(buyer):
+    answers = {}
+    for depth in DEPTHS:  # message, params and arguments are three levels, the name's arrays the rest
+        arguments = (
+            f'{{"email": "{buyer.email}", "idempotency_key": "{buyer.key}-{depth}", '
+            f'"name": {_nested_name(depth - 3)}}}'
+        )
+        message = (
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", '
+            f'"params": {{"name": "purchase_free_bundle", "arguments": {arguments}}}}}'
+        )
+        response = buyer.post_raw("/api/a2a/mcp", message.encode(), {"Content-Type": "application/json"})
+        answers[depth] = (response.status_code, response.json().get("error"))
+
+    assert {depth: status for depth, (status, _) in answers.items()} == {depth: 400 for depth in DEPTHS}
+    assert {(error["code"], error["message"]) for _, error in answers.values()} == {
+        (-32700, "Parse error: arrays and objects nest more than 64 levels deep")
+    }
+
+
+def test_json_nested_exactly_64_levels_is_parsed_on_both_endpoints(buyer):
+    name = _nested_name(63)
+    http = buyer.post_raw(
+        "/api/a2a/purchase",
+        f'{{"email": "{buyer.email}", "name": {name}}}'.encode(),
+        {"Content-Type": "application/json"},
+    )
+    mcp = buyer.post_raw(
+        "/api/a2a/mcp",
+        (
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "purchase_free_bundle", '
+            f'"arguments": {{"email": "{buyer.email}", "name": {_nested_name(61)}}}}}}}'
+        ).encode(),
+        {"Content-Type": "application/json"},
+    )
+
+    assert http.status_code == 400
+    assert (http.json()["error"]["code"], http.json()["error"]["message"]) == (
+        "invalid_request",
+        "name must be a string",
+    )
+    assert mcp.status_code == 200
+    assert mcp.json()["result"]["structuredContent"]["error"]["message"] == "name must be a string"
+
+
 def test_wrong_method_on_purchase_is_not_a_500(buyer):
     assert buyer.http.get(f"{buyer.host}/api/a2a/purchase", timeout=10).status_code == 404
 
