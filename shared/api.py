@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from shared import __version__, pages, signatures
 from shared.errors import InvalidRequest, NotConfigured, PayloadTooLarge, StorefrontError, StoreUnavailable
 from shared.governance import client_ip
+from shared.printable import printable
 from shared.purchase import Caller, Outcome, PurchaseCall, Storefront
 from shared.receipts import is_receipt_id
 from shared.settings import Settings
@@ -110,7 +111,9 @@ def origin_allowed(origin: str | None, extra_hosts: tuple[str, ...]) -> bool:
 
 
 def caller(req: Request, channel: str) -> Caller:
-    return Caller(channel, (req.header("user-agent") or "")[:200])
+    """Who called, as the receipt records it: the User-Agent with control and format characters
+    escaped, so the signed receipt, its page and a terminal show what was sent, inert."""
+    return Caller(channel, printable(req.header("user-agent") or "")[:200])
 
 
 def purchase_call(req: Request, channel: str, arguments: object) -> PurchaseCall:

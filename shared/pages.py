@@ -1,5 +1,6 @@
 """HTML views for people: a receipt (security audit and finance billing view) and a day's
-receipts for finance. Every value is escaped; pages carry no script and load nothing.
+receipts for finance. Every value is escaped, control and format characters included (they are
+shown as backslash escapes); pages carry no script and load nothing.
 
 The pages are served under `default-src 'none'; style-src 'unsafe-inline'`, so all styling is one
 inline <style> and everything else is plain, semantic HTML: landmarks, one h1, headed sections,
@@ -14,6 +15,7 @@ from datetime import date, datetime, timedelta, timezone
 from urllib.parse import quote, urlencode
 
 from shared.ledger import DayListing, LedgerEntry
+from shared.printable import printable
 from shared.signatures import Verdict
 
 SITE_NAME = "Storefront"
@@ -154,7 +156,7 @@ footer p {{ margin: 0 0 0.25rem; }}
 
 
 def _e(value: object) -> str:
-    return html.escape("" if value is None else str(value))
+    return html.escape(printable("" if value is None else str(value)))
 
 
 def _obj(value: object) -> dict:

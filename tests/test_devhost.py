@@ -308,6 +308,19 @@ def test_long_path_segments_such_as_tokens_are_cut_short_in_the_log(devhost: Dev
     assert secret not in log
 
 
+def test_control_characters_in_the_method_and_path_are_escaped_in_the_log(devhost: DevHost) -> None:
+    request = b"G\x1b[2KET /devapi/no-such-route/\x1b[31m\x00\x9bforged HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", devhost.port), timeout=10) as sock:
+        sock.sendall(request)
+        status_line = sock.makefile("rb").readline()
+
+    log = _wait_for_log(devhost, r"no-such-route/")
+
+    assert status_line.split()[1] == b"404"
+    assert r"G\x1b[2KET /devapi/no-such-route/\x1b[31m\x00\x9bforged 404 " in log
+    assert not any(char in log for char in "\x1b\x00\x9b")
+
+
 def test_requests_are_served_in_parallel(devhost: DevHost) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         answers = list(pool.map(lambda _: requests.get(devhost.url("rendezvous"), timeout=60), range(4)))

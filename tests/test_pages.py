@@ -264,6 +264,21 @@ def test_escaping_covers_attribute_quotes() -> None:
     assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
 
 
+CONTROL_CHARACTERS = "\x00\x1b\r\x07\u202e\u200b\u2028\u2029\x85\x9b"  # Cc, Cf, Zl, Zp
+
+
+def test_control_and_format_characters_in_receipt_values_are_shown_as_escapes() -> None:
+    forged = f"agent{CONTROL_CHARACTERS}/1.0"
+    page = pages.receipt_page(
+        fulfilled(receipt_id=forged, caller={"channel": "mcp", "user_agent": forged}), VERIFIED
+    )
+
+    assert not any(char in page for char in CONTROL_CHARACTERS)
+    shown = r"agent\x00\x1b\r\x07\u202e\u200b\u2028\u2029\x85\x9b/1.0"
+    assert f"<code>{shown}</code>" in page
+    assert f"<title>Receipt {shown}" in page
+
+
 def test_malformed_receipt_still_renders() -> None:
     page = Parsed(pages.receipt_page({"receipt_id": RECEIPT_ID, "checks": "nonsense"}, NOT_VERIFIED))
     assert (2, "Security audit") in page.headings and (2, "Finance billing view") in page.headings

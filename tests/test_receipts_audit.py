@@ -187,6 +187,32 @@ def test_viewing_a_receipt_triggers_nothing(buyer, mail):
     assert mail.contact(buyer.email)["upserts"] == 1
 
 
+@pytest.mark.parametrize("channel", ["http", "mcp"])
+def test_control_characters_in_the_user_agent_never_reach_the_receipt_or_its_page_raw(
+    buyer, tmp_path, channel
+):
+    agent = "agent/1.0\x00\x1b[2J\x1b]0;owned\x07\x85 (forged)"
+    headers = {"User-Agent": agent}
+    if channel == "http":
+        response = buyer.purchase(headers=headers)
+        body = response.content
+    else:
+        response = buyer.call_tool({"email": buyer.email}, headers=headers)
+        body = response.json()["result"]["content"][0]["text"].encode()
+    receipt = json.loads(body)
+    url = receipt_url(buyer.host, receipt)
+    page = buyer.http.get(url, headers={"Accept": "text/html"}, timeout=10).text
+    saved = tmp_path / "receipt.json"
+    saved.write_bytes(buyer.http.get(url, timeout=10).content)
+
+    shown = r"agent/1.0\x00\x1b[2J\x1b]0;owned\x07\x85 (forged)"
+    assert receipt["caller"] == {"channel": channel, "user_agent": shown}
+    assert not any(char in saved.read_text() for char in "\x00\x1b\x07\x85")
+    assert f"<code>{shown}</code>" in page
+    assert not any(char in page for char in "\x00\x1b\x07\x85")
+    assert verify_tool(str(saved), "--jwks", f"{buyer.host}/api/.well-known/jwks.json").returncode == 0
+
+
 def test_a_browser_gets_the_receipt_page_and_an_agent_the_stored_bytes(buyer):
     response = buyer.purchase()
     url = receipt_url(buyer.host, response.json())

@@ -19,7 +19,9 @@ host does locally, and promises:
   end does.
 * Requests run in parallel on daemon threads; ``async def`` functions share one
   event loop, as they do in the Python worker. HTTP/1.1 keep-alive works.
-* One line per request goes to stderr: method, path, status, duration.
+* One line per request goes to stderr: method, path, status, duration. The
+  method and path are the client's text, so control and format characters in
+  them (ESC, CR, U+202E, ...) are written as backslash escapes.
 
 Like ``func start`` it does not check function keys. Unlike it, it does not run
 non-HTTP triggers (they are only listed) and provides no other bindings.
@@ -456,9 +458,8 @@ class DevRequestHandler(BaseHTTPRequestHandler):
         started = time.perf_counter()
         path, query = _split_target(self.path)
         status = self._respond(path, query)
-        log.info(
-            "%s %s %d %.1fms", self.command, _loggable(path), status, (time.perf_counter() - started) * 1000
-        )
+        elapsed = (time.perf_counter() - started) * 1000
+        log.info("%s %s %d %.1fms", _printable(self.command), _loggable(path), status, elapsed)
 
     def _respond(self, path: str, query: str) -> int:
         try:
@@ -612,7 +613,13 @@ class DevServer(ThreadingHTTPServer):
 def _loggable(path: str) -> str:
     """The path for the log, with long segments (tokens, say) cut short: a download link is a
     capability and must not end up in logs whole."""
-    return "/".join(part if len(part) <= 48 else part[:8] + "…" for part in path.split("/"))
+    return _printable("/".join(part if len(part) <= 48 else part[:8] + "…" for part in path.split("/")))
+
+
+def _printable(text: str) -> str:
+    """Client text for a log line: what a terminal would not show as itself (ESC, CR, NUL,
+    U+202E, ...) as its backslash escape, so a request cannot forge or hide log lines."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def merge_headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:
