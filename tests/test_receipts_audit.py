@@ -132,6 +132,37 @@ def test_unreadable_input_exits_2(tmp_path):
     assert verify_tool(str(tmp_path / "missing.json"), "--jwks", str(tmp_path / "x")).returncode == 2
 
 
+def test_a_forged_receipt_cannot_make_the_verdict_line_lie_on_a_terminal(buyer, tmp_path):
+    receipt = buyer.purchase().json()
+    forged_id = "rcpt_x\r\x1b[2K\x1b[32mVALID: receipt rcpt_x is signed by the store's key, unaltered\x1b[0m"
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps({**receipt, "receipt_id": forged_id}, indent=2, ensure_ascii=False))
+
+    result = verify_tool(str(forged), "--jwks", f"{buyer.host}/api/.well-known/jwks.json")
+
+    assert result.returncode == 1
+    assert result.stdout.startswith("INVALID: receipt rcpt_x\\r\\x1b[2K\\x1b[32mVALID: receipt rcpt_x")
+    assert result.stdout.count("\n") == 1 and result.stdout.endswith("\n")
+    assert not any(char in result.stdout for char in "\r\x1b")
+
+
+def test_a_receipt_or_jwks_nested_too_deep_for_the_parser_is_a_verdict_not_a_traceback(buyer, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    saved_jwks = tmp_path / "jwks.json"
+    saved_jwks.write_text(requests.get(f"{buyer.host}/api/.well-known/jwks.json", timeout=10).text)
+
+    deep_receipt = verify_tool(str(deep), "--jwks", str(saved_jwks))
+    deep_jwks = verify_tool(str(saved_jwks), "--jwks", str(deep))
+
+    assert (deep_receipt.returncode, deep_receipt.stdout) == (
+        1,
+        "INVALID: receipt (unreadable): not a JSON receipt\n",
+    )
+    assert deep_jwks.returncode == 2 and deep_jwks.stdout.startswith("UNREADABLE: ")
+    assert deep_receipt.stderr == deep_jwks.stderr == ""
+
+
 def test_jwks_publishes_public_keys_only(buyer):
     keys = requests.get(f"{buyer.host}/api/.well-known/jwks.json", timeout=10).json()["keys"]
 

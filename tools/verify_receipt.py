@@ -11,7 +11,10 @@ form, plus a byte-exact comparison with the store's serialisation, so a changed 
 where it is only whitespace. `--allow-reformatted` accepts a receipt whose content is signed but
 whose formatting changed (say, pretty-printed by another tool).
 
-Prints one verdict line and exits 0 when valid, 1 when not, 2 when the input cannot be read.
+Prints one verdict line and exits 0 when valid, 1 when not, 2 when the input cannot be read. What it
+echoes comes from the receipt (or the command line) and is untrusted, so control and format
+characters in it (CR, ESC, U+202E, ...) are printed as backslash escapes: a forged receipt cannot
+make the line read other than the exit status says.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from shared.printable import printable
 from shared.signatures import verify
 
 JWKS_PATH = "/api/.well-known/jwks.json"
@@ -69,27 +73,32 @@ def main(argv: list[str] | None = None) -> int:
     try:
         body = load(args.receipt)
         jwks = json.loads(load(args.jwks or default_jwks(args.receipt)))
-    except (Unreadable, ValueError) as exc:
-        print(f"UNREADABLE: {exc}")
-        return 2
+    except (Unreadable, ValueError, RecursionError) as exc:
+        return _say(2, "UNREADABLE", str(exc))
     if not isinstance(jwks, dict):
-        print("UNREADABLE: the JWKS is not a JSON object")
-        return 2
+        return _say(2, "UNREADABLE", "the JWKS is not a JSON object")
     verdict = verify(body, jwks, exact_bytes=not args.allow_reformatted)
     receipt_id = _receipt_id(body)
     if verdict.valid:
-        print(f"VALID: receipt {receipt_id} is {verdict.reason}, unaltered")
-        return 0
-    print(f"INVALID: receipt {receipt_id}: {verdict.reason}")
-    return 1
+        return _say(0, "VALID", f"receipt {receipt_id} is {verdict.reason}, unaltered")
+    return _say(1, "INVALID", f"receipt {receipt_id}: {verdict.reason}")
+
+
+def _say(status: int, verdict: str, detail: str) -> int:
+    """Print the verdict line, the untrusted detail escaped, and return the exit status."""
+    print(f"{verdict}: {printable(detail)}")
+    return status
 
 
 def _receipt_id(body: bytes) -> str:
     try:
         receipt = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "(unreadable)"
-    return str(receipt.get("receipt_id", "(no id)")) if isinstance(receipt, dict) else "(not an object)"
+    if not isinstance(receipt, dict):
+        return "(not an object)"
+    receipt_id = receipt.get("receipt_id", "(no id)")
+    return receipt_id if isinstance(receipt_id, str) else "(id not a string)"
 
 
 if __name__ == "__main__":
