@@ -195,11 +195,9 @@ def _parse_time(value: object) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        return parsed.astimezone(timezone.utc) if parsed.tzinfo is not None else None
+    except (ValueError, OverflowError):  # OverflowError: an offset past year 1 or 9999 in UTC
         return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.astimezone(timezone.utc)
 
 
 def _time(value: object, *, clock_only: bool = False, missing: str = "Not recorded") -> str:
@@ -420,19 +418,26 @@ def _query(**params: object) -> str:
 
 
 def _day_links(day: str, page_size: int, code: str | None) -> str:
+    """Links to the day before and the day after; the calendar's first and last days (0001-01-01,
+    9999-12-31) have only the one that exists."""
     try:
         current = date.fromisoformat(day)
     except (TypeError, ValueError):
         return ""
-    previous, following = current - timedelta(days=1), current + timedelta(days=1)
-    return (
-        '<nav class="days" aria-label="Other days">'
-        f'<a href="{_e(_query(date=previous.isoformat(), page_size=page_size, code=code))}">'
-        f'<span aria-hidden="true">\u2190 </span>Previous day ({previous.isoformat()})</a>'
-        f'<a href="{_e(_query(date=following.isoformat(), page_size=page_size, code=code))}">'
-        f'Next day ({following.isoformat()})<span aria-hidden="true"> \u2192</span></a>'
-        "</nav>"
-    )
+    links = []
+    if current > date.min:
+        previous = (current - timedelta(days=1)).isoformat()
+        links.append(
+            f'<a href="{_e(_query(date=previous, page_size=page_size, code=code))}">'
+            f'<span aria-hidden="true">\u2190 </span>Previous day ({previous})</a>'
+        )
+    if current < date.max:
+        following = (current + timedelta(days=1)).isoformat()
+        links.append(
+            f'<a href="{_e(_query(date=following, page_size=page_size, code=code))}">'
+            f'Next day ({following})<span aria-hidden="true"> \u2192</span></a>'
+        )
+    return f'<nav class="days" aria-label="Other days">{"".join(links)}</nav>'
 
 
 def _cost_unit(entries: list[LedgerEntry]) -> str:

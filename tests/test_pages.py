@@ -279,6 +279,12 @@ def test_control_and_format_characters_in_receipt_values_are_shown_as_escapes() 
     assert f"<title>Receipt {shown}" in page
 
 
+def test_issue_times_out_of_the_calendar_in_utc_are_shown_as_given() -> None:
+    for issued_at in ("0001-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00"):
+        page = Parsed(pages.receipt_page(fulfilled(issued_at=issued_at), VERIFIED))
+        assert f"Issued {issued_at}" in page.text
+
+
 def test_malformed_receipt_still_renders() -> None:
     page = Parsed(pages.receipt_page({"receipt_id": RECEIPT_ID, "checks": "nonsense"}, NOT_VERIFIED))
     assert (2, "Security audit") in page.headings and (2, "Finance billing view") in page.headings
@@ -330,6 +336,23 @@ def test_every_day_link_keeps_the_function_key_the_page_was_opened_with() -> Non
     query_links = [a["href"] for a in page.tags("a") if a["href"].startswith("?")]
     assert len(query_links) == 3
     assert all(href.endswith("&code=key%261") for href in query_links)
+
+
+@pytest.mark.parametrize(
+    ("day", "links"),
+    [
+        ("0001-01-01", ["Next day (0001-01-02) \u2192"]),
+        ("9999-12-31", ["\u2190 Previous day (9999-12-30)"]),
+        ("2026-12-31", ["\u2190 Previous day (2026-12-30)", "Next day (2027-01-01) \u2192"]),
+    ],
+    ids=["first-day", "last-day", "year-end"],
+)
+def test_day_links_go_only_to_days_that_exist(day: str, links: list[str]) -> None:
+    raw = pages.day_page(DayListing(day, [], 0, {}, None), 50)
+    nav = Parsed(raw[raw.index('<nav class="days"') : raw.index("</nav>") + 6])
+
+    assert nav.text == " ".join(links)
+    assert len(nav.tags("a")) == len(links)
 
 
 def test_no_next_page_link_on_the_last_page() -> None:

@@ -309,6 +309,20 @@ def test_finance_listing_refuses_bad_parameters_with_400(buyer, params, code):
     assert response.json()["error"]["code"] == code
 
 
+@pytest.mark.parametrize("day", ["0001-01-01", "9999-12-31"])
+def test_the_first_and_last_days_of_the_calendar_list_as_pages_and_json(buyer, day):
+    url = f"{buyer.host}/api/receipts"
+
+    page = requests.get(url, params={"date": day}, headers={"Accept": "text/html"}, timeout=10)
+    listing = requests.get(url, params={"date": day}, timeout=10)
+
+    assert page.status_code == 200, page.text
+    assert f"No receipts were issued on {day}." in page.text
+    assert page.text.count("Previous day (") + page.text.count("Next day (") == 1  # only the one that exists
+    assert listing.status_code == 200
+    assert listing.json()["count"] == 0
+
+
 # --- downloads -----------------------------------------------------------------------------------
 
 
