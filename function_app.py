@@ -7,6 +7,7 @@ and turns the `Answer` back into a `func.HttpResponse`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import azure.functions as func
@@ -31,40 +32,52 @@ def _response(answer: api.Answer) -> func.HttpResponse:
     return func.HttpResponse(body=answer.body, status_code=answer.status, headers=answer.headers)
 
 
-@app.route(route="a2a/mcp", methods=["POST", "GET", "DELETE"])
+def _serve(
+    req: func.HttpRequest, usage: api.Usage, answer: Callable[[api.Request], api.Answer]
+) -> func.HttpResponse:
+    """Answer with `answer`, or 405 for a method the route does not serve."""
+    request = _request(req)
+    return _response(api.wrong_method(request, usage) or answer(request))
+
+
+# Every route lists every method: Azure answers a method a trigger does not list with an empty 404,
+# so the route answers it with 405, Allow and how to call it instead.
+@app.route(route="a2a/mcp", methods=api.EVERY_METHOD)
 def mcp_endpoint(req: func.HttpRequest) -> func.HttpResponse:
     return _response(mcp.handle(_request(req), runtime.services().storefront, runtime.settings()))
 
 
-@app.route(route="a2a/purchase", methods=["POST"])
+@app.route(route="a2a/purchase", methods=api.EVERY_METHOD)
 def purchase(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(api.purchase(_request(req), runtime.services().storefront, runtime.settings()))
+    return _serve(
+        req, api.PURCHASE_USAGE, lambda r: api.purchase(r, runtime.services().storefront, runtime.settings())
+    )
 
 
-@app.route(route="receipts/{receipt_id}", methods=["GET"])
+@app.route(route="receipts/{receipt_id}", methods=api.EVERY_METHOD)
 def receipt(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(api.receipt(_request(req), runtime.services()))
+    return _serve(req, api.RECEIPT_USAGE, lambda r: api.receipt(r, runtime.services()))
 
 
-@app.route(route="receipts", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@app.route(route="receipts", methods=api.EVERY_METHOD, auth_level=func.AuthLevel.FUNCTION)
 def receipts_of_day(req: func.HttpRequest) -> func.HttpResponse:
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    return _response(api.receipts_of_day(_request(req), runtime.services(), today))
+    return _serve(req, api.DAY_USAGE, lambda r: api.receipts_of_day(r, runtime.services(), today))
 
 
-@app.route(route=".well-known/jwks.json", methods=["GET"])
+@app.route(route=".well-known/jwks.json", methods=api.EVERY_METHOD)
 def jwks(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(api.jwks(runtime.services()))
+    return _serve(req, api.JWKS_USAGE, lambda r: api.jwks(runtime.services()))
 
 
-@app.route(route="download/{token}", methods=["GET"])
+@app.route(route="download/{token}", methods=api.EVERY_METHOD)
 def download(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(api.download(_request(req), runtime.services()))
+    return _serve(req, api.DOWNLOAD_USAGE, lambda r: api.download(r, runtime.services()))
 
 
-@app.route(route="health", methods=["GET"])
+@app.route(route="health", methods=api.EVERY_METHOD)
 def health(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(api.health(runtime.services()))
+    return _serve(req, api.HEALTH_USAGE, lambda r: api.health(runtime.services()))
 
 
 @app.timer_trigger(schedule="0 */15 * * * *", arg_name="timer", run_on_startup=False)
@@ -72,3 +85,10 @@ def reap_idempotency_keys(timer: func.TimerRequest) -> None:
     """Every 15 minutes: delete idempotency claims past their expiry."""
     removed = runtime.services().storefront.reap_expired_keys()
     logging.info("reaped %d expired idempotency keys", removed)
+
+
+@app.timer_trigger(schedule="0 */5 * * * *", arg_name="timer", run_on_startup=False)
+def repair_receipts(timer: func.TimerRequest) -> None:
+    """Every 5 minutes: put on record the receipts answered while Blob or Table was down."""
+    repaired = runtime.services().storefront.repair_receipts()
+    logging.info("put %d receipts on record", repaired)

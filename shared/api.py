@@ -29,6 +29,10 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 64
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 JSON_TYPE = "application/json"
+# Every method Azure lets a trigger list. Each route lists them all, because Azure answers a
+# method a trigger does not list with an empty 404; the route answers 405 with Allow instead.
+EVERY_METHOD = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+DOCS = "README.md#endpoints"
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,39 @@ class Answer:
     status: int
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """How a route is called: the methods it serves (HEAD is served as GET) and, for a caller who
+    used another one, how to call it instead."""
+
+    allow: tuple[str, ...]
+    how: str
+
+
+PURCHASE_USAGE = Usage(
+    ("POST",), 'POST a JSON body such as {"email": "ada@example.org"} with Content-Type: application/json'
+)
+RECEIPT_USAGE = Usage(("GET", "HEAD"), "GET it for the receipt's JSON, or its page with Accept: text/html")
+DAY_USAGE = Usage(("GET", "HEAD"), "GET it with ?date=YYYY-MM-DD for that day's receipts")
+JWKS_USAGE = Usage(("GET", "HEAD"), "GET it for the store's public keys")
+DOWNLOAD_USAGE = Usage(("GET", "HEAD"), "open the link from the email, which sends GET")
+HEALTH_USAGE = Usage(("GET", "HEAD"), "GET it to check that the app can serve")
+
+
+def wrong_method(req: Request, usage: Usage) -> Answer | None:
+    """405 with Allow and a JSON body saying how to call the route, or None for a method it serves."""
+    if req.method.upper() in usage.allow:
+        return None
+    allow = ", ".join(usage.allow)
+    error = {
+        "code": "method_not_allowed",
+        "message": f"this endpoint answers {allow} only; {usage.how}",
+        "allow": list(usage.allow),
+        "docs": DOCS,
+    }
+    return json_answer(405, {"error": error}, {"Allow": allow})
 
 
 def json_answer(status: int, payload: object, headers: dict[str, str] | None = None) -> Answer:

@@ -21,7 +21,10 @@ def functions() -> list:
     return function_app.app.get_functions()
 
 
-def test_every_route_is_registered_with_its_methods(functions):
+EVERY_METHOD = ["DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"]
+
+
+def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(functions):
     routes = {
         f.get_function_name(): (
             f.get_trigger().route,
@@ -32,15 +35,76 @@ def test_every_route_is_registered_with_its_methods(functions):
     }
     timers = {f.get_function_name(): f.get_trigger().schedule for f in functions if not f.is_http_function()}
     assert routes == {
-        "mcp_endpoint": ("a2a/mcp", ["DELETE", "GET", "POST"]),
-        "purchase": ("a2a/purchase", ["POST"]),
-        "receipt": ("receipts/{receipt_id}", ["GET"]),
-        "receipts_of_day": ("receipts", ["GET"]),
-        "jwks": (".well-known/jwks.json", ["GET"]),
-        "download": ("download/{token}", ["GET"]),
-        "health": ("health", ["GET"]),
+        "mcp_endpoint": ("a2a/mcp", EVERY_METHOD),
+        "purchase": ("a2a/purchase", EVERY_METHOD),
+        "receipt": ("receipts/{receipt_id}", EVERY_METHOD),
+        "receipts_of_day": ("receipts", EVERY_METHOD),
+        "jwks": (".well-known/jwks.json", EVERY_METHOD),
+        "download": ("download/{token}", EVERY_METHOD),
+        "health": ("health", EVERY_METHOD),
     }
-    assert timers == {"reap_idempotency_keys": "0 */15 * * * *"}
+    assert timers == {"reap_idempotency_keys": "0 */15 * * * *", "repair_receipts": "0 */5 * * * *"}
+
+
+WRONG_METHODS = [
+    ("a2a/purchase", "POST", ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+    ("receipts/rcpt_3356oymxvrlcnfepn66by6fqyy", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+    ("receipts?date=2026-11-30", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+    (".well-known/jwks.json", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+    ("download/a.b.c", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+    ("health", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "allow", "methods"), WRONG_METHODS, ids=[w[0].split("?")[0] for w in WRONG_METHODS]
+)
+def test_a_wrong_method_is_405_with_allow_and_how_to_call_the_route(host, path, allow, methods):
+    for method in methods:
+        answer = requests.request(method, f"{host.url}/api/{path}", timeout=10)
+
+        assert answer.status_code == 405, (method, answer.status_code)
+        assert answer.headers["Allow"] == allow
+        assert answer.headers["Content-Type"] == "application/json"
+        if method != "HEAD":
+            error = answer.json()["error"]
+            assert error["code"] == "method_not_allowed"
+            assert error["allow"] == allow.split(", ")
+            assert error["message"].startswith(f"this endpoint answers {allow} only; ")
+            assert error["docs"] == "README.md#endpoints"
+
+
+def test_a_get_on_the_purchase_url_make_run_prints_says_to_post_json(host):
+    answer = requests.get(f"{host.url}/api/a2a/purchase", timeout=10)
+
+    assert answer.status_code == 405
+    assert answer.json()["error"]["message"] == (
+        "this endpoint answers POST only; POST a JSON body such as "
+        '{"email": "ada@example.org"} with Content-Type: application/json'
+    )
+
+
+@pytest.mark.parametrize("path", [".well-known/jwks.json", "health", "receipts?date=2026-11-30"])
+def test_head_on_a_get_route_answers_as_get_without_a_body(host, path):
+    get = requests.get(f"{host.url}/api/{path}", timeout=10)
+    head = requests.head(f"{host.url}/api/{path}", timeout=10)
+
+    assert head.status_code == get.status_code == 200
+    assert head.headers["Content-Type"] == get.headers["Content-Type"]
+    assert head.headers["Content-Length"] == str(len(get.content))
+    assert head.content == b""
+
+
+def test_mcp_answers_every_method_but_post_with_a_jsonrpc_405(host):
+    for method in ("GET", "PUT", "PATCH", "DELETE", "OPTIONS"):
+        answer = requests.request(method, f"{host.url}/api/a2a/mcp", timeout=10)
+
+        assert (answer.status_code, answer.headers["Allow"]) == (405, "POST")
+        assert answer.json()["error"]["code"] == -32600
+
+
+def test_a_method_no_trigger_can_list_is_still_404_as_on_azure(host):
+    assert requests.request("TRACE", f"{host.url}/api/a2a/purchase", timeout=10).status_code == 404
 
 
 def test_only_the_finance_day_listing_needs_a_function_key(functions):
