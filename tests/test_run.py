@@ -4,6 +4,7 @@ with one key, one email arrives with a working download link, and Ctrl-C stops i
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import requests
 from mcp import Client
 
 from tests.support import ROOT, free_port, free_ports, unique_email, unique_key
-from tools.run import settings_for_func
+from tools.run import host_name, settings_file, settings_for_func
 
 
 def _listening(port: int) -> bool:
@@ -77,6 +78,11 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
         code = proc.wait(timeout=30)
 
     assert mcp_url in banner and '"mcp-remote"' in banner
+    if shutil.which("func"):
+        assert "  Functions host:  func start (Azure Functions Core Tools)\n" in banner
+    else:
+        assert "  Functions host:  the repo's dev host (python -m tools.devhost)" in banner
+    assert f"  Settings:        {settings_file(ROOT, shutil.which('func') is not None)}\n" in banner
     assert f"http://localhost:{sandbox_port}/" in banner
     assert first.is_error is False
     assert second.structured_content == first.structured_content
@@ -102,3 +108,26 @@ def test_func_start_gets_local_settings_from_the_example_once_and_never_overwrit
 def test_without_an_example_nothing_is_created(tmp_path):
     assert settings_for_func(tmp_path) is None
     assert not (tmp_path / "local.settings.json").exists()
+
+
+def test_the_banner_names_the_settings_file_each_host_reads(tmp_path):
+    (tmp_path / "local.settings.json.example").write_text("{}")
+
+    dev_host_example = settings_file(tmp_path, core_tools=False)
+    func_missing = settings_file(tmp_path, core_tools=True)
+    (tmp_path / "local.settings.json").write_text("{}")
+    dev_host_own, func_own = (
+        settings_file(tmp_path, core_tools=False),
+        settings_file(tmp_path, core_tools=True),
+    )
+
+    assert dev_host_example == "local.settings.json.example (no local.settings.json)"
+    assert func_missing == "none (local.settings.json not found)"
+    assert dev_host_own == func_own == "local.settings.json"
+
+
+def test_the_banner_names_the_host_that_was_started():
+    assert host_name(core_tools=True) == "func start (Azure Functions Core Tools)"
+    assert host_name(core_tools=False) == (
+        "the repo's dev host (python -m tools.devhost), as Azure Functions Core Tools is not installed"
+    )

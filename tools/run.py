@@ -2,7 +2,8 @@
 client configuration to paste, and stop everything on Ctrl-C.
 
 The host is `func start` where Azure Functions Core Tools is installed, otherwise the repo's dev
-host. Azurite keeps its data in `.azurite/` so receipts survive a restart.
+host; the banner says which, and which settings file it reads. Azurite keeps its data in
+`.azurite/` so receipts survive a restart.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from tools import seed_bundles
+from tools.devhost import SETTINGS_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
@@ -76,8 +78,24 @@ def settings_for_func(root: Path) -> str | None:
     return f"created {target.name} from {example.name} (development values only)"
 
 
+def settings_file(root: Path, core_tools: bool) -> str:
+    """The settings file the host reads: `func start` only local.settings.json, the dev host that
+    file or else the example."""
+    names = SETTINGS_FILES[:1] if core_tools else SETTINGS_FILES
+    found = next((name for name in names if (root / name).is_file()), None)
+    if found is None:
+        return f"none ({' or '.join(names)} not found)"
+    return found if found == SETTINGS_FILES[0] else f"{found} (no {SETTINGS_FILES[0]})"
+
+
+def host_name(core_tools: bool) -> str:
+    if core_tools:
+        return "func start (Azure Functions Core Tools)"
+    return "the repo's dev host (python -m tools.devhost), as Azure Functions Core Tools is not installed"
+
+
 def commands(
-    host_port: int, sandbox_port: int, storage_port: int, data_dir: Path
+    host_port: int, sandbox_port: int, storage_port: int, data_dir: Path, core_tools: bool
 ) -> list[tuple[str, list[str], int]]:
     data_dir.mkdir(parents=True, exist_ok=True)
     azurite = [
@@ -89,7 +107,7 @@ def commands(
         *("--tableHost", "127.0.0.1", "--tablePort", str(storage_port + 2)),
     ]
     sandbox = [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(sandbox_port)]
-    if shutil.which("func"):
+    if core_tools:
         host = ["func", "start", "--port", str(host_port)]
     else:
         host = [sys.executable, "-m", "tools.devhost", "--port", str(host_port)]
@@ -100,13 +118,15 @@ def commands(
     ]
 
 
-def banner(host_port: int, sandbox_port: int) -> str:
+def banner(host_port: int, sandbox_port: int, host: str, settings: str) -> str:
     mcp_url = f"http://localhost:{host_port}/api/a2a/mcp"
     claude = {"mcpServers": {"storefront": {"command": "npx", "args": ["-y", "mcp-remote", mcp_url]}}}
     return "\n".join(
         [
             "",
             "Storefront is running.",
+            f"  Functions host:  {host}",
+            f"  Settings:        {settings}",
             f"  MCP endpoint:    {mcp_url}",
             f"  HTTP purchase:   http://localhost:{host_port}/api/a2a/purchase",
             f"  Brevo sandbox:   http://localhost:{sandbox_port}/  (captured emails and download links)",
@@ -146,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         env = child_env(args.port, args.storage_port, args.sandbox_port)
-        services = commands(args.port, args.sandbox_port, args.storage_port, args.data_dir)
-        if any(cmd[0] == "func" for _, cmd, _ in services):
+        core_tools = shutil.which("func") is not None
+        services = commands(args.port, args.sandbox_port, args.storage_port, args.data_dir, core_tools)
+        if core_tools:
             note = settings_for_func(ROOT)
             if note:
                 print(note, flush=True)
@@ -162,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                     else ["--connection-string", env["AzureWebJobsStorage"]]
                 )
                 seed_bundles.main(seed)
-        print(banner(args.port, args.sandbox_port), flush=True)
+        host, settings = host_name(core_tools), settings_file(ROOT, core_tools)
+        print(banner(args.port, args.sandbox_port, host, settings), flush=True)
         while all(p.poll() is None for p in started):
             time.sleep(0.5)
         print("a service stopped; shutting down the rest", file=sys.stderr)
