@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from shared.receipts import CHECK_NAMES
-from tests.support import Buyer
+from shared.settings import Settings
+from tests.support import Buyer, dev_settings, unique_email
 
 
 def checks(receipt: dict) -> dict[str, str]:
@@ -205,7 +206,15 @@ def test_brevo_timeout_is_503_with_a_failure_receipt(host_factory, mail):
     assert "in time" in response.json()["error"]["message"]
 
 
-def test_sixth_purchase_from_one_address_in_an_hour_is_refused_replays_are_free(buyer):
+@pytest.fixture(scope="module")
+def five_an_hour(host_factory):
+    """A host with the production rate limit, 5 purchases per address per hour (the development
+    settings allow more), and room for them all to go to one recipient."""
+    return host_factory(STOREFRONT_RATE_LIMIT_PER_HOUR="5", STOREFRONT_RECIPIENT_LIMIT_PER_DAY="50")
+
+
+def test_sixth_purchase_from_one_address_in_an_hour_is_refused_replays_are_free(five_an_hour):
+    buyer = Buyer(five_an_hour.url)
     keyed = {"email": buyer.email, "idempotency_key": buyer.key}
     first = buyer.purchase(keyed)
     for _ in range(4):
@@ -222,10 +231,20 @@ def test_sixth_purchase_from_one_address_in_an_hour_is_refused_replays_are_free(
     assert Buyer(buyer.host).purchase().status_code == 200
 
 
-def test_rate_limit_uses_the_address_azure_saw_not_a_forged_header(buyer):
+def test_rate_limit_uses_the_address_azure_saw_not_a_forged_header(five_an_hour):
+    buyer = Buyer(five_an_hour.url)
     for n in range(5):
         assert buyer.purchase(headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code == 200
     assert buyer.purchase(headers={"X-Forwarded-For": "10.9.9.9"}).status_code == 429
+
+
+def test_the_development_settings_allow_60_purchases_an_hour_and_production_5(buyer):
+    answers = [buyer.purchase({"email": unique_email()}) for _ in range(6)]  # one client, six recipients
+
+    assert [a.status_code for a in answers] == [200] * 6
+    assert all(checks(a.json())["rate_limit"] == "pass" for a in answers)
+    assert dev_settings()["STOREFRONT_RATE_LIMIT_PER_HOUR"] == "60"
+    assert Settings.from_env({}).rate_limit_per_hour == 5
 
 
 def test_cost_ceiling_refuses_once_reached(host_factory):
