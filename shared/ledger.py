@@ -4,6 +4,10 @@ day's receipts and totals are one partition query away.
 PartitionKey is the day (`2026-11-30`), RowKey the receipt id; the entity holds the billing figures
 and nothing about the buyer. Writing is an upsert, so a purchase finished by a second instance
 after a crash records its receipt once.
+
+A listing reads the whole day in one partition scan, which the day's totals need anyway, and
+orders it by issue time, then receipt id (Table storage would order it by RowKey, a random id);
+the cursor names the last receipt shown.
 """
 
 from __future__ import annotations
@@ -87,41 +91,40 @@ class TableLedger:
             raise outage(exc, WHAT) from exc
 
     def day(self, date: str, *, page_size: int = 50, cursor: str | None = None) -> DayListing:
-        """One page of the day's receipts, oldest receipt id first, with the whole day's totals."""
+        """One page of the day's receipts, earliest issued first (then by receipt id), with the
+        whole day's totals."""
         if not _is_day(date):
             raise InvalidRequest("date must be a calendar day, YYYY-MM-DD", code="invalid_date")
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidRequest(f"page_size must be 1-{MAX_PAGE_SIZE}", code="invalid_page_size")
-        token = _decode_cursor(cursor)
-        query = "PartitionKey eq @day"
+        after = _decode_cursor(cursor)
         try:
-            pages = self._table.query_entities(query, parameters={"day": date}, results_per_page=page_size)
-            page = pages.by_page(continuation_token=token)
-            entries = [_entry(entity) for entity in next(page, [])]
-            next_token = page.continuation_token
-            count, totals = self._totals(date)
+            entities = self._table.query_entities("PartitionKey eq @day", parameters={"day": date})
+            entries = sorted(map(_entry, entities), key=_order)
         except ResourceNotFoundError:
             return DayListing(date, [], 0, {}, None)
         except AzureError as exc:
             raise outage(exc, WHAT) from exc
-        return DayListing(date, entries, count, totals, _encode_cursor(next_token))
+        later = entries if after is None else [entry for entry in entries if _order(entry) > after]
+        page = later[:page_size]
+        next_cursor = _encode_cursor(_order(page[-1])) if len(later) > page_size else None
+        return DayListing(date, page, len(entries), _totals(entries), next_cursor)
 
-    def _totals(self, date: str) -> tuple[int, dict[str, dict[str, str]]]:
-        count, sums = 0, {}
-        columns = ["Amount", "Currency", "CostEstimate", "CostCurrency"]
-        for entity in self._table.query_entities(
-            "PartitionKey eq @day", parameters={"day": date}, select=columns
-        ):
-            count += 1
-            amount, cost = sums.setdefault(entity["Currency"], [Decimal(0), Decimal(0)])
-            sums[entity["Currency"]] = [
-                amount + Decimal(entity["Amount"]),
-                cost + Decimal(entity["CostEstimate"]),
-            ]
-        return count, {
-            currency: {"amount": f"{amount:.2f}", "cost_estimate": money(cost)}
-            for currency, (amount, cost) in sorted(sums.items())
-        }
+
+def _totals(entries: list[LedgerEntry]) -> dict[str, dict[str, str]]:
+    """Amount and cost estimate summed per currency."""
+    sums: dict[str, tuple[Decimal, Decimal]] = {}
+    for entry in entries:
+        amount, cost = sums.get(entry.currency, (Decimal(0), Decimal(0)))
+        sums[entry.currency] = (amount + Decimal(entry.amount), cost + Decimal(entry.cost_estimate))
+    return {
+        currency: {"amount": f"{amount:.2f}", "cost_estimate": money(cost)}
+        for currency, (amount, cost) in sorted(sums.items())
+    }
+
+
+def _order(entry: LedgerEntry) -> tuple[str, str]:
+    return entry.issued_at, entry.receipt_id
 
 
 def _columns(entry: LedgerEntry) -> dict[str, str]:
@@ -159,24 +162,28 @@ def _is_day(text: str) -> bool:
     return True
 
 
-def _encode_cursor(token: object) -> str | None:
-    if not token:
-        return None
-    return base64.urlsafe_b64encode(json.dumps(token).encode()).decode().rstrip("=")
+def _encode_cursor(last: tuple[str, str]) -> str:
+    """The cursor after `last`, the (issue time, receipt id) of the last receipt on a page."""
+    return base64.urlsafe_b64encode(json.dumps({"after": list(last)}).encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str | None) -> object:
+def _decode_cursor(cursor: str | None) -> tuple[str, str] | None:
     if not cursor:
         return None
     try:
         token = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError, RecursionError):
         raise InvalidRequest("cursor is not one this endpoint issued", code="invalid_cursor") from None
+    if isinstance(token, dict) and "RowKey" in token:
+        raise InvalidRequest(
+            "cursor is from an earlier version of this listing; open the day's first page again",
+            code="invalid_cursor",
+        )
+    after = token.get("after") if isinstance(token, dict) and set(token) == {"after"} else None
     if (
-        not isinstance(token, dict)
-        or not token
-        or not set(token) <= {"PartitionKey", "RowKey"}
-        or not all(isinstance(v, str) and v and v.isascii() and v.isprintable() for v in token.values())
+        not isinstance(after, list)
+        or len(after) != 2
+        or not all(isinstance(v, str) and v and v.isascii() and v.isprintable() for v in after)
     ):
         raise InvalidRequest("cursor is not one this endpoint issued", code="invalid_cursor")
-    return token
+    return after[0], after[1]

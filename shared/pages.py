@@ -400,7 +400,7 @@ def day_page(listing: DayListing, page_size: int, code: str | None = None) -> st
     )
     footer = (
         "<p>Totals cover the whole day (UTC); the table shows one page of its receipts, "
-        "in receipt id order.</p>"
+        "earliest issued first.</p>"
     )
     return _document(f"Receipts of {day}", "Finance", body, footer)
 

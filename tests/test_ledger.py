@@ -186,8 +186,33 @@ def test_following_the_cursor_visits_every_receipt_exactly_once(ledger, page_siz
     assert len(listed) == len(set(listed)) == 11
     assert all(len(page.receipts) <= page_size for page in pages)
     assert len(pages) == -(-11 // page_size)
-    assert listed == sorted(listed)  # Table storage order: ascending receipt id
+    assert listed == sorted(listed)  # one issue time: ties go by receipt id
     assert pages[-1].next_cursor is None
+
+
+def test_a_day_is_listed_in_issue_order_then_receipt_id_across_pages(ledger):
+    times = ["23:59:59", "00:00:00", "12:00:00", "00:00:01", "12:00:00", "09:30:00", "12:00:00"]
+    recorded = [receipt(issued_at=f"{DAY}T{time}Z") for time in times]
+    for one in recorded:
+        ledger.record(one)
+
+    pages = all_pages(ledger, DAY, page_size=3)
+
+    listed = [(entry.issued_at, entry.receipt_id) for page in pages for entry in page.receipts]
+    assert listed == sorted((r["issued_at"], r["receipt_id"]) for r in recorded)
+    assert [len(page.receipts) for page in pages] == [3, 3, 1]
+    assert {page.count for page in pages} == {7}
+
+
+def test_a_cursor_from_the_listing_ordered_by_receipt_id_is_refused_saying_to_start_again(ledger):
+    ledger.record(receipt())
+    old_cursor = cursor_of({"PartitionKey": DAY, "RowKey": new_receipt_id()})
+
+    with pytest.raises(InvalidRequest) as caught:
+        ledger.day(DAY, cursor=old_cursor)
+
+    assert caught.value.code == "invalid_cursor"
+    assert "open the day's first page again" in caught.value.message
 
 
 def test_the_cursor_is_opaque_url_safe_text(ledger):
