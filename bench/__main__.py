@@ -216,20 +216,20 @@ def keyed() -> dict[str, str]:
 
 FLOORS = {
     # path: (storage floor, brevo floor, what the floor is made of)
-    "replay": (2, 0, "claim point read + receipt blob read"),
+    "replay": (1, 0, "claim point read (the receipt rides on the completed claim)"),
     "fresh, key": (
-        10,
+        12,
         2,
-        "claim read + insert, rate 1, cost read + write, 2 recovery points, receipt blob, ledger, "
-        "claim completed; contact + email",
+        "claim read + read under the pre-scoping key, rate 1, recipient 1, cost read + write, "
+        "claim insert, 2 recovery points, receipt blob, ledger, claim completed; contact + email",
     ),
-    "fresh, no key": (5, 2, "rate 1, cost read + write, receipt blob, ledger; contact + email"),
+    "fresh, no key": (6, 2, "rate 1, recipient 1, cost read + write, receipt blob, ledger; contact + email"),
     "refused: invalid key": (0, 0, "format checked before any I/O"),
     "refused: key in progress": (1, 0, "claim point read"),
     "refused: key reused": (1, 0, "claim point read"),
     "refused: invalid input": (1, 0, "rate 1 (bad input counts against the limit)"),
     "refused: rate limit": (1, 0, "rate counter read (create-first makes it 2, the first purchase 1)"),
-    "refused: cost ceiling": (3, 0, "rate 1, cost read, rate given back 1"),
+    "refused: cost ceiling": (5, 0, "rate 1, recipient 1, cost read, rate and recipient given back"),
 }
 
 
@@ -244,9 +244,7 @@ def round_trips(handlers: Handlers) -> dict[str, dict]:
         "fresh, key": handlers.counted(lambda: post(keyed(), ip=address())),
         "fresh, no key": handlers.counted(lambda: post(buyer(), ip=address())),
         "refused: invalid key": handlers.counted(lambda: post({**buyer(), "idempotency_key": "bad key"})),
-        "refused: key reused": handlers.counted(
-            lambda: post({**buyer(), "idempotency_key": first["idempotency_key"]})
-        ),
+        "refused: key reused": handlers.counted(lambda: post({**first, "bundle_id": "mcp-field-guide"})),
         "refused: key in progress": _in_progress(handlers),
         "refused: invalid input": handlers.counted(lambda: post({"email": "nope"}, ip=address())),
     }
@@ -275,6 +273,7 @@ def _in_progress(handlers: Handlers) -> dict[str, int]:
     from shared.hashing import Hasher
     from shared.idempotency import Claim
     from shared.idempotency_table import TableIdempotencyStore
+    from shared.purchase import scoped_key_hash
     from shared.schema import canonical_request
     from shared.storage import table_client
 
@@ -286,7 +285,7 @@ def _in_progress(handlers: Handlers) -> dict[str, int]:
     fingerprint = hasher.request(canonical_request(args))
     store.create(
         Claim(
-            hasher.idempotency_key(args["idempotency_key"]),
+            scoped_key_hash(hasher, args["idempotency_key"], args["email"]),
             "processing",
             fingerprint,
             "rcpt_x",
@@ -329,17 +328,18 @@ def latency(handlers: Handlers) -> dict[str, dict]:
     raw_session = requests.Session()
     first = keyed()
     receipt = json.loads(handlers.post(first).get_body())
-    claim = next(iter(raw_table.list_entities(select=["PartitionKey", "RowKey"])))
-    blob_name = f"{receipt['receipt_id']}.json"
+    claim = next(
+        e
+        for e in raw_table.list_entities(select=["PartitionKey", "RowKey", "ReceiptId"])
+        if e["ReceiptId"] == receipt["receipt_id"]
+    )
 
     for _ in range(20):  # warm every connection pool before timing
         handlers.post(first)
         raw_table.get_entity(claim["PartitionKey"], claim["RowKey"])
-        raw_blobs.download_blob(blob_name).readall()
 
     def raw_replay() -> None:
         raw_table.get_entity(claim["PartitionKey"], claim["RowKey"])
-        raw_blobs.download_blob(blob_name).readall()
 
     replay_floor = timed(raw_replay, ITERATIONS)
     replay = timed(lambda: handlers.post(first), ITERATIONS)
@@ -353,13 +353,15 @@ def latency(handlers: Handlers) -> dict[str, dict]:
         """The raw calls a fresh keyed purchase makes, one after another, nothing else."""
         pk = uuid.uuid4().hex
         entity = {"PartitionKey": pk, "RowKey": pk, "State": "processing", "Progress": "{}"}
-        with contextlib.suppress(Exception):
-            scratch.get_entity(pk, pk)
-        meta = scratch.create_entity(entity)
+        for row in (pk, "legacy"):
+            with contextlib.suppress(Exception):
+                scratch.get_entity(pk, row)
         scratch.create_entity({"PartitionKey": "rate" + pk, "RowKey": "h", "Count": 1})
+        scratch.create_entity({"PartitionKey": "rcpt" + pk, "RowKey": "d", "Count": 1})
         cost = scratch.get_entity("cost", "d")
         cost["Count"] += 1
         scratch.update_entity(cost, etag=cost.metadata["etag"], match_condition=IF_UNCHANGED)
+        meta = scratch.create_entity(entity)
         headers = {"api-key": "bench"}
         raw_session.post(
             f"{sandbox}/v3/contacts",
