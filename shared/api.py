@@ -239,7 +239,7 @@ def receipt(req: Request, services: Services) -> Answer:
     if not is_receipt_id(receipt_id):
         return _not_found(req)
     try:
-        body = services.storefront.receipts.read(receipt_id)
+        body = services.storefront.stored_receipt(receipt_id)
     except StoreUnavailable:
         return error_answer(503, "store_unavailable", "receipt storage is unreachable", {"Retry-After": "5"})
     if body is None:

@@ -206,6 +206,21 @@ class Storefront:
     def receipt_url(self, receipt_id: str) -> str:
         return f"{self._config.public_base_url}/api/receipts/{receipt_id}"
 
+    def stored_receipt(self, receipt_id: str) -> bytes | None:
+        """A receipt on record: its blob, or the bytes queued for it while Blob was down (so its
+        `receipt_url` answers before the repair timer has run). Raises StoreUnavailable when
+        neither store can say."""
+        try:
+            body = self._receipts.read(receipt_id)
+        except StoreUnavailable:
+            return self._repairs.queued(receipt_id) or _raise_unavailable(receipt_id)
+        if body is not None:
+            return body
+        try:
+            return self._repairs.queued(receipt_id)
+        except StoreUnavailable:
+            return None
+
     def reap_expired_keys(self) -> int:
         """Delete idempotency claims past their expiry (the timer trigger's job)."""
         return self._idempotency.reap()
@@ -673,6 +688,10 @@ class Storefront:
             ),
             "caller": attempt.call.caller.as_dict(),
         }
+
+
+def _raise_unavailable(receipt_id: str) -> bytes:
+    raise StoreUnavailable(f"receipt {receipt_id} is in neither store that answered")
 
 
 def scoped_key_hash(hasher: Hasher, key: str, email: str) -> str:

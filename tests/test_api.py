@@ -366,6 +366,9 @@ class _Store:
     def __init__(self, receipts: _Receipts):
         self.receipts = receipts
 
+    def stored_receipt(self, receipt_id: str) -> bytes | None:
+        return self.receipts.read(receipt_id)
+
     def purchase(self, call):  # pragma: no cover - must not be reached
         raise AssertionError("purchase must not run")
 

@@ -337,6 +337,7 @@ def test_a_receipt_answered_while_blob_is_down_is_put_on_record_by_the_repair_ti
     receipt_id = first.json()["receipt_id"]
     retry = Buyer(healthy.url, email=buyer.email, key=buyer.key).purchase(payload)
     before_repair = receipt_blobs(azurite, env)
+    at_url_before = requests.get(f"{healthy.url}/api/receipts/{receipt_id}", timeout=10)
     repaired = requests.post(f"{healthy.url}/admin/functions/repair_receipts", json={}, timeout=30)
     at_url = requests.get(f"{healthy.url}/api/receipts/{receipt_id}", timeout=10)
 
@@ -344,6 +345,7 @@ def test_a_receipt_answered_while_blob_is_down_is_put_on_record_by_the_repair_ti
     assert retry.status_code == 200 and retry.content == first.content
     assert retry.headers["Idempotent-Replayed"] == "true"
     assert before_repair == []
+    assert at_url_before.status_code == 200 and at_url_before.content == first.content
     assert repaired.status_code == 202
     assert at_url.status_code == 200 and at_url.content == first.content
     assert listed(healthy, first.json()) == [receipt_id]
