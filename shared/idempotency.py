@@ -143,8 +143,8 @@ class IdempotencyHandler:
             claim = self._store.get(key_hash)
             if (claim is None or claim.expires_at <= now) and legacy_hash and legacy_hash != key_hash:
                 legacy = self._store.get(legacy_hash)
-                if legacy is not None and legacy.expires_at > now:
-                    claim = legacy
+                if legacy is not None and legacy.expires_at > now and legacy.fingerprint == fingerprint:
+                    claim = legacy  # only the same buyer's same request: nothing to learn for others
             if claim is None:
                 return Vacant(key_hash)
             if claim.expires_at <= now:
@@ -165,9 +165,19 @@ class IdempotencyHandler:
         another request took it first. Raises StoreUnavailable when the store is down."""
         fresh = self._fresh(vacant.key_hash, fingerprint, receipt_id, self._clock(), progress)
         if vacant.etag:
-            return self._take(replace(fresh, etag=vacant.etag), fresh, False)
-        created = self._store.create(fresh)
-        return Claimed(created, resumed=False) if created is not None else None
+            taken = self._take(replace(fresh, etag=vacant.etag), fresh, False)
+        else:
+            created = self._store.create(fresh)
+            taken = Claimed(created, resumed=False) if created is not None else None
+        return taken or self._own(vacant.key_hash, receipt_id)
+
+    def _own(self, key_hash: str, receipt_id: str) -> Claimed | None:
+        """After a write that seemed to lose: our own write may have landed with its answer lost
+        (the SDK retried it and met itself). A claim with our receipt id is ours."""
+        claim = self._store.get(key_hash)
+        if claim is not None and claim.receipt_id == receipt_id:
+            return Claimed(claim, resumed=False)
+        return None
 
     def checkpoint(self, claim: Claim, progress: dict) -> Claim:
         """Record a recovery point and renew the lease. Raises ClaimLost or StoreUnavailable."""
@@ -188,9 +198,11 @@ class IdempotencyHandler:
         )
         return self._store.update(done)
 
-    def release(self, claim: Claim, *, keep_progress: bool) -> None:
+    def release(self, claim: Claim, *, keep_progress: bool) -> bool:
         """Let the next request run: delete the claim, or, when an effect may already have left
-        (an email whose answer never came), keep its recovery points and end the lease now."""
+        (an email whose answer never came), keep its recovery points and end the lease now.
+        False when that did not happen (the store did not answer, or another request holds
+        the claim): the claim then lives on until its lease ends."""
         try:
             if keep_progress:
                 now = self._clock()
@@ -198,7 +210,8 @@ class IdempotencyHandler:
             else:
                 self._store.delete(claim)
         except (ClaimLost, StoreUnavailable):
-            pass
+            return False
+        return True
 
     def reap(self) -> int:
         return self._store.reap(self._clock())

@@ -141,6 +141,7 @@ class _Attempt:
     email_attempted: bool = False
     receipt_body: bytes | None = None
     inherited_receipt: bool = False
+    claim_uncertain: bool = False  # a claim write whose answer was lost: it may exist
     reservations: list[Reservation] = field(default_factory=list)
 
     @property
@@ -372,9 +373,19 @@ class Storefront:
                 vacant, attempt.fingerprint, attempt.receipt_id, attempt.progress()
             )
         except StoreUnavailable as exc:
-            self._key_store_down(attempt, exc)
-            attempt.vacant = None
-            return
+            if self._config.idempotency_fail_open:
+                self._key_store_down(attempt, exc)
+                attempt.vacant = None
+                return
+            # The claim, with these reservations on it, may have landed: keep them counted.
+            attempt.claim_uncertain = True
+            message = (
+                "the idempotency store did not answer as this key was claimed; nothing was sent. "
+                "A retry with the key answers 409 until the claim's lease ends if the claim landed, "
+                "then resumes"
+            )
+            attempt.checks.record("idempotency", "fail", message)
+            raise StorageDown(message, retry_after=5) from None
         if claimed is None:
             for reservation in attempt.reservations:
                 self._governance.release(reservation)
@@ -483,7 +494,11 @@ class Storefront:
             try:
                 queued = self._repairs.queued(attempt.receipt_id)
             except StoreUnavailable:
-                queued = None
+                raise StorageDown(
+                    "the receipt an earlier attempt may have issued cannot be looked up yet; retry "
+                    "with the same idempotency key",
+                    retry_after=5,
+                ) from None
             if queued is not None:
                 attempt.receipt_body, attempt.inherited_receipt = queued, True
                 return
@@ -557,17 +572,24 @@ class Storefront:
         the caller caused the failure (bad input counts against the rate limit). The idempotency
         check then says what a retry with the key will do."""
         sent = attempt.email_attempted or attempt.checks.has("fulfillment_email")
+        released = not attempt.claim_uncertain
         if attempt.claim is not None:
-            self._idempotency.release(attempt.claim, keep_progress=sent)
+            released = self._idempotency.release(attempt.claim, keep_progress=sent)
         if attempt.keyed and attempt.checks.result("idempotency") == "pass":
             if sent:
                 retry = "key kept with its recovery points: a retry with it resumes and sends no second email"
-            else:
+            elif released:
                 retry = "key not used: nothing was sent, so a retry with it runs the purchase again"
+            else:
+                retry = (
+                    "key still held (the store did not confirm its release): nothing was sent; a retry "
+                    "with it answers 409 until the lease ends, then resumes"
+                )
             attempt.checks.record("idempotency", "pass", retry)
         # Once the email may have gone out, the purchase counts: the retry resumes without
-        # taking the guards again, so the reservations stay.
-        if not sent and (exc.status >= 500 or isinstance(exc, LimitExceeded)):
+        # taking the guards again, so the reservations stay. So do they while a claim that
+        # records them may live on.
+        if not sent and released and (exc.status >= 500 or isinstance(exc, LimitExceeded)):
             for reservation in attempt.reservations:
                 self._governance.release(reservation)
 
@@ -588,12 +610,20 @@ class Storefront:
             log.error("receipt %s answered but not on record: both stores unreachable", attempt.receipt_id)
             return Outcome(200, attempt.receipt_body)
         if attempt.claim is not None:
-            not_after = attempt.token.expires_at if attempt.token else None
             try:
-                self._idempotency.complete(attempt.claim, body, not_after=not_after)
+                self._idempotency.complete(attempt.claim, body, not_after=self._token_expiry(attempt))
             except (ClaimLost, StoreUnavailable) as exc:
                 log.warning("claim not completed (%s); a retry after the lease will finish it", exc)
         return Outcome(200, body)
+
+    def _token_expiry(self, attempt: _Attempt) -> float | None:
+        """When the emailed link dies: the token's expiry, which derives from the claim, so a
+        taker that resumed with the receipt alone (and minted no token) knows it too."""
+        if attempt.token is not None:
+            return attempt.token.expires_at
+        if attempt.claim is not None and attempt.claim.created_at:
+            return int(attempt.claim.created_at) + self._config.download_token_ttl_seconds
+        return None
 
     def _record(self, attempt: _Attempt) -> bytes | None:
         """The receipt as it stands on record, retrying within the configured patience; None

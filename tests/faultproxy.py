@@ -7,6 +7,8 @@ down mid-request, and a network that holds packets.
     cut      every open connection is reset now (mid-request included); new connects refused
     stall    connects succeed, nothing is answered: new and open connections forward nothing;
              held bytes go on, in order, when the stall ends (as TCP delivers after a partition)
+    mute     requests reach the upstream, answers are dropped: the write happens, its caller
+             never hears (a response lost on the way back)
 
 `set(mode, seconds=n)` applies a mode for n seconds, then goes back to `pass` (unless the mode was
 changed meanwhile). A mode is in force when `set` returns. The proxy runs an asyncio loop on its
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from tests.support import connection_string, free_port
 
-MODES = ("pass", "refuse", "cut", "stall")
+MODES = ("pass", "refuse", "cut", "stall", "mute")
 CHUNK = 64 * 1024
 
 
@@ -201,6 +203,8 @@ class FaultProxy:
                     if sink.can_write_eof():
                         sink.write_eof()
                     return
+                if self._mode == "mute" and counter == "bytes_down":
+                    continue
                 sink.write(data)
                 await sink.drain()
                 self._counts[counter] += len(data)

@@ -746,3 +746,36 @@ def test_the_download_token_id_derives_from_the_claim_alone(handler, clock):
     assert claim.token_id() == replace(claim, progress={"x": 1}, etag="other").token_id()
     assert claim.token_id() != other.claim.token_id()
     assert len(claim.token_id()) == 22
+
+
+# --- claims written before keys were scoped to the buyer --------------------------------------------
+
+
+def test_a_claim_written_before_scoping_still_replays_for_its_own_request(handler, receipts):
+    legacy = new_key()
+    body = complete_with_receipt(handler, receipts, claim_new(handler, legacy))
+
+    assert handler.begin(new_key(), FP, legacy_hash=legacy) == Replay(body)
+
+
+def test_a_claim_written_before_scoping_tells_a_stranger_nothing(handler, receipts):
+    legacy, scoped = new_key(), new_key()
+    complete_with_receipt(handler, receipts, claim_new(handler, legacy))
+    running = new_key()
+    claim_new(handler, running)
+
+    assert handler.begin(scoped, OTHER_FP, legacy_hash=legacy) == Vacant(scoped)
+    assert handler.begin(scoped, OTHER_FP, legacy_hash=running) == Vacant(scoped)
+
+
+def test_a_take_whose_insert_landed_unseen_recognises_its_own_claim(handler, store):
+    key, receipt_id = new_key(), new_receipt_id()
+    vacant = handler.begin(key, FP)
+    landed = handler.take(vacant, FP, receipt_id, {})
+
+    again = handler.take(vacant, FP, receipt_id, {})
+    other = handler.take(vacant, FP, new_receipt_id(), {})
+
+    assert isinstance(again, Claimed) and again.claim.receipt_id == receipt_id
+    assert again.claim.etag == landed.claim.etag
+    assert other is None
