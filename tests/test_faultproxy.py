@@ -150,6 +150,19 @@ def test_stall_times_out_and_the_held_request_lands_when_it_ends(store):
     store.recovers(store.clients(), 5)
 
 
+def test_mute_lets_the_write_land_while_its_caller_times_out(store):
+    clients = store.clients(timeout=1)
+    store.recovers(clients, 1)
+
+    store.switch("mute")
+    outcomes = store.write(clients, 8)
+    store.switch("pass")
+
+    assert all(isinstance(error, ServiceResponseTimeoutError) for error, _ in outcomes.values()), outcomes
+    assert store.stored_value() == 8
+    store.recovers(store.clients(), 9)
+
+
 def test_a_mode_for_some_seconds_goes_back_to_pass_unless_changed_meanwhile(store):
     table_proxy, blob_proxy = store.proxies
 
