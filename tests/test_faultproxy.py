@@ -137,30 +137,20 @@ def test_cut_during_a_request_fails_it_at_once_instead_of_timing_out(store):
     assert took < QUICK
 
 
-def test_stall_times_out_and_the_held_request_lands_when_it_ends(store):
+@pytest.mark.parametrize(("mode", "lands"), [("stall", "when the stall ends"), ("mute", "at once")])
+def test_stall_and_mute_time_the_caller_out_and_the_write_lands(store, mode, lands):
     clients = store.clients(timeout=1)
     store.recovers(clients, 1)
 
-    store.switch("stall")
+    store.switch(mode)
     outcomes = store.write(clients, 4)
+    while_faulted = store.stored_value()
     store.switch("pass")
 
     assert all(isinstance(error, ServiceResponseTimeoutError) for error, _ in outcomes.values()), outcomes
-    _wait_until(lambda: store.stored_value() == 4)  # delivered late, as after a network partition
+    assert while_faulted == (4 if lands == "at once" else 1)
+    _wait_until(lambda: store.stored_value() == 4)  # a stalled write is delivered late, as after a partition
     store.recovers(store.clients(), 5)
-
-
-def test_mute_lets_the_write_land_while_its_caller_times_out(store):
-    clients = store.clients(timeout=1)
-    store.recovers(clients, 1)
-
-    store.switch("mute")
-    outcomes = store.write(clients, 8)
-    store.switch("pass")
-
-    assert all(isinstance(error, ServiceResponseTimeoutError) for error, _ in outcomes.values()), outcomes
-    assert store.stored_value() == 8
-    store.recovers(store.clients(), 9)
 
 
 def test_a_mode_for_some_seconds_goes_back_to_pass_unless_changed_meanwhile(store):
