@@ -9,7 +9,7 @@ NODE_STAMP := node_modules/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run test bench lint format clean
+.PHONY: install run test bench soak lint format clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -43,6 +43,10 @@ test: install $(CHROMIUM)
 ## Measure against the physical floor; prints a table, writes bench/results.json (never fails on a time).
 bench: install
 	$(PY) -m bench
+
+## Two dev hosts under seeded faults (SOAK_SECONDS, default 120; SOAK_SEED); exits 1 on a violation.
+soak: install
+	$(PY) -m soak
 
 lint: install
 	$(PY) -m ruff check .

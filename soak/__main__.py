@@ -1,0 +1,28 @@
+"""`make soak`: the storefront under faults, bounded (2 minutes of load by default).
+
+Two dev hosts share one Azurite, each store behind a fault proxy (tests/faultproxy.py), and one
+Brevo sandbox. Agents buy over MCP and HTTP, with and without idempotency keys, retrying as agents
+do, while a seeded schedule cuts and stalls Table and Blob, makes Brevo fail, answer late or
+refuse, and kills a host now and then. Once the faults stop, every key is asked again until it is
+answered for good; then the invariants are checked against the sandbox's emails, the receipt
+blobs, the receipt URLs and the finance listing. Prints a summary and exits 1 on any violation.
+
+SOAK_SECONDS sets the load's length, SOAK_SEED the schedule (printed, so a failure reproduces).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from soak.run import Config, run
+
+
+def main() -> int:
+    outcome = run(Config.from_env(dict(os.environ)))
+    print(outcome.text())
+    return 0 if outcome.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""What must hold after the soak, checked against what the agents were told and what the services
+hold: the sandbox's captured emails, the receipt blobs, the receipt URLs and the finance listing.
+
+Each invariant gives the number of things it checked and its violations, one line each. A
+fulfilled receipt is any the store issued: one an agent got with a 200, or one in Blob storage
+(an answer lost to a killed host still counts).
+
+One documented exception is let through (README, Idempotency semantics): a purchase without a
+key whose Table and Blob both went down before its receipt was stored gets its 200, but the
+receipt "cannot be on record". It is let through only where the host logged it ("answered but
+not on record") and the soak's own fault timeline agrees that both stores were faulted during
+that request. The report counts these receipts and where they landed anyway (a stalled upload
+can reach Blob after its timeout).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from soak.agent import Answer, Journal, Order
+from soak.faults import REFUSABLE
+
+DOCUMENTED_REFUSALS = (409, 429)  # the only 4xx a well-formed purchase may get
+LIMIT_CODES = ("rate_limited", "cost_ceiling_reached")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One day of `GET /api/receipts`, every page."""
+
+    count: int
+    ids: list[str]
+
+
+@dataclass
+class Evidence:
+    journal: Journal
+    settled: dict[Order, Answer | None]  # each keyed order's last answer once the faults stopped
+    emails: list[dict]  # the sandbox's captured emails
+    stored: dict[str, bytes]  # receipt blobs, read straight from Azurite: receipt id → bytes
+    served: dict[str, tuple[int, bytes]]  # receipt id → what its receipt_url answered
+    ledger: dict[str, Listing]  # day → the finance listing
+    buyer_of: dict[str, Order]  # buyer.id (the HMAC of the email) → order
+    ceiling_purchases: int
+    rate_limit: int  # per client address per UTC hour
+    hours: int  # UTC hours the run touched
+    refusals_injected: int  # Brevo refusals the sandbox actually answered
+    double_outage: set[str] = field(default_factory=set)  # unkeyed 200s sent while both stores were down
+    declared_off_record: set[str] = field(default_factory=set)  # "answered but not on record" in a host log
+    fulfilled: dict[str, dict] = field(default_factory=dict)  # receipt id → receipt
+    seen: dict[str, tuple[Order, bytes]] = field(default_factory=dict)  # 200s: id → (order, bytes)
+
+    def __post_init__(self) -> None:
+        for answer in self.journal.answers:
+            if answer.status == 200 and answer.receipt is not None:
+                receipt = json.loads(answer.receipt)
+                self.seen.setdefault(receipt["receipt_id"], (answer.order, answer.receipt))
+                self.fulfilled.setdefault(receipt["receipt_id"], receipt)
+        for receipt_id, body in self.stored.items():
+            self.fulfilled.setdefault(receipt_id, json.loads(body))
+
+    def listed(self) -> set[str]:
+        return {receipt_id for listing in self.ledger.values() for receipt_id in listing.ids}
+
+    def off_record(self) -> set[str]:
+        """The documented exception: unkeyed, both stores down, and the host said so."""
+        return self.double_outage & self.declared_off_record
+
+    def order_of(self, receipt: dict) -> Order | None:
+        return self.buyer_of.get((receipt.get("buyer") or {}).get("id", ""))
+
+    def emails_to(self) -> Counter[str]:
+        return Counter(e["to"][0]["email"].strip().lower() for e in self.emails)
+
+
+@dataclass(frozen=True)
+class Invariant:
+    name: str
+    checked: int
+    violations: list[str]
+
+
+def check(evidence: Evidence) -> list[Invariant]:
+    return [
+        one_email_per_key(evidence),
+        one_receipt_per_key(evidence),
+        identical_answers_per_key(evidence),
+        every_purchase_emailed(evidence),
+        every_200_stored(evidence),
+        every_200_listed(evidence),
+        ledger_matches_receipts(evidence),
+        cost_ceiling_held(evidence),
+        rate_limit_held(evidence),
+        only_documented_5xx(evidence),
+        only_expected_refusals(evidence),
+        nothing_stuck(evidence),
+    ]
+
+
+def _keyed(evidence: Evidence) -> list[Order]:
+    return [order for order in evidence.journal.orders if order.key]
+
+
+def one_email_per_key(ev: Evidence) -> Invariant:
+    """Each key uses its own address, so emails per address are emails per key; and no claim's
+    tag (`purchase-<uuid>`) is on two emails."""
+    per_address = ev.emails_to()
+    violations = [
+        f"{order.key}: {per_address[order.email]} emails to {order.email}"
+        for order in _keyed(ev)
+        if per_address[order.email] > 1
+    ]
+    tags = Counter(tag for e in ev.emails for tag in e.get("tags") or () if tag.startswith("purchase-"))
+    violations += [f"tag {tag} on {n} emails" for tag, n in tags.items() if n > 1]
+    return Invariant("one email per key", len(_keyed(ev)), violations)
+
+
+def one_receipt_per_key(ev: Evidence) -> Invariant:
+    per_order: dict[Order, set[str]] = defaultdict(set)
+    for receipt_id, receipt in ev.fulfilled.items():
+        order = ev.order_of(receipt)
+        if order is not None and order.key:
+            per_order[order].add(receipt_id)
+    violations = [
+        f"{order.key}: {len(ids)} fulfilled receipts {sorted(ids)}"
+        for order, ids in per_order.items()
+        if len(ids) > 1
+    ]
+    return Invariant("one receipt per key", len(_keyed(ev)), violations)
+
+
+def identical_answers_per_key(ev: Evidence) -> Invariant:
+    bodies: dict[Order, set[bytes]] = defaultdict(set)
+    for answer in ev.journal.answers:
+        if answer.order.key and answer.status == 200:
+            bodies[answer.order].add(answer.receipt)
+    violations = [
+        f"{order.key}: {len(found)} different 200 bodies" for order, found in bodies.items() if len(found) > 1
+    ]
+    return Invariant("a key's 200s are byte-identical", len(bodies), violations)
+
+
+def every_purchase_emailed(ev: Evidence) -> Invariant:
+    per_address = ev.emails_to()
+    violations = []
+    for receipt_id, receipt in ev.fulfilled.items():
+        order = ev.order_of(receipt)
+        if order is None:
+            violations.append(f"{receipt_id}: fulfilled for a buyer no agent ordered for")
+        elif per_address[order.email] == 0:
+            violations.append(f"{receipt_id} ({order.key or 'no key'}): fulfilled, but no email went out")
+    return Invariant("every fulfilled purchase emailed", len(ev.fulfilled), violations)
+
+
+def every_200_stored(ev: Evidence) -> Invariant:
+    """Every receipt answered 200 is at its receipt_url, byte for byte."""
+    violations, exempt = [], ev.off_record()
+    for receipt_id, (order, body) in ev.seen.items():
+        status, served = ev.served.get(receipt_id, (0, b""))
+        if receipt_id in exempt:
+            continue
+        if status != 200:
+            violations.append(f"{receipt_id} ({order.key or 'no key'}): receipt_url answers {status}")
+        elif served != body:
+            violations.append(f"{receipt_id} ({order.key or 'no key'}): receipt_url serves other bytes")
+    return Invariant("every 200 retrievable at its receipt_url", len(ev.seen), violations)
+
+
+def every_200_listed(ev: Evidence) -> Invariant:
+    listed, exempt = ev.listed(), ev.off_record()
+    violations = [
+        f"{receipt_id} ({order.key or 'no key'}): not in GET /api/receipts?date={_day(ev, receipt_id)}"
+        for receipt_id, (order, _) in ev.seen.items()
+        if receipt_id not in listed and receipt_id not in exempt
+    ]
+    return Invariant("every 200 in the day's listing", len(ev.seen), violations)
+
+
+def ledger_matches_receipts(ev: Evidence) -> Invariant:
+    """Per day: the listing's count is the number of fulfilled receipts, and the same ids."""
+    violations, exempt = [], ev.off_record()
+    for day, listing in sorted(ev.ledger.items()):
+        fulfilled = {rid for rid in ev.fulfilled if _day(ev, rid) == day and rid not in exempt}
+        if listing.count != len(fulfilled):
+            violations.append(f"{day}: listing counts {listing.count}, {len(fulfilled)} were fulfilled")
+        if listing.count != len(listing.ids):
+            violations.append(f"{day}: listing counts {listing.count} but pages hold {len(listing.ids)}")
+        for receipt_id in sorted(fulfilled - set(listing.ids)):
+            violations.append(f"{day}: {receipt_id} ({_story(ev, receipt_id)}) missing from the ledger")
+        for receipt_id in sorted(set(listing.ids) - fulfilled):
+            violations.append(f"{day}: {receipt_id} in the ledger, but no such fulfilled receipt")
+    return Invariant("ledger = fulfilled receipts", len(ev.fulfilled), violations)
+
+
+def cost_ceiling_held(ev: Evidence) -> Invariant:
+    """Receipts whose cost check passed never outnumber ceiling ÷ cost. Receipts marked `degraded`
+    (the counter store was down: documented fail-open) are counted in the report, not here."""
+    passed = sum(1 for r in ev.fulfilled.values() if _check(r, "cost_ceiling") == "pass")
+    violations = []
+    if passed > ev.ceiling_purchases:
+        violations.append(f"{passed} purchases passed a ceiling of {ev.ceiling_purchases}")
+    return Invariant("cost ceiling held", len(ev.fulfilled), violations)
+
+
+def rate_limit_held(ev: Evidence) -> Invariant:
+    """Per client address, purchases whose rate check passed fit the limit for the hours run."""
+    per_address: Counter[str] = Counter()
+    for receipt_id, (order, _) in ev.seen.items():
+        if _check(ev.fulfilled[receipt_id], "rate_limit") == "pass":
+            per_address[order.address] += 1
+    allowed = ev.rate_limit * ev.hours
+    violations = [
+        f"{address}: {n} purchases passed a limit of {allowed}"
+        for address, n in per_address.items()
+        if n > allowed
+    ]
+    return Invariant("rate limit held", len(per_address), violations)
+
+
+def only_documented_5xx(ev: Evidence) -> Invariant:
+    """A 5xx is a 503 that says when to retry, or a 502 for a Brevo refusal the soak injected."""
+    violations, rejected = [], 0
+    for answer in ev.journal.answers:
+        status = answer.status or 0
+        if status < 500:
+            continue
+        if status == 503 and answer.retry_after is None:
+            violations.append(_describe(answer, "503 without Retry-After"))
+        elif status == 502:
+            rejected += 1
+            if REFUSABLE not in answer.order.email or answer.code != "upstream_rejected":
+                violations.append(_describe(answer, "502 without an injected Brevo refusal"))
+        elif status not in (502, 503):
+            violations.append(_describe(answer, f"{status}"))
+    if rejected > ev.refusals_injected:
+        violations.append(f"{rejected} answers were 502, the sandbox refused {ev.refusals_injected} calls")
+    checked = sum(1 for a in ev.journal.answers if (a.status or 0) >= 500)
+    return Invariant("only documented 5xx", checked, violations)
+
+
+def only_expected_refusals(ev: Evidence) -> Invariant:
+    """Agents send well-formed purchases: the only 4xx are 409 (key in use) and 429 (limits)."""
+    violations = [
+        _describe(answer, f"{answer.status}")
+        for answer in ev.journal.answers
+        if answer.status is not None and answer.status < 500 and answer.status != 200
+        if answer.status not in DOCUMENTED_REFUSALS
+        or (answer.status == 429 and answer.code not in LIMIT_CODES)
+    ]
+    return Invariant("only 409 and 429 refusals", len(ev.journal.answers), violations)
+
+
+def nothing_stuck(ev: Evidence) -> Invariant:
+    """Once the faults stop, every key ends at 200; a limit's 429 only for a key that never
+    bought anything (no 200, no email, no receipt)."""
+    bought = {order for order, _ in ev.seen.values()}
+    bought |= {ev.order_of(r) for r in ev.fulfilled.values()}
+    emailed = ev.emails_to()
+    violations = []
+    for order, last in ev.settled.items():
+        if last is not None and last.status == 200:
+            continue
+        never_bought = order not in bought and emailed[order.email] == 0
+        if last is not None and last.status == 429 and last.code in LIMIT_CODES and never_bought:
+            continue
+        what = "no answer" if last is None or last.status is None else f"{last.status} {last.code or ''}"
+        history = "" if never_bought else "bought (a 200, a receipt or an email), yet "
+        violations.append(f"{order.key}: {history}still {what.strip()} after the faults stopped")
+    return Invariant("nothing stuck", len(ev.settled), violations)
+
+
+def _story(ev: Evidence, receipt_id: str) -> str:
+    """Whose receipt, and what its buyer saw of it."""
+    order = ev.order_of(ev.fulfilled[receipt_id])
+    who = "unknown buyer" if order is None else order.key or "no key"
+    if receipt_id in ev.seen:
+        return f"{who}, answered 200"
+    return f"{who}, in Blob but never answered: its host died mid-purchase, or its answer was lost"
+
+
+def _check(receipt: dict, name: str) -> str | None:
+    return next((c["result"] for c in receipt.get("checks", ()) if c["name"] == name), None)
+
+
+def _day(ev: Evidence, receipt_id: str) -> str:
+    return ev.fulfilled[receipt_id]["issued_at"][:10]
+
+
+def _describe(answer: Answer, what: str) -> str:
+    return (
+        f"{what} {answer.code or ''} at {answer.at:.1f}s ({answer.phase}, {answer.channel}, "
+        f"host{answer.host}, {answer.order.key or 'no key'})"
+    )
