@@ -90,6 +90,16 @@ class TableLedger:
         except ResourceNotFoundError as exc:
             raise outage(exc, WHAT) from exc
 
+    def has(self, date: str, receipt_id: str) -> bool:
+        """Whether the receipt has its row on that day. Raises StoreUnavailable."""
+        try:
+            self._table.get_entity(date, receipt_id, select=["RowKey"])
+        except ResourceNotFoundError:
+            return False
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+        return True
+
     def day(self, date: str, *, page_size: int = 50, cursor: str | None = None) -> DayListing:
         """One page of the day's receipts, earliest issued first (then by receipt id), with the
         whole day's totals."""

@@ -638,12 +638,14 @@ class Storefront:
             pause = min(pause * 2, 1.0)
 
     def _record_once(self, attempt: _Attempt) -> bytes | None:
-        """Blob (write-once: an earlier holder's bytes win) and the ledger row; when one store is
-        down, a repair entry in the other makes the timer finish the job. A receipt that a taker
-        issued itself goes nowhere before Blob confirms no earlier one exists."""
+        """Blob (write-once: an earlier holder's bytes win; tagged until the repair timer has
+        seen its ledger row) and the ledger row. When Blob is down, the bytes are queued for
+        repair in the Table before the ledger row names them. A receipt that a taker issued
+        itself goes nowhere before Blob confirms no earlier one exists."""
         receipt_id, body = attempt.receipt_id, attempt.receipt_body
+        day = json.loads(body)["issued_at"][:10]
         try:
-            if not self._receipts.write(receipt_id, body):
+            if not self._receipts.write(receipt_id, body, ledger_day=day):
                 body = self._receipts.read(receipt_id) or body
             in_blob = True
         except StoreUnavailable as exc:
@@ -651,14 +653,13 @@ class Storefront:
             if attempt.resumed and not attempt.inherited_receipt:
                 return None
             in_blob = False
+        if not in_blob and not self._queue(lambda rid: self._repairs.queue(rid, body), receipt_id):
+            return None
         try:
             self._ledger.record(json.loads(body))
         except StoreUnavailable as exc:
-            log.warning("receipt %s not in the ledger yet: %s", receipt_id, exc)
-            return body if in_blob and self._queue(self._receipts.mark_for_ledger, receipt_id) else None
-        if in_blob:
-            return body
-        return body if self._queue(lambda rid: self._repairs.queue(rid, body), receipt_id) else None
+            log.warning("receipt %s not in the ledger yet (the repair timer adds it): %s", receipt_id, exc)
+        return body
 
     @staticmethod
     def _queue(queue: Callable[[str], None], receipt_id: str) -> bool:

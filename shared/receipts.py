@@ -185,28 +185,31 @@ OUTPUT_SCHEMA: dict = {
 }
 
 
-LEDGER_MARK_PREFIX = "pending-ledger/"
+LEDGER_TAG = "ledger_day"
 
 
 class BlobReceiptStore:
-    """Receipts as write-once blobs named `<receipt_id>.json` in one container. A receipt whose
-    ledger row could not be written (Table down) gets an empty marker blob beside it,
-    `pending-ledger/<receipt_id>`, which the repair timer lists and clears."""
+    """Receipts as write-once blobs named `<receipt_id>.json` in one container.
+
+    A receipt is written with the blob index tag `ledger_day=<its UTC day>`, in the same call, and
+    keeps it until the repair timer has seen its ledger row: a receipt whose ledger row was never
+    written (the Table was down, or the host died between the two writes) is found by that tag.
+    Only the day is in the tag; nothing about the buyer."""
 
     def __init__(self, container: ContainerClient):
         self._container = container
 
-    def write(self, receipt_id: str, body: bytes) -> bool:
-        """Store the receipt once; False when a receipt with this id already exists."""
-        return self._upload(f"{receipt_id}.json", body, overwrite=False)
-
-    def _upload(self, name: str, body: bytes, *, overwrite: bool) -> bool:
+    def write(self, receipt_id: str, body: bytes, *, ledger_day: str | None = None) -> bool:
+        """Store the receipt once; False when a receipt with this id already exists. With
+        `ledger_day`, the blob is tagged as awaiting its ledger row on that day."""
+        tags = {LEDGER_TAG: ledger_day} if ledger_day else None
         for _ in range(2):
             try:
                 self._container.upload_blob(
-                    name,
+                    f"{receipt_id}.json",
                     body,
-                    overwrite=overwrite,
+                    overwrite=False,
+                    tags=tags,
                     content_settings=ContentSettings(content_type="application/json"),
                 )
                 return True
@@ -237,22 +240,24 @@ class BlobReceiptStore:
         except AzureError as exc:
             raise outage(exc, "blob storage") from exc
 
-    def mark_for_ledger(self, receipt_id: str) -> None:
-        self._upload(f"{LEDGER_MARK_PREFIX}{receipt_id}", b"", overwrite=True)
-
-    def ledger_marks(self) -> list[str]:
-        """Receipt ids whose ledger row is still to be written."""
+    def awaiting_ledger(self) -> list[tuple[str, str]]:
+        """(receipt id, ledger day) of every receipt still tagged as awaiting its ledger row."""
         try:
-            names = [b.name for b in self._container.list_blobs(name_starts_with=LEDGER_MARK_PREFIX)]
+            found = list(self._container.find_blobs_by_tags(f"\"{LEDGER_TAG}\" >= '0'"))
         except ResourceNotFoundError:
             return []
         except AzureError as exc:
             raise outage(exc, "blob storage") from exc
-        return [name[len(LEDGER_MARK_PREFIX) :] for name in names]
+        return [
+            (blob.name.removesuffix(".json"), blob.tags.get(LEDGER_TAG, ""))
+            for blob in found
+            if blob.name.endswith(".json") and blob.tags
+        ]
 
-    def clear_ledger_mark(self, receipt_id: str) -> None:
+    def ledger_recorded(self, receipt_id: str) -> None:
+        """The receipt's ledger row exists: drop the tag."""
         try:
-            self._container.delete_blob(f"{LEDGER_MARK_PREFIX}{receipt_id}")
+            self._container.get_blob_client(f"{receipt_id}.json").set_blob_tags({})
         except ResourceNotFoundError:
             pass
         except AzureError as exc:

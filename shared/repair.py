@@ -2,10 +2,11 @@
 
 A fulfilled receipt belongs in two places: its write-once blob (behind `receipt_url`) and its
 ledger row (the finance listing). When Blob is down, the flow queues the receipt's bytes here, in
-the ledger table's `repair-blob` partition (a partition no day listing reads); when the Table is
-down, it leaves a marker blob beside the receipt (`BlobReceiptStore.mark_for_ledger`). The
-`repair_receipts` timer drains both. Every step is idempotent (write-once blob, upserted ledger
-row, deletes last), so a run cut short is simply run again.
+the ledger table's `repair-blob` partition (a partition no day listing reads), before it writes
+the ledger row. Every receipt blob is written tagged `ledger_day=<day>`, so one whose ledger row
+never followed (the Table was down, or the host died between the two writes) is found by its
+tag. The `repair_receipts` timer drains both. Every step is idempotent (write-once blob, upserted
+ledger row, deletes and tag removal last), so a run cut short is simply run again.
 """
 
 from __future__ import annotations
@@ -72,13 +73,15 @@ class RepairQueue:
 
 
 def _drain_ledger_marks(receipts: BlobReceiptStore, ledger: TableLedger) -> int:
-    finished = 0
-    for receipt_id in receipts.ledger_marks():
-        body = receipts.read(receipt_id)
-        if body is None:
-            log.error("ledger marker for %s has no receipt blob; marker left for inspection", receipt_id)
-            continue
-        ledger.record(json.loads(body))
-        receipts.clear_ledger_mark(receipt_id)
-        finished += 1
-    return finished
+    """Receipts whose blobs still carry the ledger tag: write the missing rows, drop the tags.
+    Returns how many rows were missing."""
+    missing = 0
+    for receipt_id, day in receipts.awaiting_ledger():
+        if not ledger.has(day, receipt_id):
+            body = receipts.read(receipt_id)
+            if body is None:
+                continue
+            ledger.record(json.loads(body))
+            missing += 1
+        receipts.ledger_recorded(receipt_id)
+    return missing

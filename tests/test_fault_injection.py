@@ -18,6 +18,7 @@ from decimal import Decimal
 
 import pytest
 import requests
+from azure.storage.blob import ContainerClient
 
 from shared.brevo import BrevoClient
 from shared.governance import Governance, Limits
@@ -92,9 +93,9 @@ class WiredBrevo(BrevoClient):
 class WiredReceipts(BlobReceiptStore):
     wire: TripWire
 
-    def write(self, receipt_id: str, body: bytes) -> bool:
+    def write(self, receipt_id: str, body: bytes, *, ledger_day: str | None = None) -> bool:
         self.wire.at("blob_write")
-        return super().write(receipt_id, body)
+        return super().write(receipt_id, body, ledger_day=ledger_day)
 
 
 class WiredLedger(TableLedger):
@@ -143,6 +144,12 @@ class Shop:
     governance: Governance
     sandbox_url: str
     claims: TableIdempotencyStore  # straight to Azurite, for the checks
+    container: ContainerClient  # the receipts container, straight to Azurite
+
+    def receipt_ids(self) -> list[str]:
+        if not self.container.exists():
+            return []
+        return [b.name.removesuffix(".json") for b in self.container.list_blobs() if b.name.endswith(".json")]
 
     def buy(self, email: str, key: str | None) -> tuple[int, bytes]:
         arguments = {"email": email, **({"idempotency_key": key} if key else {})}
@@ -222,6 +229,7 @@ def make_shop(azurite, sandbox):
             Governance(table_client(azurite, gov, 5), hasher, limits, clock=clock),
             sandbox.url,
             TableIdempotencyStore(table_client(azurite, idem, 5)),
+            container_client(azurite, rcpt, 5),
         )
 
     yield make
@@ -315,6 +323,9 @@ def test_a_host_crash_at_any_step_keeps_every_promise(shop, step, keyed):
     else:
         shop.storefront.repair_receipts()
         assert len(shop.emails_to(email)) <= 1
+        for receipt_id in shop.receipt_ids():  # issued, never answered: still on the books
+            receipt = json.loads(shop.receipts.read(receipt_id))
+            assert shop.listed(receipt) == [receipt_id]
 
 
 def test_a_one_second_blip_of_both_stores_while_brevo_holds_the_send_gives_one_receipt(make_shop, sandbox):
