@@ -571,7 +571,9 @@ class Storefront:
         """Let a retry run again: free the claim, and give governance reservations back unless
         the caller caused the failure (bad input counts against the rate limit). The idempotency
         check then says what a retry with the key will do."""
-        sent = attempt.email_attempted or attempt.checks.has("fulfillment_email")
+        # A resumed claim's predecessor may have sent the email without recording it: only
+        # Brevo's log can tell, so such a claim is kept for the next taker, never deleted.
+        sent = attempt.email_attempted or attempt.checks.has("fulfillment_email") or attempt.resumed
         released = not attempt.claim_uncertain
         if attempt.claim is not None:
             released = self._idempotency.release(attempt.claim, keep_progress=sent)

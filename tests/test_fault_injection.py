@@ -431,3 +431,32 @@ def test_a_taker_that_cannot_look_up_a_queued_receipt_never_issues_a_second_one(
 
     assert first[0] == 200 and taker[0] == 503
     assert_promises(shop, email, key, [first, *answers])
+
+
+def test_a_taker_that_fails_before_its_own_send_keeps_the_claim_for_the_next(shop, sandbox):
+    """The dead holder's email went out, but none of its recovery points landed; the taker then
+    fails on Brevo before reaching the send. Deleting the claim would let the next retry start
+    afresh and send a second email."""
+    email, key = unique_email("taker"), unique_key()
+    shop.wire.on("after_contact", lambda: shop.table.set("cut"))
+
+    def crash() -> None:
+        raise Crash("blob_write")
+
+    shop.wire.on("blob_write", crash)
+    with pytest.raises(Crash):
+        shop.buy(email, key)
+    shop.up()
+    shop.clock.now += LEASE + 1
+    requests.post(
+        f"{sandbox.url}/_sandbox/faults",
+        json={"path": "/v3/contacts", "status": 503, "match": email},
+        timeout=10,
+    ).raise_for_status()
+
+    failed = shop.buy(email, key)
+    answers = recover(shop, email, key, shop.buy(email, key))
+
+    assert failed[0] == 503
+    assert "resumes and sends no second email" in json.loads(failed[1])["checks"][0]["detail"]
+    assert_promises(shop, email, key, answers)
