@@ -157,7 +157,8 @@ class Governance:
         reservation = self._counters.add_sharded("store-cost", day, amount, ceiling, self._limits.cost_shards)
         if reservation is None:
             raise LimitExceeded(
-                f"daily cost ceiling of ${self._limits.daily_cost_ceiling_usd} reached for the store",
+                f"daily cost ceiling of ${self._limits.daily_cost_ceiling_usd} reached for the store; "
+                "the store sets it with STOREFRONT_DAILY_COST_CEILING_USD",
                 code="cost_ceiling_reached",
                 retry_after=86400 - int(now) % 86400,
             )

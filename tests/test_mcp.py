@@ -60,6 +60,9 @@ def test_tools_list_describes_the_purchase_tool_truthfully(buyer):
     schema = tool["inputSchema"]
     assert tool["title"]
     assert "idempotency_key" in tool["description"] and "email" in tool["description"]
+    assert (
+        "updates" not in tool["description"] and "existing contact is left unchanged" in tool["description"]
+    )
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert schema["required"] == ["email"]
     assert set(schema["properties"]) == {"email", "name", "bundle_id", "idempotency_key"}

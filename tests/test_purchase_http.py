@@ -258,6 +258,7 @@ def test_cost_ceiling_refuses_once_reached(host_factory):
     assert [a.status_code for a in answers] == [200, 200, 200, 429]
     refused = answers[-1].json()
     assert refused["error"]["code"] == "cost_ceiling_reached"
+    assert "STOREFRONT_DAILY_COST_CEILING_USD" in refused["error"]["message"]
     assert checks(refused)["cost_ceiling"] == "fail"
     assert checks(answers[0].json())["cost_ceiling"] == "pass"
 
