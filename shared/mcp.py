@@ -45,9 +45,9 @@ TOOL = {
     "description": (
         "Sends a free digital bundle to an email address. Side effects: creates the buyer as a "
         "contact in the store's mailing system (an existing contact is left unchanged) and sends "
-        "one email with a download link. Returns an audit-trail receipt with six runtime checks. Pass an idempotency_key "
-        "(recommended for production agents) and reuse it on retries: a retry then returns the "
-        "original receipt and sends nothing again."
+        "one email with a download link. Returns an audit-trail receipt with six runtime checks. "
+        "Pass an idempotency_key (recommended for production agents) and reuse it on retries: "
+        "a retry then returns the original receipt and sends nothing again."
     ),
     "inputSchema": INPUT_SCHEMA,
     "outputSchema": OUTPUT_SCHEMA,
