@@ -141,7 +141,7 @@ class IdempotencyHandler:
         for _ in range(5):
             now = self._clock()
             claim = self._store.get(key_hash)
-            if (claim is None or claim.expires_at <= now) and legacy_hash and legacy_hash != key_hash:
+            if (claim is None or claim.expires_at <= now) and legacy_hash:
                 legacy = self._store.get(legacy_hash)
                 if legacy is not None and legacy.expires_at > now and legacy.fingerprint == fingerprint:
                     claim = legacy  # only the same buyer's same request: nothing to learn for others

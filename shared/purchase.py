@@ -24,6 +24,7 @@ completes once that store is back.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import logging
@@ -200,10 +201,6 @@ class Storefront:
         self._repairs = repairs
         self._clock = clock
 
-    @property
-    def receipts(self) -> BlobReceiptStore:
-        return self._receipts
-
     def receipt_url(self, receipt_id: str) -> str:
         return f"{self._config.public_base_url}/api/receipts/{receipt_id}"
 
@@ -214,13 +211,8 @@ class Storefront:
         try:
             body = self._receipts.read(receipt_id)
         except StoreUnavailable:
-            return self._repairs.queued(receipt_id) or _raise_unavailable(receipt_id)
-        if body is not None:
-            return body
-        try:
-            return self._repairs.queued(receipt_id)
-        except StoreUnavailable:
-            return None
+            body = None
+        return body if body is not None else self._repairs.queued(receipt_id)
 
     def reap_expired_keys(self) -> int:
         """Delete idempotency claims past their expiry (the timer trigger's job)."""
@@ -340,22 +332,14 @@ class Storefront:
         return purchase
 
     def _guard_recipient(self, attempt: _Attempt) -> None:
-        """The per-recipient limit, reported inside the rate_limit check (the checks stay six)."""
-        checks = attempt.checks
-        if checks.has("cost_ceiling") or checks.result("rate_limit") == "fail":
+        """The per-recipient limit, reported inside the rate_limit check (the checks stay six).
+        A resumed attempt whose predecessor reached the cost ceiling took it already."""
+        if attempt.checks.has("cost_ceiling"):
             return
         limits = self._governance.limits
-        try:
-            attempt.reservations.append(self._governance.reserve_recipient(attempt.buyer["id"]))
-        except LimitExceeded as exc:
-            checks.record("rate_limit", "fail", exc.message)
-            raise
-        except StoreUnavailable as exc:
-            log.warning("recipient limit not enforced: %s", exc)
-            checks.record("rate_limit", "degraded", "counter store unreachable; not enforced")
-            return
-        if checks.result("rate_limit") == "pass":
-            checks.record(
+        reserve = functools.partial(self._governance.reserve_recipient, attempt.buyer["id"])
+        if self._reserve(attempt, "rate_limit", reserve) and attempt.checks.result("rate_limit") == "pass":
+            attempt.checks.record(
                 "rate_limit",
                 "pass",
                 f"within {limits.rate_limit_per_hour} per hour from this client and "
@@ -396,9 +380,13 @@ class Storefront:
         self._hold(attempt, claimed)
 
     def _guard(self, attempt: _Attempt, check: str, reserve: Callable[[], Reservation], within: str) -> None:
-        """Take one governance reservation; an unreachable counter store fails open."""
-        if attempt.checks.has(check):
-            return
+        """Take one governance reservation, unless a predecessor's is on the claim."""
+        if not attempt.checks.has(check) and self._reserve(attempt, check, reserve):
+            attempt.checks.record(check, "pass", within)
+
+    def _reserve(self, attempt: _Attempt, check: str, reserve: Callable[[], Reservation]) -> bool:
+        """Take a reservation, reported under `check`: a refusal fails the check (429); an
+        unreachable counter store fails open and marks it `degraded` (False)."""
         try:
             attempt.reservations.append(reserve())
         except LimitExceeded as exc:
@@ -407,8 +395,8 @@ class Storefront:
         except StoreUnavailable as exc:
             log.warning("%s not enforced: %s", check, exc)
             attempt.checks.record(check, "degraded", "counter store unreachable; not enforced")
-            return
-        attempt.checks.record(check, "pass", within)
+            return False
+        return True
 
     def _validate(self, attempt: _Attempt) -> PurchaseInput:
         try:
@@ -645,32 +633,26 @@ class Storefront:
         repair in the Table before the ledger row names them. A receipt that a taker issued
         itself goes nowhere before Blob confirms no earlier one exists."""
         receipt_id, body = attempt.receipt_id, attempt.receipt_body
-        day = json.loads(body)["issued_at"][:10]
+        receipt = json.loads(body)
         try:
-            if not self._receipts.write(receipt_id, body, ledger_day=day):
-                body = self._receipts.read(receipt_id) or body
-            in_blob = True
+            stored = self._receipts.write_once(receipt_id, body, ledger_day=receipt["issued_at"][:10])
         except StoreUnavailable as exc:
             log.warning("receipt %s not in Blob yet: %s", receipt_id, exc)
             if attempt.resumed and not attempt.inherited_receipt:
                 return None
-            in_blob = False
-        if not in_blob and not self._queue(lambda rid: self._repairs.queue(rid, body), receipt_id):
-            return None
+            try:
+                self._repairs.queue(receipt_id, body)
+            except StoreUnavailable as exc:
+                log.warning("receipt %s not queued for repair either: %s", receipt_id, exc)
+                return None
+        else:
+            if stored != body:
+                body, receipt = stored, json.loads(stored)
         try:
-            self._ledger.record(json.loads(body))
+            self._ledger.record(receipt)
         except StoreUnavailable as exc:
             log.warning("receipt %s not in the ledger yet (the repair timer adds it): %s", receipt_id, exc)
         return body
-
-    @staticmethod
-    def _queue(queue: Callable[[str], None], receipt_id: str) -> bool:
-        try:
-            queue(receipt_id)
-        except StoreUnavailable as exc:
-            log.warning("receipt %s repair entry not written: %s", receipt_id, exc)
-            return False
-        return True
 
     def _refusal(self, attempt: _Attempt, exc: StorefrontError) -> Outcome:
         status = "refused" if exc.status < 500 else "failed"
@@ -721,10 +703,6 @@ class Storefront:
             ),
             "caller": attempt.call.caller.as_dict(),
         }
-
-
-def _raise_unavailable(receipt_id: str) -> bytes:
-    raise StoreUnavailable(f"receipt {receipt_id} is in neither store that answered")
 
 
 def scoped_key_hash(hasher: Hasher, key: str, email: str) -> str:

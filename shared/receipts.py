@@ -13,7 +13,9 @@ import hashlib
 import json
 import re
 import secrets
+from collections.abc import Callable
 from decimal import Decimal
+from typing import TypeVar
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient, ContentSettings
@@ -21,6 +23,7 @@ from azure.storage.blob import ContainerClient, ContentSettings
 from shared.errors import StoreUnavailable
 from shared.storage import is_missing_container, outage
 
+T = TypeVar("T")
 RECEIPT_VERSION = 1
 CHECK_NAMES = (
     "idempotency",
@@ -223,31 +226,24 @@ class BlobReceiptStore:
                 raise outage(exc, "blob storage") from exc
         raise StoreUnavailable("receipts container could not be created")
 
+    def write_once(self, receipt_id: str, body: bytes, *, ledger_day: str | None = None) -> bytes:
+        """The bytes on record under this id: `body`, or those an earlier writer stored first
+        (they win: a receipt is never replaced)."""
+        if self.write(receipt_id, body, ledger_day=ledger_day):
+            return body
+        return self.read(receipt_id) or body
+
     def read(self, receipt_id: str) -> bytes | None:
-        try:
-            return self._container.download_blob(f"{receipt_id}.json").readall()
-        except ResourceNotFoundError:
-            return None
-        except AzureError as exc:
-            raise outage(exc, "blob storage") from exc
+        return self._call(lambda: self._container.download_blob(f"{receipt_id}.json").readall())
 
     def probe(self) -> None:
         """One cheap call that proves Blob answers (a missing container is an answer too)."""
-        try:
-            self._container.get_container_properties()
-        except ResourceNotFoundError:
-            return
-        except AzureError as exc:
-            raise outage(exc, "blob storage") from exc
+        self._call(self._container.get_container_properties)
 
     def awaiting_ledger(self) -> list[tuple[str, str]]:
         """(receipt id, ledger day) of every receipt still tagged as awaiting its ledger row."""
-        try:
-            found = list(self._container.find_blobs_by_tags(f"\"{LEDGER_TAG}\" >= '0'"))
-        except ResourceNotFoundError:
-            return []
-        except AzureError as exc:
-            raise outage(exc, "blob storage") from exc
+        query = f"\"{LEDGER_TAG}\" >= '0'"
+        found = self._call(lambda: list(self._container.find_blobs_by_tags(query))) or []
         return [
             (blob.name.removesuffix(".json"), blob.tags.get(LEDGER_TAG, ""))
             for blob in found
@@ -256,10 +252,14 @@ class BlobReceiptStore:
 
     def ledger_recorded(self, receipt_id: str) -> None:
         """The receipt's ledger row exists: drop the tag."""
+        self._call(lambda: self._container.get_blob_client(f"{receipt_id}.json").set_blob_tags({}))
+
+    def _call(self, operation: Callable[[], T]) -> T | None:
+        """One Blob call: a missing blob or container is None, anything else an outage."""
         try:
-            self._container.get_blob_client(f"{receipt_id}.json").set_blob_tags({})
+            return operation()
         except ResourceNotFoundError:
-            pass
+            return None
         except AzureError as exc:
             raise outage(exc, "blob storage") from exc
 

@@ -12,7 +12,6 @@ ledger row, deletes and tag removal last), so a run cut short is simply run agai
 from __future__ import annotations
 
 import json
-import logging
 
 from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
@@ -21,7 +20,6 @@ from shared.ledger import TableLedger
 from shared.receipts import BlobReceiptStore
 from shared.storage import on_table, outage
 
-log = logging.getLogger("storefront.repair")
 PARTITION = "repair-blob"
 WHAT = "repair queue"
 
@@ -49,9 +47,10 @@ class RepairQueue:
         return str(entity["Body"]).encode()
 
     def run(self, receipts: BlobReceiptStore, ledger: TableLedger) -> int:
-        """Finish every queued receipt and every ledger marker; returns how many were finished.
+        """Finish every queued receipt and every receipt still tagged as awaiting its ledger row;
+        returns how many needed it.
         Raises StoreUnavailable when a store is still down (the next run goes on)."""
-        return self._drain_blob_queue(receipts, ledger) + _drain_ledger_marks(receipts, ledger)
+        return self._drain_blob_queue(receipts, ledger) + _drain_ledger_tags(receipts, ledger)
 
     def _drain_blob_queue(self, receipts: BlobReceiptStore, ledger: TableLedger) -> int:
         try:
@@ -61,9 +60,8 @@ class RepairQueue:
         except AzureError as exc:
             raise outage(exc, WHAT) from exc
         for entity in entities:
-            receipt_id, body = entity["RowKey"], str(entity["Body"]).encode()
-            if not receipts.write(receipt_id, body):
-                body = receipts.read(receipt_id) or body  # bytes already in Blob win
+            receipt_id = entity["RowKey"]
+            body = receipts.write_once(receipt_id, str(entity["Body"]).encode())
             ledger.record(json.loads(body))
             try:
                 self._table.delete_entity(PARTITION, receipt_id)
@@ -72,7 +70,7 @@ class RepairQueue:
         return len(entities)
 
 
-def _drain_ledger_marks(receipts: BlobReceiptStore, ledger: TableLedger) -> int:
+def _drain_ledger_tags(receipts: BlobReceiptStore, ledger: TableLedger) -> int:
     """Receipts whose blobs still carry the ledger tag: write the missing rows, drop the tags.
     Returns how many rows were missing."""
     missing = 0

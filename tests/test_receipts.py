@@ -352,7 +352,7 @@ def test_output_schema_validates_a_real_fulfilled_receipt(storefront, keys):
     assert receipt["status"] == "fulfilled"
     assert receipt["download"] and receipt["bundle"] and receipt["buyer"]
     _validate(receipt)
-    assert storefront.receipts.read(receipt["receipt_id"]) == outcome.body
+    assert storefront.stored_receipt(receipt["receipt_id"]) == outcome.body
     assert receipt["signature"]["alg"] == "ES256"
     assert receipt["signature"]["kid"] == keys.kid
     assert signatures.verify(outcome.body, keys.jwks()).valid
