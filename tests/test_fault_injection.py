@@ -21,13 +21,14 @@ import requests
 from azure.storage.blob import ContainerClient
 
 from shared.brevo import BrevoClient
+from shared.errors import StoreUnavailable
 from shared.governance import Governance, Limits
 from shared.hashing import Hasher
 from shared.idempotency import IdempotencyHandler
 from shared.idempotency_table import TableIdempotencyStore
 from shared.keys import KeySet
 from shared.ledger import TableLedger
-from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront
+from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
 from shared.receipts import BlobReceiptStore
 from shared.repair import RepairQueue
 from shared.storage import container_client, table_client
@@ -182,7 +183,7 @@ DEFAULT_LIMITS = Limits(100, Decimal("5"), Decimal("0.01"), recipient_limit_per_
 def make_shop(azurite, sandbox):
     proxies: list[FaultProxy] = []
 
-    def make(limits: Limits = DEFAULT_LIMITS, patience: float = 0.3) -> Shop:
+    def make(limits: Limits = DEFAULT_LIMITS, patience: float = 0.3, token_ttl: int = 7 * 86400) -> Shop:
         table = FaultProxy(endpoint_port(azurite, "Table")).start()
         blob = FaultProxy(endpoint_port(azurite, "Blob")).start()
         proxies.extend((table, blob))
@@ -204,7 +205,11 @@ def make_shop(azurite, sandbox):
         for wired in (receipts, ledger, handler, brevo, repairs):
             wired.wire = wire
         config = StoreConfig(
-            "http://localhost:7071", "store@example.com", "Storefront", record_patience_seconds=patience
+            "http://localhost:7071",
+            "store@example.com",
+            "Storefront",
+            download_token_ttl_seconds=token_ttl,
+            record_patience_seconds=patience,
         )
         storefront = Storefront(
             config,
@@ -296,6 +301,8 @@ def test_an_outage_from_any_step_until_the_answer_keeps_every_promise(shop, step
 
     if keyed and step == "before_claim" and stores != "blob":
         assert first[0] == 503 and shop.emails_to(email) == [], "D: a key never runs unprotected"
+    if not keyed and step == "before_claim" and stores == "both":
+        assert first[0] == 503 and shop.emails_to(email) == [], "nothing sent that could not be recorded"
     if not keyed and stores == "both" and first[0] == 200 and "not on record" in caplog.text:
         # Both stores gone between the email and its receipt: the one documented case where an
         # unkeyed receipt cannot be (wholly) on record; the caller holds it, and the log says so.
@@ -460,3 +467,64 @@ def test_a_taker_that_fails_before_its_own_send_keeps_the_claim_for_the_next(sho
     assert failed[0] == 503
     assert "resumes and sends no second email" in json.loads(failed[1])["checks"][0]["detail"]
     assert_promises(shop, email, key, answers)
+
+
+def test_a_taker_that_resumes_with_the_receipt_alone_caps_the_replay_at_the_tokens_expiry(make_shop):
+    """The taker mints no token (the receipt is on the claim), yet a replay must not outlive the
+    emailed link: the expiry derives from the claim."""
+    shop = make_shop(token_ttl=120)
+    email, key = unique_email("cap"), unique_key()
+    created = shop.clock.now
+
+    def crash() -> None:
+        raise Crash("blob_write")
+
+    shop.wire.on("blob_write", crash)
+    with pytest.raises(Crash):
+        shop.buy(email, key)
+    shop.clock.now += LEASE + 1
+    finished = shop.buy(email, key)
+
+    claim = shop.claims.get(scoped_key_hash(Hasher("unit-test-secret"), key, email))
+    assert finished[0] == 200 and claim.state == "completed"
+    assert claim.expires_at == int(created) + 120
+
+
+def test_a_receipt_queued_while_blob_is_down_is_served_at_once_and_a_store_that_cannot_say_is_503(shop):
+    email, key = unique_email("served"), unique_key()
+    shop.wire.on("blob_write", lambda: shop.blob.set("cut"))
+    answer = shop.buy(email, key)
+    receipt_id = json.loads(answer[1])["receipt_id"]
+
+    served_while_blob_down = shop.storefront.stored_receipt(receipt_id)
+    shop.blob.set("pass")
+    shop.table.set("cut")
+    with pytest.raises(StoreUnavailable):
+        shop.storefront.stored_receipt(receipt_id)  # not in Blob yet, and the queue cannot say
+    shop.table.set("pass")
+
+    assert answer[0] == 200
+    assert served_while_blob_down == answer[1]
+    assert shop.storefront.stored_receipt(receipt_id) == answer[1]
+
+
+def test_a_repair_run_during_an_outage_fails_and_the_next_run_finishes_the_job(shop):
+    email, key = unique_email("repair"), unique_key()
+    shop.wire.on("blob_write", lambda: shop.blob.set("cut"))
+    answer = shop.buy(email, key)
+    receipt = json.loads(answer[1])
+
+    with pytest.raises(StoreUnavailable):
+        shop.storefront.repair_receipts()  # Blob still down: the queued receipt stays queued
+    shop.blob.set("pass")
+    shop.table.set("cut")
+    with pytest.raises(StoreUnavailable):
+        shop.storefront.repair_receipts()  # now the Table is down
+    shop.table.set("pass")
+    repaired = shop.storefront.repair_receipts()
+    again = shop.storefront.repair_receipts()
+
+    assert answer[0] == 200
+    assert repaired >= 1 and again == 0
+    assert shop.receipts.read(receipt["receipt_id"]) == answer[1]
+    assert shop.listed(receipt) == [receipt["receipt_id"]]
