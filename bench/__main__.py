@@ -37,10 +37,10 @@ from pathlib import Path
 
 import requests
 from azure.core import MatchConditions
-from azure.core.pipeline.transport import RequestsTransport
 
 from tests.support import (
     ROOT,
+    RoundTrips,
     client_from,
     connection_string,
     dev_settings,
@@ -64,36 +64,6 @@ _addresses = itertools.count(1)
 def address() -> str:
     n = next(_addresses)
     return f"127.{100 + n // 62500}.{n // 250 % 250}.{n % 250 + 1}"
-
-
-class CountingTransport(RequestsTransport):
-    """The SDK's own requests transport, counting every request it sends (retries included)."""
-
-    def __init__(self, counts: Counter[str], kind: str, lock: threading.Lock):
-        super().__init__()
-        self._counts, self._kind, self._lock = counts, kind, lock
-
-    def send(self, request, **kwargs):
-        with self._lock:
-            self._counts[self._kind] += 1
-        return super().send(request, **kwargs)
-
-
-class RoundTrips:
-    """Gives every storage client a counting transport; `take()` returns and resets the counts."""
-
-    def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def transport(self, kind: str) -> CountingTransport:
-        return CountingTransport(self._counts, kind, self._lock)
-
-    def take(self) -> dict[str, int]:
-        with self._lock:
-            taken = dict(self._counts)
-            self._counts.clear()
-        return taken
 
 
 # --- the services the run needs ---------------------------------------------------------------

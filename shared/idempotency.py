@@ -10,18 +10,20 @@ A key's life, as a small state machine over one stored `Claim`:
 
 `begin` reads the key and says what to do: replay, wait (in progress), refuse (another request),
 resume a dead holder's claim, or `Vacant`: the key is free and the caller, once its guards have
-passed, takes it with `take`, recording those guards on the new claim so that a taker never
-counts them twice. Every change after the first is conditional on the claim's ETag, so two
-instances can never both believe they hold a key. A completed claim carries its receipt's bytes,
-so a replay is one read. `IdempotencyStore` is the persistence interface (get, create, update,
-delete, reap); `shared.idempotency_table` is its Azure Table adapter. Vendor errors stop there:
-the handler sees `None`, `ClaimLost` or `StoreUnavailable`, never an Azure exception.
+passed, takes it with `take`, recording those guards on the new claim so that a taker never counts
+them twice. Every change after the first is conditional on the claim's ETag, so two instances can
+never both believe they hold a key. A completed claim carries its receipt's bytes (up to
+`CARRY_LIMIT`), so a replay is one read. `IdempotencyStore` is the persistence interface (get,
+create, update, delete, reap, and the horizon of claims from before keys were scoped);
+`shared.idempotency_table` is its Azure Table adapter. Vendor errors stop there: the handler sees
+`None`, `ClaimLost` or `StoreUnavailable`, never an Azure exception.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 import time
 import uuid
@@ -35,6 +37,18 @@ from shared.receipts import BlobReceiptStore, sha256
 PROCESSING = "processing"
 COMPLETED = "completed"
 MAX_RETRY_AFTER = 5
+# Azure Table holds a string property of up to 32,768 UTF-16 units (64 KiB), and the claim's
+# progress stores the receipt as an escaped JSON string next to the checks, where one character
+# can take up to six. A receipt is about 3 KB, 4 at most from inputs; one larger (a catalog title
+# of many KB, say) stays off the claim, and its replay reads it from Blob, one call more.
+CARRY_LIMIT = 24_000  # characters of the receipt as the claim stores it
+
+
+def carried(body: bytes) -> bool:
+    """Whether a receipt rides on its claim (see `CARRY_LIMIT`)."""
+    return len(json.dumps(body.decode())) <= CARRY_LIMIT
+
+
 _BREVO_NAMESPACE = uuid.UUID("5c1d7a52-0f0e-4a8e-9f55-5b0b1a7d3e21")
 
 
@@ -85,6 +99,12 @@ class IdempotencyStore(Protocol):
         """Delete every claim whose `expires_at` has passed (ETag-conditionally); returns the count."""
         ...
 
+    def scoping_horizon(self, now: float, window: float) -> float:
+        """Until when a claim written before keys were scoped to the buyer may still matter.
+        Written once, by the first call: `now + window` when the store holds claims then, 0
+        when it holds none (a new store has no such claim to look for)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Replay:
@@ -133,6 +153,7 @@ class IdempotencyHandler:
         self._lease = lease_seconds
         self._ttl = ttl_seconds
         self._clock = clock
+        self._legacy_until: float | None = None  # written once in the store, so safe to keep
 
     def begin(self, key_hash: str, fingerprint: str, *, legacy_hash: str | None = None) -> Begin:
         """Say what a request with this key may do. `legacy_hash` names the key as claims written
@@ -141,7 +162,7 @@ class IdempotencyHandler:
         for _ in range(5):
             now = self._clock()
             claim = self._store.get(key_hash)
-            if (claim is None or claim.expires_at <= now) and legacy_hash:
+            if (claim is None or claim.expires_at <= now) and legacy_hash and self._legacy_alive(now):
                 legacy = self._store.get(legacy_hash)
                 if legacy is not None and legacy.expires_at > now and legacy.fingerprint == fingerprint:
                     claim = legacy  # only the same buyer's same request: nothing to learn for others
@@ -159,6 +180,14 @@ class IdempotencyHandler:
             if outcome is not None:
                 return outcome
         return InProgress(1)
+
+    def _legacy_alive(self, now: float) -> bool:
+        """Whether a claim from before scoping may still live: a store's first look writes the
+        horizon (twice a claim's lifetime, so a claim resumed once near its end is covered), and
+        after it no fresh key pays the extra read. Each instance reads it once."""
+        if self._legacy_until is None:
+            self._legacy_until = self._store.scoping_horizon(now, 2 * (self._ttl + self._lease))
+        return now < self._legacy_until
 
     def take(self, vacant: Vacant, fingerprint: str, receipt_id: str, progress: dict) -> Claimed | None:
         """Claim a vacant key with the progress made before it (the guards taken); None when
@@ -188,10 +217,13 @@ class IdempotencyHandler:
         download token's expiry: a replay must not hand out a receipt for a dead link)."""
         now = self._clock()
         expires = now + self._ttl if not_after is None else min(now + self._ttl, not_after)
+        progress = {k: v for k, v in claim.progress.items() if k != "receipt"}
+        if carried(body):
+            progress["receipt"] = body.decode()
         done = replace(
             claim,
             state=COMPLETED,
-            progress={**claim.progress, "receipt": body.decode()},
+            progress=progress,
             receipt_sha256=sha256(body),
             locked_until=now,
             expires_at=expires,
@@ -240,9 +272,9 @@ class IdempotencyHandler:
     def _replay(self, claim: Claim) -> bytes:
         """The completed key's receipt, verified; never a reason to run the purchase again. It
         rides on the claim; claims completed before it did are answered from Blob."""
-        carried = claim.progress.get("receipt")
-        if isinstance(carried, str) and sha256(carried.encode()) == claim.receipt_sha256:
-            return carried.encode()
+        riding = claim.progress.get("receipt")
+        if isinstance(riding, str) and sha256(riding.encode()) == claim.receipt_sha256:
+            return riding.encode()
         try:
             body = self._receipts.read(claim.receipt_id)
         except StoreUnavailable as exc:

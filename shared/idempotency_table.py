@@ -1,10 +1,11 @@
 """The Azure Table adapter of the idempotency store.
 
-One entity per key; PartitionKey and RowKey are both the key's keyed hash, so no raw key is
-stored. Azure's conditional answers become the interface's: an existing entity on insert → None,
-an ETag mismatch (412) on update or delete, or a vanished entity on update → `ClaimLost`
-(deleting a vanished entity succeeds quietly, as the SDK ignores 404 there). Anything else,
-including an entity this version cannot read, is an outage → `StoreUnavailable`.
+One entity per key; PartitionKey and RowKey are both the key's keyed hash, so no raw key is stored.
+One more entity, `~scoping`, holds the time until which claims written before keys were scoped to
+the buyer may still matter. Azure's conditional answers become the interface's: an existing entity
+on insert → None, an ETag mismatch (412) on update or delete, or a vanished entity on update →
+`ClaimLost` (deleting a vanished entity succeeds quietly, as the SDK ignores 404 there). Anything
+else, including an entity this version cannot read, is an outage → `StoreUnavailable`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from shared.idempotency import Claim, ClaimLost
 from shared.storage import on_table, outage
 
 WHAT = "idempotency table"
+# The entity holding the scoping horizon (`scoping_horizon`): no key hash starts with "~".
+SCOPING = "~scoping"
 
 
 class TableIdempotencyStore:
@@ -103,6 +106,39 @@ class TableIdempotencyStore:
             except AzureError as exc:
                 raise outage(exc, WHAT) from exc
         return removed
+
+    def scoping_horizon(self, now: float, window: float) -> float:
+        for _ in range(2):
+            try:
+                return float(self._table.get_entity(SCOPING, SCOPING)["Until"])
+            except ResourceNotFoundError:
+                pass
+            except AzureError as exc:
+                raise outage(exc, WHAT) from exc
+            until = now + window if self._holds_claims() else 0.0
+            try:
+                entity = {"PartitionKey": SCOPING, "RowKey": SCOPING, "Until": float(until)}
+                on_table(self._table, WHAT, lambda: self._table.create_entity(entity))  # noqa: B023
+            except ResourceExistsError:
+                continue  # another instance wrote it first: theirs holds
+            except ResourceNotFoundError as exc:
+                raise outage(exc, WHAT) from exc
+            return until
+        raise StoreUnavailable(f"{WHAT}: scoping horizon unreadable")
+
+    def _holds_claims(self) -> bool:
+        try:
+            found = self._table.query_entities(
+                "PartitionKey ne @marker",
+                parameters={"marker": SCOPING},
+                select=["PartitionKey"],
+                results_per_page=1,
+            )
+            return next(iter(found), None) is not None
+        except ResourceNotFoundError:
+            return False
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
 
 
 def _entity(claim: Claim) -> dict:

@@ -57,6 +57,7 @@ from shared.idempotency import (
     Mismatch,
     Replay,
     Vacant,
+    carried,
 )
 from shared.keys import KeySet
 from shared.ledger import TableLedger
@@ -163,7 +164,7 @@ class _Attempt:
             "checks": self.checks.recorded(),
             "reservations": [[r.partition, r.row, r.amount] for r in self.reservations],
         }
-        if self.receipt_body is not None:
+        if self.receipt_body is not None and carried(self.receipt_body):
             progress["receipt"] = self.receipt_body.decode()
         return progress
 

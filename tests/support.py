@@ -14,12 +14,15 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+from azure.core.pipeline.transport import RequestsTransport
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from requests.adapters import HTTPAdapter
@@ -32,6 +35,44 @@ connection_string = storage_connection
 _addresses = itertools.count(1)
 _random = random.Random()
 _handed_out: set[int] = set()
+
+
+class CountingTransport(RequestsTransport):
+    """The SDK's own requests transport, counting every request it sends (retries included)."""
+
+    def __init__(self, trips: RoundTrips, kind: str):
+        super().__init__()
+        self._trips, self._kind = trips, kind
+
+    def send(self, request, **kwargs):
+        self._trips.saw(self._kind, request.method, request.url)
+        return super().send(request, **kwargs)
+
+
+class RoundTrips:
+    """Gives storage clients a counting transport (`shared.runtime.build(settings,
+    trips.transport)`); `take()` returns and resets the counts per kind ("table", "blob"), and
+    `requests` lists what was sent since the last take, as (kind, method, url)."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self.requests: list[tuple[str, str, str]] = []
+
+    def transport(self, kind: str) -> CountingTransport:
+        return CountingTransport(self, kind)
+
+    def saw(self, kind: str, method: str, url: str) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+            self.requests.append((kind, method, url))
+
+    def take(self) -> dict[str, int]:
+        with self._lock:
+            taken = dict(self._counts)
+            self._counts.clear()
+            self.requests = []
+        return taken
 
 
 def new_ec_key() -> ec.EllipticCurvePrivateKey:

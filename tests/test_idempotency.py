@@ -9,6 +9,7 @@ and the real Blob receipt store (the session's Azurite), with a fake clock that 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import uuid
 from collections import Counter
@@ -22,6 +23,7 @@ from azure.storage.blob import ContainerClient
 from shared.errors import ReceiptUnavailable, StoreUnavailable
 from shared.hashing import Hasher
 from shared.idempotency import (
+    CARRY_LIMIT,
     COMPLETED,
     MAX_RETRY_AFTER,
     PROCESSING,
@@ -33,6 +35,7 @@ from shared.idempotency import (
     Mismatch,
     Replay,
     Vacant,
+    carried,
 )
 from shared.idempotency_table import TableIdempotencyStore
 from shared.receipts import BlobReceiptStore, encode, new_receipt_id, sha256
@@ -337,6 +340,36 @@ def test_a_claim_completed_before_receipts_rode_on_it_replays_from_blob(handler,
     body = complete_with_receipt(handler, receipts, claim_new(handler, key))
     as_written_before_receipts_rode_on_claims(store, key)
 
+    assert claim_step(handler, key, FP, new_receipt_id()) == Replay(body)
+
+
+def test_a_receipt_too_large_for_a_table_property_stays_off_the_claim_and_replays_from_blob(
+    handler, store, receipts
+):
+    key = new_key()
+    claim = claim_new(handler, key)
+    body = encode({"receipt_id": claim.receipt_id, "note": "é" * 6000})
+    assert len(body) < CARRY_LIMIT and len(json.dumps(body.decode())) > 32_768  # escaped, too large
+    assert receipts.write(claim.receipt_id, body)
+
+    handler.complete(claim, body)  # Azure (and Azurite) refuse a string over 32,768 UTF-16 units
+
+    assert "receipt" not in store.get(key).progress
+    assert claim_step(handler, key, FP, new_receipt_id()) == Replay(body)
+
+
+def test_the_largest_receipt_that_rides_on_a_claim_fits_in_the_table(handler, store, receipts):
+    key = new_key()
+    claim = claim_new(handler, key)
+    body = encode({"receipt_id": claim.receipt_id, "note": "é" * 3980})
+    while carried(body + b" "):
+        body += b" "
+    assert len(json.dumps(body.decode())) == CARRY_LIMIT
+    assert receipts.write(claim.receipt_id, body)
+
+    handler.complete(claim, body)
+
+    assert store.get(key).progress["receipt"].encode() == body
     assert claim_step(handler, key, FP, new_receipt_id()) == Replay(body)
 
 
@@ -766,6 +799,33 @@ def test_a_claim_written_before_scoping_tells_a_stranger_nothing(handler, receip
 
     assert handler.begin(scoped, OTHER_FP, legacy_hash=legacy) == Vacant(scoped)
     assert handler.begin(scoped, OTHER_FP, legacy_hash=running) == Vacant(scoped)
+
+
+def test_a_store_that_starts_without_claims_never_looks_for_one_from_before_scoping(handler, store, receipts):
+    key = new_key()
+    assert handler.begin(key, FP, legacy_hash=new_key()) == Vacant(key)  # the first look: no claims
+    legacy = new_key()  # say a draining instance of the old version wrote one after that
+    complete_with_receipt(handler, receipts, claim_new(handler, legacy))
+
+    assert handler.begin(key, FP, legacy_hash=legacy) == Vacant(key)
+    assert store.scoping_horizon(START + 1, 10.0) == 0.0
+
+
+def test_claims_from_before_scoping_are_looked_for_until_twice_a_claims_lifetime_after_the_first_look(
+    handler, store, receipts, clock, another_instance
+):
+    legacy = new_key()
+    body = complete_with_receipt(handler, receipts, claim_new(handler, legacy))
+    store.update(replace(store.get(legacy), expires_at=START + 10 * (TTL + LEASE)))  # kept alive
+
+    assert handler.begin(new_key(), FP, legacy_hash=legacy) == Replay(body)  # the first look
+    clock.advance(2 * (TTL + LEASE) - 1)
+    assert another_instance().begin(new_key(), FP, legacy_hash=legacy) == Replay(body)
+    clock.advance(1)
+    key = new_key()
+    assert handler.begin(key, FP, legacy_hash=legacy) == Vacant(key)
+    assert another_instance().begin(key, FP, legacy_hash=legacy) == Vacant(key)
+    assert store.scoping_horizon(clock.now, 10.0) == START + 2 * (TTL + LEASE)
 
 
 def test_a_take_whose_insert_landed_unseen_recognises_its_own_claim(handler, store):

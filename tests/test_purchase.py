@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -16,15 +17,16 @@ from shared.brevo import BrevoClient
 from shared.errors import StoreUnavailable
 from shared.governance import Governance, Limits
 from shared.hashing import Hasher
-from shared.idempotency import IdempotencyHandler
+from shared.idempotency import COMPLETED, Claim, IdempotencyHandler
 from shared.idempotency_table import TableIdempotencyStore
 from shared.keys import KeySet
 from shared.ledger import TableLedger
-from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront
-from shared.receipts import BlobReceiptStore
+from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
+from shared.receipts import BlobReceiptStore, sha256
 from shared.repair import RepairQueue
+from shared.schema import canonical_request
 from shared.storage import container_client, table_client
-from tests.support import new_ec_key, private_pem, unique_email, unique_key
+from tests.support import RoundTrips, new_ec_key, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))
 
@@ -49,28 +51,38 @@ class FlakyStore(TableIdempotencyStore):
         return super().update(claim)
 
 
-@pytest.fixture
-def shop(azurite, sandbox):
+def build_shop(azurite, sandbox, trips: RoundTrips | None = None):
+    """The storefront on its own tables and container; with `trips`, every storage call is
+    counted at the transport."""
     suffix = uuid.uuid4().hex[:10]
     clock = Clock()
     hasher = Hasher("unit-test-secret")
-    receipts = BlobReceiptStore(container_client(azurite, f"rcpt{suffix}", 5))
-    store = FlakyStore(table_client(azurite, f"idem{suffix}", 5))
+
+    def table(name):
+        return table_client(azurite, f"{name}{suffix}", 5, trips.transport("table") if trips else None)
+
+    receipts = BlobReceiptStore(
+        container_client(azurite, f"rcpt{suffix}", 5, trips.transport("blob") if trips else None)
+    )
+    store = FlakyStore(table("idem"))
     storefront = Storefront(
         StoreConfig("http://localhost:7071", "store@example.com", "Storefront"),
         hasher=hasher,
         idempotency=IdempotencyHandler(store, receipts, lease_seconds=60, ttl_seconds=3600, clock=clock),
-        governance=Governance(
-            table_client(azurite, f"gov{suffix}", 5), hasher, Limits(100, Decimal("5"), Decimal("0.01"))
-        ),
+        governance=Governance(table("gov"), hasher, Limits(100, Decimal("5"), Decimal("0.01"))),
         receipts=receipts,
         brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 0.5),
         keys=lambda: KEYS,
-        ledger=TableLedger(table_client(azurite, f"ledger{suffix}", 5)),
-        repairs=RepairQueue(table_client(azurite, f"ledger{suffix}", 5)),
+        ledger=TableLedger(table("ledger")),
+        repairs=RepairQueue(table("ledger")),
         clock=clock,
     )
     return storefront, store, clock
+
+
+@pytest.fixture
+def shop(azurite, sandbox):
+    return build_shop(azurite, sandbox)
 
 
 def buy(storefront: Storefront, email: str, key: str):
@@ -244,3 +256,74 @@ def test_past_brevos_window_a_lasting_log_refusal_is_a_502_not_a_retry_later(sho
     assert refusal["error"]["code"] == "upstream_rejected"
     assert refused.retry_after is None
     assert len(emails_to(sandbox, email)) == 1
+
+
+# --- what a request costs, counted at the transport ------------------------------------------------
+
+
+def test_a_replay_is_one_storage_call_and_the_same_bytes(azurite, sandbox):
+    trips = RoundTrips()
+    storefront, _, _ = build_shop(azurite, sandbox, trips)
+    email, key = unique_email("replay"), unique_key()
+    first = buy(storefront, email, key)
+    trips.take()
+
+    again = buy(storefront, email, key)
+
+    assert trips.take() == {"table": 1}
+    assert (again.status, again.replayed, again.body) == (200, True, first.body)
+
+
+def test_a_claim_completed_before_receipts_rode_on_it_replays_from_blob_in_two_calls(azurite, sandbox):
+    trips = RoundTrips()
+    storefront, store, _ = build_shop(azurite, sandbox, trips)
+    email, key = unique_email("oldclaim"), unique_key()
+    first = buy(storefront, email, key)
+    key_hash = scoped_key_hash(Hasher("unit-test-secret"), key, email)
+    done = store.get(key_hash)
+    store.update(replace(done, progress={k: v for k, v in done.progress.items() if k != "receipt"}))
+    trips.take()
+
+    again = buy(storefront, email, key)
+
+    assert trips.take() == {"table": 1, "blob": 1}
+    assert (again.status, again.replayed, again.body) == (200, True, first.body)
+
+
+def test_a_fresh_key_in_a_store_that_started_with_scoped_keys_reads_no_pre_scoping_claim(azurite, sandbox):
+    trips = RoundTrips()
+    storefront, _, _ = build_shop(azurite, sandbox, trips)
+    buy(storefront, unique_email("first"), unique_key())  # the store's first look: no claims yet
+    key = unique_key()
+    trips.take()
+
+    assert buy(storefront, unique_email("second"), key).status == 200
+
+    unscoped = Hasher("unit-test-secret").idempotency_key(key)
+    assert not [url for _, _, url in trips.requests if unscoped in url]
+    assert [url for _, method, url in trips.requests if method == "GET" and "idem" in url]  # it did read
+
+
+def test_a_retry_after_upgrading_replays_the_claim_written_before_keys_were_scoped(shop, sandbox):
+    storefront, store, clock = shop
+    email, key = unique_email("upgrade"), unique_key()
+    arguments = {"email": email, "idempotency_key": key}
+    hasher = Hasher("unit-test-secret")
+    body = b'{"receipt_id": "rcpt_before_the_upgrade"}'
+    store.create(  # as the version before scoping wrote it: under the key's hash alone
+        Claim(
+            hasher.idempotency_key(key),
+            COMPLETED,
+            hasher.request(canonical_request(arguments)),
+            "rcpt_before_the_upgrade",
+            clock.now,
+            clock.now + 3600,
+            progress={"receipt": body.decode()},
+            receipt_sha256=sha256(body),
+        )
+    )
+
+    retry = buy(storefront, email, key)
+
+    assert (retry.status, retry.replayed, retry.body) == (200, True, body)
+    assert emails_to(sandbox, email) == []
