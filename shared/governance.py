@@ -88,6 +88,14 @@ class Limits:
     cost_shards: int = 8
     recipient_limit_per_day: int = 3
 
+    @property
+    def cost_partitions(self) -> int:
+        """The partitions the daily cost counter spreads over: its shards that hold a budget."""
+        return len(_split(*self._cost_micros(), self.cost_shards))
+
+    def _cost_micros(self) -> tuple[int, int]:
+        return int(self.daily_cost_ceiling_usd * MICROS), int(self.cost_per_purchase_usd * MICROS)
+
 
 class Governance:
     def __init__(
@@ -152,8 +160,7 @@ class Governance:
         """Add one purchase's cost estimate to today's total, or refuse with 429 at the ceiling."""
         now = self._clock()
         day = datetime.fromtimestamp(now, timezone.utc).strftime("cost-%Y-%m-%d")
-        amount = int(self._limits.cost_per_purchase_usd * MICROS)
-        ceiling = int(self._limits.daily_cost_ceiling_usd * MICROS)
+        ceiling, amount = self._limits._cost_micros()
         reservation = self._counters.add_sharded("store-cost", day, amount, ceiling, self._limits.cost_shards)
         if reservation is None:
             raise LimitExceeded(
@@ -215,25 +222,60 @@ class _Counters:
     def add_sharded(
         self, partition: str, name: str, amount: int, limit: int, shards: int
     ) -> Reservation | None:
-        """Add `amount` to one of up to `shards` counters that split `limit` between them, so
-        concurrent writers rarely touch the same entity. One query reads every shard; the write
-        goes to a random shard with room. Budgets are whole multiples of `amount`, so exactly
-        `limit // amount` additions fit, as with one counter; the total never passes `limit`."""
+        """Add `amount` to one of up to `shards` counters that split `limit` between them, each in
+        its own partition (`{partition}-{shard}`, row `name`): writers rarely contend, and no one
+        partition carries every purchase. Budgets are whole multiples of `amount`, so exactly
+        `limit // amount` additions fit, as with one counter; the total never passes `limit`.
+
+        A random shard is read and written, two calls; only when it is full does one query read
+        every shard to find one with room, so a refusal at the ceiling costs two reads."""
         budgets = _split(limit, amount, shards)
+        if amount > limit:
+            return None
 
         def once(attempt: int) -> Reservation | None:
-            counts = self._read_shards(partition, name)
-            total = sum(count for count, _ in counts.values())
-            room = [i for i, budget in enumerate(budgets) if counts.get(i, (0, ""))[0] + amount <= budget]
-            if not room or total + amount > limit:
-                return None
-            shard = random.choice(room)
-            r = Reservation(partition, f"{name}-{shard}", amount)
-            if shard in counts:
-                return self._update(r, *counts[shard], budgets[shard])
-            return self._create(r, budgets[shard])
+            shard = random.randrange(len(budgets))
+            r = Reservation(f"{partition}-{shard}", name, amount)
+            state = self._read(r)
+            if state is None:
+                added = self._create_shard(partition, shard, r, budgets[shard])
+            else:
+                added = self._update(r, *state, budgets[shard])
+            return added or self._add_to_any(partition, name, amount, limit, budgets)
 
         return self._until_won(once)
+
+    def _add_to_any(
+        self, partition: str, name: str, amount: int, limit: int, budgets: list[int]
+    ) -> Reservation | None:
+        """Add to a random shard with room, found with one query; None when none has room."""
+        counts = self._read_shards(partition, name)
+        if sum(count for count, _ in counts.values()) + amount > limit:
+            return None
+        room = [i for i, budget in enumerate(budgets) if i not in counts or counts[i][0] + amount <= budget]
+        random.shuffle(room)
+        for shard in room:
+            r = Reservation(f"{partition}-{shard}", name, amount)
+            if shard in counts:
+                return self._update(r, *counts[shard], budgets[shard])
+            added = self._create_shard(partition, shard, r, budgets[shard])
+            if added is not None:
+                return added
+        return None
+
+    def _create_shard(self, partition: str, shard: int, r: Reservation, budget: int) -> Reservation | None:
+        """Create a shard not yet written today with `r.amount` added, or None when it has no room.
+
+        Upgrade from the layout that kept every shard in `partition` as row `{name}-{shard}`: a
+        shard created today starts from the count there, so the ceiling holds on the upgrade
+        day; one already full is created at that count, so it is read only once. Only the day of
+        the upgrade needs this read."""
+        before = self._read(Reservation(partition, f"{r.row}-{shard}", 0))
+        start = before[0] if before else 0
+        fits = start + r.amount <= budget
+        count = start + r.amount if fits else start
+        meta = self._table.create_entity({"PartitionKey": r.partition, "RowKey": r.row, "Count": count})
+        return replace(r, count=count, etag=meta["etag"]) if fits else None
 
     def _until_won(self, once: Callable[[int], Reservation | None]) -> Reservation | None:
         """Run `once(attempt)` again, after a jittered back-off, each time it loses an ETag race."""
@@ -246,14 +288,16 @@ class _Counters:
         raise StoreUnavailable("governance counter too contended")
 
     def _read_shards(self, partition: str, name: str) -> dict[int, tuple[int, str]]:
-        """Every shard of one counter: shard number → (count, ETag)."""
-        query = "PartitionKey eq @pk and RowKey gt @low and RowKey lt @high"
+        """Every shard of one counter, one query over their partitions: shard → (count, ETag).
+        Keys sort as text (`-10` before `-2`), so the shard number is read from each key."""
         found = self._table.query_entities(
-            query,
-            parameters={"pk": partition, "low": f"{name}-", "high": f"{name}."},
-            select=["RowKey", "Count"],
+            "PartitionKey ge @low and PartitionKey lt @high and RowKey eq @name",
+            parameters={"low": f"{partition}-", "high": f"{partition}.", "name": name},
+            select=["PartitionKey", "RowKey", "Count"],
         )
-        return {int(e["RowKey"].rsplit("-", 1)[1]): (int(e["Count"]), e.metadata["etag"]) for e in found}
+        return {
+            int(e["PartitionKey"][len(partition) + 1 :]): (int(e["Count"]), e.metadata["etag"]) for e in found
+        }
 
     def _read(self, r: Reservation) -> tuple[int, str] | None:
         try:

@@ -3,6 +3,7 @@ ceiling counters, run against the session's Azurite."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -10,12 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
+from azure.core.exceptions import ResourceExistsError
 
 from shared.errors import LimitExceeded, StoreUnavailable
 from shared.governance import Governance, Limits, Reservation, client_ip
 from shared.hashing import Hasher
 from shared.storage import table_client
-from tests.support import AZURITE_KEY
+from tests.support import AZURITE_KEY, RoundTrips
 
 HOUR = 3600
 # 2030-01-01T10:15:00Z: a quarter past the hour, so retry_after is 45 minutes.
@@ -96,6 +98,20 @@ class Clock:
 def governance(table, rate: int = 3, ceiling: str = "5.00", cost: str = "0.01", clock=None) -> Governance:
     limits = Limits(rate, Decimal(ceiling), Decimal(cost))
     return Governance(table, Hasher("unit-test-secret"), limits, clock=clock or Clock())
+
+
+def cost_governance(table, ceiling: str, cost: str, shards: int) -> Governance:
+    limits = Limits(1000, Decimal(ceiling), Decimal(cost), cost_shards=shards)
+    return Governance(table, Hasher("unit-test-secret"), limits, clock=Clock())
+
+
+def cost_shards(table, day: str = "cost-2030-01-01") -> dict[str, int]:
+    """The cost counter's shards for one day, as stored: partition → count."""
+    return {
+        e["PartitionKey"]: e["Count"]
+        for e in table.list_entities()
+        if e["PartitionKey"].startswith("store-cost-") and e["RowKey"] == day
+    }
 
 
 @pytest.fixture
@@ -277,8 +293,8 @@ def test_cost_ceiling_is_per_utc_day_and_released_cost_is_given_back(table):
     clock.now = T0 + 86400
     gov.reserve_cost()
 
-    assert (first.partition, first.amount) == ("store-cost", 10_000)
-    assert first.row.startswith("cost-2030-01-01-")
+    assert first.partition in {"store-cost-0", "store-cost-1"}
+    assert (first.row, first.amount) == ("cost-2030-01-01", 10_000)
 
 
 def test_cost_ceiling_is_shared_by_all_client_addresses(table):
@@ -407,10 +423,20 @@ def test_the_first_purchase_of_an_hour_creates_its_counter_in_one_call(table):
 
 
 @pytest.mark.parametrize(
-    ("ceiling", "cost", "fits"), [("0.03", "0.01", 3), ("1.00", "0.01", 100), ("0.10", "0.03", 3)]
+    ("ceiling", "cost", "shards", "fits"),
+    [
+        ("0.03", "0.01", 8, 3),
+        ("1.00", "0.01", 8, 100),
+        ("0.10", "0.03", 8, 3),
+        ("1.00", "0.01", 12, 100),
+        ("0.25", "0.01", 80, 25),
+    ],
 )
-def test_a_sharded_ceiling_admits_exactly_as_many_purchases_as_one_counter(table, ceiling, cost, fits):
-    gov = governance(table, rate=1000, ceiling=ceiling, cost=cost)
+def test_a_sharded_ceiling_admits_exactly_as_many_purchases_as_one_counter(
+    table, ceiling, cost, shards, fits
+):
+    limits = Limits(1000, Decimal(ceiling), Decimal(cost), cost_shards=shards)
+    gov = Governance(table, Hasher("unit-test-secret"), limits, clock=Clock())
     admitted = 0
     while True:
         try:
@@ -420,17 +446,18 @@ def test_a_sharded_ceiling_admits_exactly_as_many_purchases_as_one_counter(table
         admitted += 1
 
     assert admitted == fits
-    rows = list(table.query_entities("PartitionKey eq 'store-cost'"))
-    assert 1 < len(rows) <= 8 or fits == 1
+    assert 1 < len(cost_shards(table)) <= min(shards, fits) or fits == 1
+    assert sum(cost_shards(table).values()) == fits * int(Decimal(cost) * 1_000_000)
 
 
-def test_concurrent_reservations_spread_over_shards_never_pass_the_ceiling(azurite):
+@pytest.mark.parametrize("shards", [8, 12])
+def test_concurrent_reservations_spread_over_shards_never_pass_the_ceiling(azurite, shards):
     name = "govshard" + uuid.uuid4().hex[:8]
-    limits = Limits(1000, Decimal("0.50"), Decimal("0.01"), cost_shards=8)
+    limits = Limits(1000, Decimal("0.50"), Decimal("0.01"), cost_shards=shards)
     admitted, lock = [], threading.Lock()
 
     def worker() -> None:
-        gov = Governance(table_client(azurite, name, timeout=5), Hasher("unit-test-secret"), limits)
+        gov = Governance(table_client(azurite, name, timeout=5), Hasher("unit-test-secret"), limits, Clock())
         for _ in range(10):
             try:
                 gov.reserve_cost()
@@ -439,15 +466,14 @@ def test_concurrent_reservations_spread_over_shards_never_pass_the_ceiling(azuri
             with lock:
                 admitted.append(1)
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
+    threads = [threading.Thread(target=worker) for _ in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
 
     assert len(admitted) == 50
-    rows = list(table_client(azurite, name, timeout=5).query_entities("PartitionKey eq 'store-cost'"))
-    assert sum(row["Count"] for row in rows) == 500_000
+    assert sum(cost_shards(table_client(azurite, name, timeout=5)).values()) == 500_000
 
 
 # --- the rate limit's client buckets: IPv4 by address, IPv6 by /64 ---------------------------------
@@ -674,3 +700,180 @@ def test_recipient_limits_hold_across_instances_sharing_the_table(azurite):
 def test_unreachable_table_storage_raises_store_unavailable_for_the_recipient_limit(dead_table):
     with pytest.raises(StoreUnavailable, match="governance table"):
         recipient_governance(dead_table).reserve_recipient(victim_hash())
+
+
+# --- the cost ceiling's shards: a partition each, two calls a purchase ------------------------------
+
+
+class Calls:
+    """What a client on a counting transport sent: a point read, a query, a create or an update."""
+
+    def __init__(self) -> None:
+        self.trips = RoundTrips()
+
+    @property
+    def calls(self) -> list[str]:
+        return [_call(sent.method, sent.url) for sent in self.trips.sent]
+
+    def clear(self) -> None:
+        self.trips.take()
+
+
+def _call(method: str, url: str) -> str:
+    if method == "GET":
+        return "query" if "filter" in url else "read"
+    return {"POST": "create", "PUT": "update"}.get(method, method)
+
+
+@pytest.fixture
+def counted(azurite, table):
+    """A second client on `table`, counting what it sends; the table exists."""
+    transport = Calls()
+    client = table_client(azurite, table.table_name, 5, transport.trips.transport("table"))
+    table.create_table()
+    yield client, transport
+    client.close()
+
+
+def write_old_layout(table, counts: dict[str, int]) -> None:
+    """Counts as the release before per-shard partitions kept them: row `cost-<day>-<shard>`
+    in the one partition `store-cost`."""
+    with contextlib.suppress(ResourceExistsError):
+        table.create_table()
+    for row, count in counts.items():
+        table.create_entity({"PartitionKey": "store-cost", "RowKey": row, "Count": count})
+
+
+def test_an_uncontended_cost_reservation_is_one_point_read_and_one_write(table, counted):
+    client, transport = counted
+    gov = cost_governance(client, "5.00", "0.01", shards=8)
+    while len(cost_shards(table)) < 8:
+        gov.reserve_cost()
+
+    costs = []
+    for _ in range(10):
+        transport.clear()
+        gov.reserve_cost()
+        costs.append(transport.calls.copy())
+
+    assert costs == [["read", "update"]] * 10
+
+
+def test_the_first_reservation_of_the_day_on_a_shard_also_reads_its_old_layout_row_once(table, counted):
+    client, transport = counted
+    gov = cost_governance(client, "5.00", "0.01", shards=8)
+
+    costs = []
+    for _ in range(40):
+        transport.clear()
+        gov.reserve_cost()
+        costs.append(tuple(transport.calls))
+
+    assert set(costs) <= {("read", "update"), ("read", "read", "create")}
+    assert costs[0] == ("read", "read", "create")
+    assert costs.count(("read", "read", "create")) == len(cost_shards(table))
+
+
+@pytest.mark.parametrize(("ceiling", "shards"), [("0.03", 8), ("0.40", 40)])
+def test_a_refusal_at_the_ceiling_costs_a_point_read_and_one_query_and_writes_nothing(
+    table, counted, ceiling, shards
+):
+    client, transport = counted
+    gov = cost_governance(client, ceiling, "0.01", shards=shards)
+    fits = int(Decimal(ceiling) * 100)
+    for _ in range(fits):
+        gov.reserve_cost()
+
+    costs = []
+    for _ in range(5):
+        transport.clear()
+        with pytest.raises(LimitExceeded):
+            gov.reserve_cost()
+        costs.append(transport.calls.copy())
+
+    assert costs == [["read", "query"]] * 5
+    assert cost_shards(table) == {f"store-cost-{i}": 10_000 for i in range(fits)}
+
+
+def test_each_cost_shard_is_a_partition_of_its_own_filled_to_its_budget(table):
+    gov = cost_governance(table, "1.00", "0.01", shards=8)
+    for _ in range(100):
+        gov.reserve_cost()
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+    keys = sorted((e["PartitionKey"], e["RowKey"]) for e in table.list_entities())
+    assert keys == [(f"store-cost-{i}", "cost-2030-01-01") for i in range(8)]
+    assert cost_shards(table) == {f"store-cost-{i}": 130_000 if i < 4 else 120_000 for i in range(8)}
+
+
+def test_release_gives_a_cost_reservation_back_to_the_shard_it_came_from(table):
+    gov = cost_governance(table, "0.02", "0.01", shards=8)
+    first = gov.reserve_cost()
+    second = gov.reserve_cost()
+    assert {first.partition, second.partition} == {"store-cost-0", "store-cost-1"}
+
+    gov.release(first)
+
+    assert cost_shards(table) == {first.partition: 0, second.partition: 10_000}
+    assert gov.reserve_cost().partition == first.partition
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+
+def test_counts_from_before_the_upgrade_are_honoured_so_the_upgrade_day_keeps_its_ceiling(table):
+    # Ceiling 0.16 at 0.01 over 8 shards: 2 purchases a shard. 8 were taken before the upgrade;
+    # yesterday's full shard 3 does not count today.
+    taken = {"cost-2030-01-01-0": 20_000, "cost-2030-01-01-1": 20_000, "cost-2030-01-01-2": 10_000}
+    taken |= {"cost-2030-01-01-4": 20_000, "cost-2030-01-01-5": 10_000, "cost-2029-12-31-3": 20_000}
+    write_old_layout(table, taken)
+    gov = cost_governance(table, "0.16", "0.01", shards=8)
+
+    for _ in range(8):
+        gov.reserve_cost()
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+    assert cost_shards(table) == {f"store-cost-{i}": 20_000 for i in range(8)}
+
+
+def test_a_day_full_before_the_upgrade_is_refused_and_then_refused_at_two_reads(table, counted):
+    client, transport = counted
+    write_old_layout(table, {f"cost-2030-01-01-{i}": 10_000 for i in range(3)})
+    gov = cost_governance(client, "0.03", "0.01", shards=8)
+
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+    transport.clear()
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+    assert transport.calls == ["read", "query"]
+    assert cost_shards(table) == {f"store-cost-{i}": 10_000 for i in range(3)}
+
+
+def test_concurrent_first_reservations_on_the_upgrade_day_never_pass_the_ceiling(azurite):
+    name = "govupgrade" + uuid.uuid4().hex[:8]
+    write_old_layout(
+        table_client(azurite, name, timeout=5), {f"cost-2030-01-01-{i}": i * 10_000 for i in range(8)}
+    )  # 28 of 80 purchases taken, 10 a shard
+    limits = Limits(1000, Decimal("0.80"), Decimal("0.01"), cost_shards=8)
+    start = threading.Barrier(16)
+
+    def buy() -> int:
+        gov = Governance(table_client(azurite, name, timeout=5), Hasher("unit-test-secret"), limits, Clock())
+        start.wait()
+        admitted = 0
+        for _ in range(10):
+            with contextlib.suppress(LimitExceeded):
+                gov.reserve_cost()
+                admitted += 1
+        return admitted
+
+    with ThreadPoolExecutor(16) as pool:
+        admitted = sum(pool.map(lambda _: buy(), range(16)))
+
+    assert admitted == 52
+    assert cost_shards(table_client(azurite, name, timeout=5)) == {
+        f"store-cost-{i}": 100_000 for i in range(8)
+    }
