@@ -2,14 +2,17 @@
 
 Starts its own Azurite and Brevo sandbox, then measures:
 
-1. round trips per request, counted at the transport (an azure-core policy on every storage
-   client, the sandbox's own counters for Brevo), next to the floor the design allows;
+1. round trips per request, counted on every storage client's transport (and by the sandbox
+   for Brevo), next to the floor the design allows;
 2. latency of the replay and fresh paths through the function handler (a real
    `func.HttpRequest`), as a ratio to the raw storage and Brevo calls they make, timed in the
    same run;
 3. cold start: importing `function_app` against importing only its third-party dependencies,
    and whether the import opens a network connection;
-4. load: two dev host processes on one Azurite, many buyers spread over 127.0.0.0/8.
+4. the daily cost counter under contention;
+5. capacity: from the calls of 1, where one storage account reaches its first documented
+   scalability target (`bench.capacity`);
+6. load: two dev host processes on one Azurite, many buyers spread over 127.0.0.0/8.
 
 It prints one table and writes bench/results.json. It is a benchmark, not a test: it never fails
 on a time. BENCH_ITERATIONS, BENCH_LOAD_SECONDS and BENCH_LOAD_CLIENTS scale it.
@@ -38,6 +41,7 @@ from pathlib import Path
 import requests
 from azure.core import MatchConditions
 
+from bench import capacity
 from tests.support import (
     ROOT,
     RoundTrips,
@@ -188,10 +192,10 @@ FLOORS = {
     # path: (storage floor, brevo floor, what the floor is made of)
     "replay": (1, 0, "claim point read (the receipt rides on the completed claim)"),
     "fresh, key": (
-        12,
+        11,
         2,
-        "claim read + read under the pre-scoping key, rate 1, recipient 1, cost read + write, "
-        "claim insert, 2 recovery points, receipt blob, ledger, claim completed; contact + email",
+        "claim read, rate 1, recipient 1, cost read + write, claim insert, 2 recovery points, "
+        "receipt blob, ledger, claim completed; contact + email",
     ),
     "fresh, no key": (6, 2, "rate 1, recipient 1, cost read + write, receipt blob, ledger; contact + email"),
     "refused: invalid key": (0, 0, "format checked before any I/O"),
@@ -199,7 +203,12 @@ FLOORS = {
     "refused: key reused": (1, 0, "claim point read"),
     "refused: invalid input": (1, 0, "rate 1 (bad input counts against the limit)"),
     "refused: rate limit": (1, 0, "rate counter read (create-first makes it 2, the first purchase 1)"),
-    "refused: cost ceiling": (5, 0, "rate 1, recipient 1, cost read, rate and recipient given back"),
+    "refused: cost ceiling": (
+        6,
+        0,
+        "rate 1, recipient 1, cost: the shard read and one query over every shard, rate and recipient "
+        "given back",
+    ),
 }
 
 
@@ -207,6 +216,7 @@ def round_trips(handlers: Handlers) -> dict[str, dict]:
     from shared import api
 
     post = handlers.post
+    capacity.open_the_day(handlers.settings, handlers.settings.cost_counter_shards)
     first = keyed()
     post(first)
     results = {
@@ -220,17 +230,17 @@ def round_trips(handlers: Handlers) -> dict[str, dict]:
     }
     for path, overrides in (
         ("refused: rate limit", {"rate_limit_per_hour": 1}),
-        ("refused: cost ceiling", {"daily_cost_ceiling_usd": handlers.settings.cost_per_purchase_usd / 2}),
+        ("refused: cost ceiling", {"daily_cost_ceiling_usd": handlers.settings.cost_per_purchase_usd}),
     ):
         store = handlers.store_with(**overrides).storefront
-        ip = address()
+        same = address()
 
-        def call(store=store, ip=ip):
-            request = api.Request("POST", {"x-forwarded-for": f"{ip}:1"}, json.dumps(buyer()).encode())
+        def call(store=store, ip=same if path == "refused: rate limit" else None):
+            client = ip or address()  # the cost ceiling meets a new client, the rate limit the same one
+            request = api.Request("POST", {"x-forwarded-for": f"{client}:1"}, json.dumps(buyer()).encode())
             return api.purchase(request, store, handlers.settings)
 
-        if path == "refused: rate limit":
-            call()
+        call()  # the hour's one purchase, or the day's
         results[path] = handlers.counted(call)
     for path, counts in results.items():
         floor, brevo_floor, why = FLOORS[path]
@@ -475,7 +485,7 @@ def _hammer(call: Callable[[], object], threads: int, seconds: float) -> int:
     return done[0]
 
 
-# --- 5. load ----------------------------------------------------------------------------------------
+# --- 6. load ----------------------------------------------------------------------------------------
 
 
 def load(stack: Stack) -> dict:
@@ -602,6 +612,7 @@ def table(results: dict) -> str:
             f"  {name:<9} {r['reservations_per_second']:>8} reservations/s  "
             f"{r['storage_calls_per_reservation']} storage calls each (2 uncontended)"
         )
+    lines += ["", *capacity.table(results["capacity"])]
     ld = results["load"]
     lines += [
         "",
@@ -626,6 +637,7 @@ def main() -> int:
         handlers = Handlers(stack)
         results = {"machine": machine()}
         results["round_trips"] = round_trips(handlers)
+        results["capacity"] = capacity.run(handlers)
         results["latency"] = latency(handlers)
         results["cold_start"] = cold_start(stack)
         results["contention"] = contention(stack)

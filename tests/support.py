@@ -7,6 +7,7 @@ Azurite never see each other's data or limits.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -20,6 +21,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import requests
 from azure.core.pipeline.transport import RequestsTransport
@@ -37,6 +39,17 @@ _random = random.Random()
 _handed_out: set[int] = set()
 
 
+@dataclass(frozen=True)
+class Sent:
+    """One storage request as the transport sent it, with the entities a table query returned."""
+
+    kind: str
+    method: str
+    url: str
+    body: bytes
+    returned: tuple[dict, ...] = ()
+
+
 class CountingTransport(RequestsTransport):
     """The SDK's own requests transport, counting every request it sends (retries included)."""
 
@@ -45,33 +58,39 @@ class CountingTransport(RequestsTransport):
         self._trips, self._kind = trips, kind
 
     def send(self, request, **kwargs):
-        self._trips.saw(self._kind, request.method, request.url)
-        return super().send(request, **kwargs)
+        response = super().send(request, **kwargs)
+        returned: tuple[dict, ...] = ()
+        if self._kind == "table" and request.method == "GET" and urlsplit(request.url).path.endswith("()"):
+            with contextlib.suppress(ValueError, AttributeError, TypeError):
+                returned = tuple(json.loads(response.body()).get("value", ()))
+        body = request.body if isinstance(request.body, bytes) else str(request.body or "").encode()
+        self._trips.saw(Sent(self._kind, request.method, request.url, body, returned))
+        return response
 
 
 class RoundTrips:
     """Gives storage clients a counting transport (`shared.runtime.build(settings,
     trips.transport)`); `take()` returns and resets the counts per kind ("table", "blob"), and
-    `requests` lists what was sent since the last take, as (kind, method, url)."""
+    `sent` lists what was sent since the last take."""
 
     def __init__(self) -> None:
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self.requests: list[tuple[str, str, str]] = []
+        self.sent: list[Sent] = []
 
     def transport(self, kind: str) -> CountingTransport:
         return CountingTransport(self, kind)
 
-    def saw(self, kind: str, method: str, url: str) -> None:
+    def saw(self, sent: Sent) -> None:
         with self._lock:
-            self._counts[kind] += 1
-            self.requests.append((kind, method, url))
+            self._counts[sent.kind] += 1
+            self.sent.append(sent)
 
     def take(self) -> dict[str, int]:
         with self._lock:
             taken = dict(self._counts)
             self._counts.clear()
-            self.requests = []
+            self.sent = []
         return taken
 
 

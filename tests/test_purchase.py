@@ -300,8 +300,8 @@ def test_a_fresh_key_in_a_store_that_started_with_scoped_keys_reads_no_pre_scopi
     assert buy(storefront, unique_email("second"), key).status == 200
 
     unscoped = Hasher("unit-test-secret").idempotency_key(key)
-    assert not [url for _, _, url in trips.requests if unscoped in url]
-    assert [url for _, method, url in trips.requests if method == "GET" and "idem" in url]  # it did read
+    assert not [sent for sent in trips.sent if unscoped in sent.url]
+    assert [sent for sent in trips.sent if sent.method == "GET" and "/idem" in sent.url]  # it did read
 
 
 def test_a_retry_after_upgrading_replays_the_claim_written_before_keys_were_scoped(shop, sandbox):
