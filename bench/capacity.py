@@ -1,0 +1,272 @@
+"""Where one storage account runs out: a capacity model computed from the calls the bench counts.
+
+Every storage request a purchase makes is seen at the transport (`tests.support.RoundTrips`)
+and attributed to the partition it touches: the PartitionKey in a point operation's URL or an
+insert's body, each entity a query returns, the blob's name. Partitions fall into classes by
+the store's own naming (a claim, a rate counter, a cost shard, the ledger's day...). Some classes
+are private to one buyer (a key's claim, a client's rate counter, a receipt's blob): they grow
+with the number of buyers and never concentrate load. The others are shared by every purchase
+of the day, and there the documented scalability targets bite:
+
+- 20,000 requests per second per storage account;
+- 2,000 entities per second per table partition (a query counts each entity it returns).
+
+For each path, purchases per second before the first target is hit are the smallest of
+`account target / calls per purchase` and, for each shared class,
+`partition target / entities per purchase on its busiest partition`, where the load spreads
+evenly over the partitions the code creates for the class (the cost counter's shards; one day
+partition for the ledger). The run repeats the fresh purchase at 10x and 100x today's shard
+count, so the model shows what `STOREFRONT_COST_COUNTER_SHARDS` moves and what it does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timezone
+from urllib.parse import unquote, urlsplit
+
+from tests.support import RoundTrips, Sent
+
+ACCOUNT_REQUESTS_PER_SECOND = 20_000
+PARTITION_ENTITIES_PER_SECOND = 2_000
+SOURCES = (
+    "https://learn.microsoft.com/azure/storage/tables/scalability-targets",
+    "https://learn.microsoft.com/azure/storage/common/scalability-targets-standard-account",
+)
+A_MILLION_A_DAY = 1_000_000 / 86_400
+# Shared classes, with the setting that moves their ceiling.
+SHARED = {
+    "cost shard": "STOREFRONT_COST_COUNTER_SHARDS",
+    "ledger day": "none: one partition per UTC day",
+    "scoping horizon": "none: read once per instance",
+    "repair queue": "none: written only while Blob is down",
+}
+ACCOUNT = "account requests"
+_POINT = re.compile(r"\(PartitionKey='((?:[^']|'')*)',RowKey='((?:[^']|'')*)'\)$")
+_FILTER_PK = re.compile(r"PartitionKey (?:eq|ge) '((?:[^']|'')*)'")
+
+
+def touches(sent: Sent, tables: dict[str, str]) -> list[tuple[str, str, int]]:
+    """(class, partition, entities) for one request. `tables` maps table name → its role
+    ("idempotency", "governance", "ledger")."""
+    path = unquote(urlsplit(sent.url).path)
+    if sent.kind == "blob":
+        parts = path.strip("/").split("/")
+        return [("receipt blob" if len(parts) > 2 else "blob container", "/".join(parts[1:]), 1)]
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    table = name.split("(", 1)[0]
+    role = tables.get(table, "other")
+    point = _POINT.search(name)
+    if point:
+        return [(_class(role, _unquote(point[1]), _unquote(point[2])), point[1], 1)]
+    if sent.method == "POST" and table != "Tables":
+        entity = json.loads(sent.body or b"{}")
+        return [
+            (
+                _class(role, entity.get("PartitionKey", ""), entity.get("RowKey", "")),
+                entity["PartitionKey"],
+                1,
+            )
+        ]
+    filtered = _FILTER_PK.search(unquote(urlsplit(sent.url).query))
+    queried = _unquote(filtered[1]) if filtered else "?"
+    if sent.returned:  # each entity on its own partition (a query may select without its keys)
+        found = [(e.get("PartitionKey", queried), e.get("RowKey", "")) for e in sent.returned]
+        return [(_class(role, partition, row), partition, 1) for partition, row in found]
+    return [(_class(role, queried, ""), queried, 1)]  # an empty answer still reads the partition
+
+
+def _unquote(value: str) -> str:
+    return value.replace("''", "'")
+
+
+def _class(role: str, partition: str, row: str) -> str:
+    if role == "idempotency":
+        return "scoping horizon" if partition.startswith("~") else "claim"
+    if role == "governance":
+        if partition.startswith("store-cost"):
+            return "cost shard"
+        return "recipient counter" if row.startswith("recipient-") else "rate counter"
+    if role == "ledger":
+        return "repair queue" if partition == "repair-blob" else "ledger day"
+    return "table admin"
+
+
+def measure(
+    trips: RoundTrips, purchase: Callable[[], object], n: int, tables: dict[str, str]
+) -> dict[str, object]:
+    """Run `purchase` n times (each a new buyer) and total its calls and entity touches by class."""
+    trips.take()
+    for _ in range(n):
+        purchase()
+    sent = list(trips.sent)
+    trips.take()
+    entities: Counter[str] = Counter()
+    partitions: dict[str, set[str]] = defaultdict(set)
+    for request in sent:
+        for cls, partition, count in touches(request, tables):
+            entities[cls] += count
+            partitions[cls].add(partition)
+    return {
+        "purchases": n,
+        "calls_per_purchase": round(len(sent) / n, 2),
+        "classes": {
+            cls: {
+                "entities_per_purchase": round(entities[cls] / n, 3),
+                "partitions_seen": len(partitions[cls]),
+            }
+            for cls in sorted(entities)
+        },
+    }
+
+
+def model(measured: dict, fan_out: dict[str, int]) -> dict:
+    """The ceiling of one path: purchases per second before each target, the first one hit and
+    the setting that moves it. `fan_out` is how many partitions the code spreads each shared
+    class over (classes not named there spread with the buyers)."""
+    limits = {ACCOUNT: ACCOUNT_REQUESTS_PER_SECOND / measured["calls_per_purchase"]}
+    for cls, figures in measured["classes"].items():
+        if cls in SHARED:
+            figures["partitions"] = fan_out.get(cls, 1)
+            figures["busiest_partition_per_purchase"] = round(
+                figures["entities_per_purchase"] / figures["partitions"], 4
+            )
+            if cls in fan_out:
+                limits[f"{cls} partition"] = (
+                    PARTITION_ENTITIES_PER_SECOND / figures["busiest_partition_per_purchase"]
+                )
+    ordered = sorted(limits.items(), key=lambda item: item[1])
+    first, ceiling = ordered[0]
+    moved_by = SHARED[first.removesuffix(" partition")] if first != ACCOUNT else "none: one account"
+    return {
+        **measured,
+        "limits_per_second": {name: round(value) for name, value in ordered},
+        "ceiling_per_second": round(ceiling),
+        "first_limit": first,
+        "moved_by": moved_by,
+        "bundles_per_day_at_ceiling": round(ceiling * 86_400),
+    }
+
+
+def open_the_day(settings, shards: int) -> None:
+    """Create today's cost shards, as a day under way has them: the first purchase to meet a
+    shard each day pays a call more (it looks for a count kept before shards had partitions of
+    their own), which a short run would otherwise count on nearly every purchase at 800 shards."""
+    from azure.core.exceptions import ResourceExistsError
+
+    from shared.storage import table_client
+
+    day = datetime.now(timezone.utc).strftime("cost-%Y-%m-%d")
+    table = table_client(settings.storage_connection_string, settings.governance_table, 30)
+    with contextlib.suppress(ResourceExistsError):
+        table.create_table()
+    for shard in range(shards):
+        with contextlib.suppress(ResourceExistsError):
+            table.create_entity({"PartitionKey": f"store-cost-{shard}", "RowKey": day, "Count": 0})
+    table.close()
+
+
+def run(handlers, n: int = 40) -> dict:
+    """The model for a fresh keyed purchase at today's shard count, 10x and 100x, and for the
+    unkeyed and replay paths at today's. `handlers` is the bench's in-process app, every storage
+    client counted at the transport."""
+    from shared import api
+    from shared.governance import Limits
+
+    today = handlers.settings
+    tables = {
+        today.idempotency_table: "idempotency",
+        today.governance_table: "governance",
+        today.ledger_table: "ledger",
+    }
+    numbers = itertools.count(1)
+
+    def fan_out(settings) -> dict[str, int]:
+        """The partitions the code spreads each shared class over: the cost counter's shards
+        that hold a budget, and the ledger's one partition per day."""
+        limits = Limits(
+            settings.rate_limit_per_hour,
+            settings.daily_cost_ceiling_usd,
+            settings.cost_per_purchase_usd,
+            settings.cost_counter_shards,
+        )
+        return {"cost shard": limits.cost_partitions, "ledger day": 1}
+
+    def purchase(settings, arguments: Callable[[], dict]) -> Callable[[], object]:
+        open_the_day(settings, settings.cost_counter_shards)
+        store = handlers.store_with(cost_counter_shards=settings.cost_counter_shards).storefront
+
+        def call() -> object:
+            n = next(numbers)
+            headers = {"x-forwarded-for": f"198.18.{n // 250 % 250}.{n % 250 + 1}:1"}
+            request = api.Request("POST", headers, json.dumps(arguments()).encode())
+            return api.purchase(request, store, settings)
+
+        call()  # the instance's one read of the scoping horizon, and for a replay its first purchase
+        return call
+
+    def buyer() -> dict:
+        return {"email": f"capacity.{uuid.uuid4().hex[:12]}@example.org"}
+
+    def keyed() -> dict:
+        return {**buyer(), "idempotency_key": f"capacity-{uuid.uuid4().hex}"}
+
+    rows = []
+    for shards in (
+        today.cost_counter_shards,
+        today.cost_counter_shards * 10,
+        today.cost_counter_shards * 100,
+    ):
+        settings = replace(today, cost_counter_shards=shards)
+        measured = measure(handlers.counter, purchase(settings, keyed), n, tables)
+        rows.append({"path": "fresh, key", "cost_shards": shards, **model(measured, fan_out(settings))})
+    measured = measure(handlers.counter, purchase(today, buyer), n, tables)
+    rows.append(
+        {"path": "fresh, no key", "cost_shards": today.cost_counter_shards, **model(measured, fan_out(today))}
+    )
+    again = keyed()
+    measured = measure(handlers.counter, purchase(today, lambda: again), n, tables)
+    rows.append(
+        {"path": "replay", "cost_shards": today.cost_counter_shards, **model(measured, fan_out(today))}
+    )
+    return {
+        "targets": {
+            "account_requests_per_second": ACCOUNT_REQUESTS_PER_SECOND,
+            "partition_entities_per_second": PARTITION_ENTITIES_PER_SECOND,
+            "sources": list(SOURCES),
+        },
+        "a_million_a_day_per_second": round(A_MILLION_A_DAY, 1),
+        "rows": rows,
+    }
+
+
+def table(capacity: dict) -> list[str]:
+    t = capacity["targets"]
+    lines = [
+        f"Capacity of one storage account (targets: {t['account_requests_per_second']:,} requests/s per "
+        f"account, {t['partition_entities_per_second']:,} entities/s per table partition)",
+        f"  {'path':<14} {'shards':>6} {'calls':>6} {'cost shard':>10} {'ledger day':>10} "
+        f"{'ceiling/s':>10}  {'first target hit':<24} moved by",
+    ]
+    for row in capacity["rows"]:
+        busiest = {
+            cls: row["classes"].get(cls, {}).get("busiest_partition_per_purchase", 0)
+            for cls in ("cost shard", "ledger day")
+        }
+        lines.append(
+            f"  {row['path']:<14} {row['cost_shards']:>6} {row['calls_per_purchase']:>6} "
+            f"{busiest['cost shard']:>10} {busiest['ledger day']:>10} {row['ceiling_per_second']:>10,}  "
+            f"{row['first_limit']:<24} {row['moved_by']}"
+        )
+    lines += [
+        "  (cost shard, ledger day: entities per purchase on the busiest partition of each; "
+        f"a million bundles a day is {capacity['a_million_a_day_per_second']} purchases/s)",
+    ]
+    return lines
