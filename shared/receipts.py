@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import TypeVar
 
@@ -240,15 +240,18 @@ class BlobReceiptStore:
         """One cheap call that proves Blob answers (a missing container is an answer too)."""
         self._call(self._container.get_container_properties)
 
-    def awaiting_ledger(self) -> list[tuple[str, str]]:
-        """(receipt id, ledger day) of every receipt still tagged as awaiting its ledger row."""
+    def awaiting_ledger(self) -> Iterator[tuple[str, str]]:
+        """(receipt id, ledger day) of each receipt still tagged as awaiting its ledger row, page
+        by page as Blob's tag index returns them. Raises StoreUnavailable as it goes."""
         query = f"\"{LEDGER_TAG}\" >= '0'"
-        found = self._call(lambda: list(self._container.find_blobs_by_tags(query))) or []
-        return [
-            (blob.name.removesuffix(".json"), blob.tags.get(LEDGER_TAG, ""))
-            for blob in found
-            if blob.name.endswith(".json") and blob.tags
-        ]
+        try:
+            for blob in self._container.find_blobs_by_tags(query):
+                if blob.name.endswith(".json") and blob.tags:
+                    yield blob.name.removesuffix(".json"), blob.tags.get(LEDGER_TAG, "")
+        except ResourceNotFoundError:
+            return
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc
 
     def ledger_recorded(self, receipt_id: str) -> None:
         """The receipt's ledger row exists: drop the tag."""

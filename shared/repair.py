@@ -11,7 +11,10 @@ ledger row, deletes and tag removal last), so a run cut short is simply run agai
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
@@ -22,6 +25,9 @@ from shared.storage import on_table, outage
 
 PARTITION = "repair-blob"
 WHAT = "repair queue"
+WORKERS = 16  # receipts settled at once: each is two calls that wait on the network
+PAGE = 256  # tagged receipts taken at a time, so a long backlog is never held in memory
+BUDGET = 240.0  # seconds: a run takes no new page after this, inside the 5-minute function timeout
 
 
 class RepairQueue:
@@ -46,11 +52,12 @@ class RepairQueue:
             raise outage(exc, WHAT) from exc
         return str(entity["Body"]).encode()
 
-    def run(self, receipts: BlobReceiptStore, ledger: TableLedger) -> int:
-        """Finish every queued receipt and every receipt still tagged as awaiting its ledger row;
-        returns how many needed it.
+    def run(self, receipts: BlobReceiptStore, ledger: TableLedger, *, budget_seconds: float = BUDGET) -> int:
+        """Finish every queued receipt and every receipt still tagged as awaiting its ledger row,
+        taking no new page of tagged receipts after `budget_seconds`; returns how many needed it.
         Raises StoreUnavailable when a store is still down (the next run goes on)."""
-        return self._drain_blob_queue(receipts, ledger) + _drain_ledger_tags(receipts, ledger)
+        until = time.monotonic() + budget_seconds
+        return self._drain_blob_queue(receipts, ledger) + _drain_ledger_tags(receipts, ledger, until)
 
     def _drain_blob_queue(self, receipts: BlobReceiptStore, ledger: TableLedger) -> int:
         try:
@@ -70,16 +77,30 @@ class RepairQueue:
         return len(entities)
 
 
-def _drain_ledger_tags(receipts: BlobReceiptStore, ledger: TableLedger) -> int:
+def _drain_ledger_tags(receipts: BlobReceiptStore, ledger: TableLedger, until: float) -> int:
     """Receipts whose blobs still carry the ledger tag: write the missing rows, drop the tags.
-    Returns how many rows were missing."""
+    Every receipt passes through here once (two calls: a ledger point read, the tag's removal),
+    so receipts are settled `WORKERS` at a time, a page of them after another, and the run stops
+    taking pages at `until` (the next run goes on). Returns how many rows were missing."""
     missing = 0
-    for receipt_id, day in receipts.awaiting_ledger():
-        if not ledger.has(day, receipt_id):
-            body = receipts.read(receipt_id)
-            if body is None:
-                continue
-            ledger.record(json.loads(body))
-            missing += 1
-        receipts.ledger_recorded(receipt_id)
+    waiting = receipts.awaiting_ledger()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        while time.monotonic() < until:
+            page = list(itertools.islice(waiting, PAGE))
+            missing += sum(pool.map(lambda found: _settle(receipts, ledger, *found), page))
+            if len(page) < PAGE:
+                break
+    return missing
+
+
+def _settle(receipts: BlobReceiptStore, ledger: TableLedger, receipt_id: str, day: str) -> int:
+    """Put one tagged receipt's ledger row in place if it is missing (1), then drop its tag."""
+    missing = 0
+    if not ledger.has(day, receipt_id):
+        body = receipts.read(receipt_id)
+        if body is None:
+            return 0
+        ledger.record(json.loads(body))
+        missing = 1
+    receipts.ledger_recorded(receipt_id)
     return missing

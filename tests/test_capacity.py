@@ -42,27 +42,20 @@ def test_every_call_of_a_keyed_purchase_lands_on_the_partition_class_it_belongs_
     assert len({p for cls, p, _ in found if cls == "ledger day"}) == 1
 
 
+def modelled(cost_entities: float, cost_partitions: int) -> dict:
+    """A fresh keyed purchase: 11 calls, one ledger row, `cost_entities` on the cost shards."""
+    classes = {
+        "cost shard": {"entities_per_purchase": cost_entities},
+        "ledger day": {"entities_per_purchase": 1.0},
+    }
+    return model(
+        {"calls_per_purchase": 11, "classes": classes}, {"cost shard": cost_partitions, "ledger day": 1}
+    )
+
+
 def test_the_ceiling_is_the_first_target_a_path_reaches_and_names_what_moves_it():
-    spread = model(
-        {
-            "calls_per_purchase": 11,
-            "classes": {
-                "cost shard": {"entities_per_purchase": 2.0},
-                "ledger day": {"entities_per_purchase": 1.0},
-            },
-        },
-        {"cost shard": 8, "ledger day": 1},
-    )
-    one_partition = model(
-        {
-            "calls_per_purchase": 11,
-            "classes": {
-                "cost shard": {"entities_per_purchase": 9.0},
-                "ledger day": {"entities_per_purchase": 1.0},
-            },
-        },
-        {"cost shard": 1, "ledger day": 1},
-    )
+    spread = modelled(2.0, 8)  # a read and a write on one of 8 partitions
+    one_partition = modelled(9.0, 1)  # every shard read, one written, all in one partition
 
     assert (spread["ceiling_per_second"], spread["first_limit"]) == (1818, "account requests")
     assert spread["limits_per_second"] == {
