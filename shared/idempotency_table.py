@@ -110,7 +110,7 @@ class TableIdempotencyStore:
     def scoping_horizon(self, now: float, window: float) -> float:
         for _ in range(2):
             try:
-                return float(self._table.get_entity(SCOPING, SCOPING)["Until"])
+                return _until(self._table.get_entity(SCOPING, SCOPING))
             except ResourceNotFoundError:
                 pass
             except AzureError as exc:
@@ -139,6 +139,14 @@ class TableIdempotencyStore:
             return False
         except AzureError as exc:
             raise outage(exc, WHAT) from exc
+
+
+def _until(entity) -> float:
+    try:
+        return float(entity["Until"])
+    except (KeyError, TypeError, ValueError) as exc:
+        # Not written by this version: an outage (503, retried), never a crash.
+        raise StoreUnavailable(f"{WHAT} holds an unreadable scoping horizon ({type(exc).__name__})") from None
 
 
 def _entity(claim: Claim) -> dict:

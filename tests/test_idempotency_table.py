@@ -16,7 +16,7 @@ from azure.data.tables import UpdateMode
 from shared.errors import StoreUnavailable
 from shared.hashing import Hasher
 from shared.idempotency import COMPLETED, PROCESSING, Claim, ClaimLost
-from shared.idempotency_table import TableIdempotencyStore
+from shared.idempotency_table import SCOPING, TableIdempotencyStore
 from shared.receipts import new_receipt_id
 from shared.schema import canonical_request
 from shared.storage import table_client
@@ -406,3 +406,21 @@ def test_an_entity_this_version_cannot_read_is_an_outage_not_a_crash(table, stor
 
     with pytest.raises(StoreUnavailable, match="unreadable claim"):
         store.get(key_hash)
+
+
+@pytest.mark.parametrize("until", [None, "next week", "2030-01-01T10:15:00Z"])
+def test_a_scoping_horizon_this_version_cannot_read_is_an_outage_not_a_crash(table, store, until):
+    table.create_table()
+    table.create_entity({"PartitionKey": SCOPING, "RowKey": SCOPING, **({"Until": until} if until else {})})
+
+    with pytest.raises(StoreUnavailable, match="unreadable scoping horizon"):
+        store.scoping_horizon(1_900_000_000.0, 60.0)
+
+
+def test_the_scoping_horizon_is_written_once_and_every_later_look_reads_it(table, store):
+    first = store.scoping_horizon(1_900_000_000.0, 60.0)  # no claims yet: nothing to look for
+    store.create(new_claim())
+
+    assert first == 0.0
+    assert store.scoping_horizon(1_900_000_500.0, 60.0) == 0.0
+    assert TableIdempotencyStore(table).scoping_horizon(1_900_000_900.0, 60.0) == 0.0
