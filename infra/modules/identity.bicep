@@ -1,0 +1,15 @@
+// The app's one identity: the host, the app's own clients, Key Vault references and the deployment
+// package all authenticate as it.
+param name string
+param location string
+param tags object
+
+resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+  name: name
+  location: location
+  tags: tags
+}
+
+output id string = identity.id
+output clientId string = identity.properties.clientId
+output principalId string = identity.properties.principalId
