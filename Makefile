@@ -9,7 +9,7 @@ NODE_STAMP := node_modules/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run test bench soak lint format clean
+.PHONY: install run test bench soak package lint format clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -47,6 +47,10 @@ bench: install
 ## Two dev hosts under seeded faults (SOAK_SECONDS, default 120; SOAK_SEED); exits 1 on a violation.
 soak: install
 	$(PY) -m soak
+
+## The zip a publish uploads (the tree minus .funcignore), checked and written to dist/storefront.zip.
+package:
+	$(PYTHON) -m tools.package
 
 lint: install
 	$(PY) -m ruff check .
