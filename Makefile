@@ -61,4 +61,4 @@ format: install
 	$(PY) -m ruff check --fix .
 
 clean:
-	rm -rf $(VENV) node_modules .azurite .pytest_cache .ruff_cache
+	rm -rf $(VENV) node_modules .azurite .pytest_cache .ruff_cache dist/storefront.zip
