@@ -1,7 +1,8 @@
 """Azure Functions entry point (Python v2 model): one function per route, glue only.
 
 Each function turns the `func.HttpRequest` into a plain `shared.api.Request`, calls the domain
-and turns the `Answer` back into a `func.HttpResponse`.
+and turns the `Answer` back into a `func.HttpResponse`. The two purchase routes answer inside their
+telemetry span (`shared.telemetry`), which exists only when Application Insights is configured.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from datetime import datetime, timezone
 
 import azure.functions as func
 
-from shared import api, mcp, runtime
+from shared import api, mcp, runtime, telemetry
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 runtime.settings()  # a malformed setting stops the app at start-up, naming the setting
+telemetry.configure()  # only with APPLICATIONINSIGHTS_CONNECTION_STRING; imports nothing without it
 
 
 def _request(req: func.HttpRequest) -> api.Request:
@@ -33,24 +35,42 @@ def _response(answer: api.Answer) -> func.HttpResponse:
 
 
 def _serve(
-    req: func.HttpRequest, usage: api.Usage, answer: Callable[[api.Request], api.Answer]
+    req: func.HttpRequest,
+    usage: api.Usage,
+    answer: Callable[[api.Request], api.Answer],
+    channel: str | None = None,
 ) -> func.HttpResponse:
-    """Answer with `answer`, or 405 for a method the route does not serve."""
+    """Answer with `answer`, or 405 for a method the route does not serve; `channel` marks a purchase
+    route (see `_observed`)."""
+    return _observed(req, lambda request: api.wrong_method(request, usage) or answer(request), channel)
+
+
+def _observed(
+    req: func.HttpRequest, answer: Callable[[api.Request], api.Answer], channel: str | None
+) -> func.HttpResponse:
+    """Answer with `answer`; a purchase route (`channel` "mcp" or "http") inside its telemetry span,
+    current for the whole call so every Brevo and Storage call is recorded as its child."""
     request = _request(req)
-    return _response(api.wrong_method(request, usage) or answer(request))
+    with telemetry.purchase_span(channel, request.method) as span:
+        result = answer(request)
+        span.answered(result)
+    return _response(result)
 
 
 # Every route lists every method: Azure answers a method a trigger does not list with an empty 404,
 # so the route answers it with 405, Allow and how to call it instead.
 @app.route(route="a2a/mcp", methods=api.EVERY_METHOD)
 def mcp_endpoint(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(mcp.handle(_request(req), runtime.services().storefront, runtime.settings()))
+    return _observed(req, lambda r: mcp.handle(r, runtime.services().storefront, runtime.settings()), "mcp")
 
 
 @app.route(route="a2a/purchase", methods=api.EVERY_METHOD)
 def purchase(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(
-        req, api.PURCHASE_USAGE, lambda r: api.purchase(r, runtime.services().storefront, runtime.settings())
+        req,
+        api.PURCHASE_USAGE,
+        lambda r: api.purchase(r, runtime.services().storefront, runtime.settings()),
+        "http",
     )
 
 
