@@ -13,7 +13,16 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from shared.keys import public_jwk
-from shared.settings import DEFAULT_BREVO_BASE_URL, SECRET_SETTINGS, Settings, SettingsError
+from shared.settings import (
+    DEFAULT_BREVO_BASE_URL,
+    DEVELOPER_IDENTITY,
+    IDENTITY_SETTINGS,
+    MANAGED_IDENTITY,
+    SECRET_SETTINGS,
+    Settings,
+    SettingsError,
+    is_unresolved_reference,
+)
 
 SECRETS = {
     "BREVO_API_KEY": "xkeysib-test",
@@ -115,9 +124,10 @@ def test_every_setting_is_read_from_the_environment():
     )
 
 
-def test_every_field_is_covered_by_the_full_environment_test():
-    # If a field is added, test_every_setting_is_read_from_the_environment must name it too.
-    assert len(dataclasses.fields(Settings)) == 27
+def test_every_field_is_covered_by_the_full_environment_tests():
+    # If a field is added, test_every_setting_is_read_from_the_environment (or, for storage
+    # identity, test_user_assigned_identity_settings_are_read) must name it too.
+    assert len(dataclasses.fields(Settings)) == 32
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
@@ -513,5 +523,256 @@ def test_the_readme_settings_table_lists_exactly_the_settings_the_app_reads():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     table = readme.split("## Configuration", 1)[1].split("\n\n", 3)[2]
     rows = set(re.findall(r"^\| `([A-Za-z_]+)` \|", table, flags=re.MULTILINE))
+    # Set by Azure, not by the operator: the table names WEBSITE_HOSTNAME as a default.
+    platform = {"WEBSITE_HOSTNAME", "IDENTITY_ENDPOINT"}
 
-    assert rows == env.asked - {"WEBSITE_HOSTNAME"}  # set by Azure; the table names it as a default
+    assert _storage_family(rows) == _storage_family(env.asked - platform)
+
+
+def _storage_family(names: set[str]) -> set[str]:
+    """The Functions host's AzureWebJobsStorage__* identity settings are the one storage setting
+    in another form: the table's AzureWebJobsStorage row covers them until they have rows."""
+    return {name.split("__")[0] for name in names}
+
+
+# --- storage: a connection string or an identity-based connection ---------------------------------
+
+TABLE_URI = "https://acct.table.core.windows.net"
+BLOB_URI = "https://acct.blob.core.windows.net"
+CLIENT_ID = "6f1c4b9e-2d3a-4c5b-8e7f-0a1b2c3d4e5f"
+
+
+def test_user_assigned_identity_settings_are_read():
+    settings = Settings.from_env(
+        {
+            "AzureWebJobsStorage__credential": "managedidentity",
+            "AzureWebJobsStorage__clientId": CLIENT_ID,
+            "AzureWebJobsStorage__tableServiceUri": TABLE_URI + "/",
+            "AzureWebJobsStorage__blobServiceUri": BLOB_URI,
+        }
+    )
+
+    assert settings == Settings(
+        storage_connection_string="",
+        storage_table_uri=TABLE_URI,
+        storage_blob_uri=BLOB_URI,
+        storage_credential=MANAGED_IDENTITY,
+        storage_client_id=CLIENT_ID,
+        missing_secrets=SECRET_SETTINGS,
+    )
+
+
+def test_an_account_name_on_azure_is_the_system_assigned_identity_on_the_public_endpoints():
+    settings = Settings.from_env(
+        {"AzureWebJobsStorage__accountName": "acct", "IDENTITY_ENDPOINT": "http://127.0.0.1:41000/msi/token"}
+    )
+
+    assert settings.storage_connection_string == ""
+    assert (settings.storage_table_uri, settings.storage_blob_uri) == (TABLE_URI, BLOB_URI)
+    assert (settings.storage_credential, settings.storage_client_id) == (MANAGED_IDENTITY, "")
+
+
+def test_identity_settings_off_azure_fall_back_to_the_developer_credential():
+    settings = Settings.from_env({"AzureWebJobsStorage__accountName": "acct"})
+
+    assert settings.storage_credential == DEVELOPER_IDENTITY
+
+
+def test_service_uris_win_over_the_account_name():
+    settings = Settings.from_env(
+        {
+            "AzureWebJobsStorage__accountName": "acct",
+            "AzureWebJobsStorage__tableServiceUri": "https://acct-private.table.core.windows.net",
+        }
+    )
+
+    assert settings.storage_table_uri == "https://acct-private.table.core.windows.net"
+    assert settings.storage_blob_uri == BLOB_URI
+
+
+def test_a_connection_string_keeps_working_and_uses_no_identity():
+    settings = Settings.from_env({"AzureWebJobsStorage": "UseDevelopmentStorage=true"})
+
+    assert settings.storage_connection_string == "UseDevelopmentStorage=true"
+    assert (settings.storage_table_uri, settings.storage_blob_uri, settings.storage_credential) == (
+        "",
+        "",
+        "",
+    )
+
+
+@pytest.mark.parametrize("name", IDENTITY_SETTINGS)
+def test_a_connection_string_beside_identity_settings_is_refused_naming_both(name):
+    values = {
+        "AzureWebJobsStorage__accountName": "acct",
+        "AzureWebJobsStorage__blobServiceUri": BLOB_URI,
+        "AzureWebJobsStorage__tableServiceUri": TABLE_URI,
+        "AzureWebJobsStorage__credential": "managedidentity",
+        "AzureWebJobsStorage__clientId": CLIENT_ID,
+    }
+    key = "AccountKey=c2VjcmV0LWFjY291bnQta2V5"
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env(
+            {"AzureWebJobsStorage": f"DefaultEndpointsProtocol=https;{key}", name: values[name]}
+        )
+
+    assert "AzureWebJobsStorage (a connection string)" in str(caught.value)
+    assert name in str(caught.value)
+    assert key not in str(caught.value)
+
+
+def test_a_blank_connection_string_beside_identity_settings_is_no_conflict():
+    settings = Settings.from_env({"AzureWebJobsStorage": "  ", "AzureWebJobsStorage__accountName": "acct"})
+
+    assert settings.storage_connection_string == ""
+    assert settings.storage_table_uri == TABLE_URI
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        pytest.param(
+            {
+                "AzureWebJobsStorage__accountName": "acct",
+                "AzureWebJobsStorage__blobServiceUri": "http://acct.blob",
+            },
+            "AzureWebJobsStorage__blobServiceUri",
+            id="plain-http",
+        ),
+        pytest.param(
+            {
+                "AzureWebJobsStorage__accountName": "acct",
+                "AzureWebJobsStorage__tableServiceUri": "acct.table.core",
+            },
+            "AzureWebJobsStorage__tableServiceUri",
+            id="no-scheme",
+        ),
+        pytest.param(
+            {"AzureWebJobsStorage__accountName": "acct", "AzureWebJobsStorage__blobServiceUri": "https://"},
+            "AzureWebJobsStorage__blobServiceUri",
+            id="no-host",
+        ),
+        pytest.param(
+            {
+                "AzureWebJobsStorage__accountName": "acct",
+                "AzureWebJobsStorage__blobServiceUri": "https://[::1",
+            },
+            "AzureWebJobsStorage__blobServiceUri",
+            id="unparseable",
+        ),
+        pytest.param(
+            {"AzureWebJobsStorage__accountName": "Acct_1"}, "AzureWebJobsStorage__accountName", id="name"
+        ),
+        pytest.param(
+            {"AzureWebJobsStorage__accountName": "acct", "AzureWebJobsStorage__credential": "clientsecret"},
+            "AzureWebJobsStorage__credential",
+            id="credential",
+        ),
+        pytest.param(
+            {"AzureWebJobsStorage__accountName": "acct", "AzureWebJobsStorage__clientId": "my-identity"},
+            "AzureWebJobsStorage__clientId",
+            id="client-id",
+        ),
+        pytest.param(
+            {
+                "AzureWebJobsStorage__blobServiceUri": BLOB_URI,
+                "AzureWebJobsStorage__credential": "managedidentity",
+            },
+            "AzureWebJobsStorage__tableServiceUri",
+            id="no-table-service",
+        ),
+        pytest.param(
+            {
+                "AzureWebJobsStorage__credential": "managedidentity",
+                "AzureWebJobsStorage__clientId": CLIENT_ID,
+            },
+            "AzureWebJobsStorage__tableServiceUri",
+            id="identity-without-account",
+        ),
+    ],
+)
+def test_unusable_identity_settings_are_refused_naming_the_setting(env, name):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env(env)
+
+    assert name in str(caught.value)
+
+
+def test_a_service_uri_carrying_a_sas_is_refused_without_echoing_it():
+    sas = "sv=2024-01-01&sig=c2VjcmV0LXNpZ25hdHVyZQ"
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env(
+            {
+                "AzureWebJobsStorage__accountName": "acct",
+                "AzureWebJobsStorage__blobServiceUri": f"{BLOB_URI}?{sas}",
+            }
+        )
+
+    assert "AzureWebJobsStorage__blobServiceUri must be an https:// URL with no query string" in str(
+        caught.value
+    )
+    assert "sig=" not in str(caught.value)
+
+
+# --- unresolved Key Vault references ----------------------------------------------------------------
+
+REFERENCES = [
+    "@Microsoft.KeyVault(SecretUri=https://shop-kv.vault.azure.net/secrets/hash/0123456789abcdef)",
+    "@Microsoft.KeyVault(VaultName=shop-kv;SecretName=hash)",
+    "  @microsoft.keyvault(VaultName=shop-kv;SecretName=hash)  ",
+    "@Microsoft.AppConfiguration(Endpoint=https://shop.azconfig.io; Key=hash)",
+]
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("name", SECRET_SETTINGS)
+def test_an_unresolved_reference_in_a_secret_counts_as_missing_and_is_never_used(name, reference):
+    settings = Settings.from_env({**SECRETS, name: reference})
+
+    assert settings.missing_secrets == (name,)
+    assert settings.unresolved_settings == (name,)
+    assert settings.not_configured == (name,)
+    assert "Microsoft" not in settings.brevo_api_key + settings.signing_key_pem + settings.hash_secret
+    assert "shop-kv" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "default"),
+    [
+        ("STOREFRONT_SENDER_EMAIL", "sender_email", "store@example.com"),
+        ("STOREFRONT_RATE_LIMIT_PER_HOUR", "rate_limit_per_hour", 5),
+        ("STOREFRONT_DAILY_COST_CEILING_USD", "daily_cost_ceiling_usd", Decimal("5.00")),
+        ("STOREFRONT_RETIRED_PUBLIC_KEYS", "retired_public_keys", ()),
+        ("AzureWebJobsStorage", "storage_connection_string", "UseDevelopmentStorage=true"),
+    ],
+)
+def test_an_unresolved_reference_in_any_other_setting_is_named_not_used(name, field, default):
+    settings = Settings.from_env({**SECRETS, name: REFERENCES[1]})
+
+    assert getattr(settings, field) == default
+    assert settings.unresolved_settings == (name,)
+    assert settings.missing_secrets == ()
+    assert settings.not_configured == (name,)
+
+
+def test_an_unresolved_storage_connection_string_gives_way_to_identity_settings():
+    settings = Settings.from_env(
+        {"AzureWebJobsStorage": REFERENCES[0], "AzureWebJobsStorage__accountName": "acct"}
+    )
+
+    assert settings.storage_table_uri == TABLE_URI
+    assert settings.unresolved_settings == ("AzureWebJobsStorage",)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "@Microsoft.KeyVault(VaultName=kv;SecretName=s",
+        "prefix @Microsoft.KeyVault(VaultName=kv;SecretName=s)",
+        "Microsoft.KeyVault(VaultName=kv;SecretName=s)",
+        "a-real-secret-value",
+    ],
+)
+def test_values_that_are_not_whole_references_are_kept(value):
+    assert not is_unresolved_reference(value)
+    assert Settings.from_env({"STOREFRONT_HASH_SECRET": value}).hash_secret == value
