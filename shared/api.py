@@ -17,6 +17,7 @@ from shared.errors import InvalidRequest, NotConfigured, PayloadTooLarge, Storef
 from shared.governance import client_ip
 from shared.printable import printable
 from shared.purchase import Caller, Outcome, PurchaseCall, Storefront
+from shared.readiness import assess
 from shared.receipts import is_receipt_id
 from shared.settings import Settings
 
@@ -318,19 +319,17 @@ def download(req: Request, services: Services) -> Answer:
 
 
 def health(services: Services) -> Answer:
-    """200 once the app can serve; names every secret that is missing or unusable."""
-    problems = list(services.settings.missing_secrets)
-    if "STOREFRONT_SIGNING_KEY" not in problems:
-        try:
-            services.keys()
-        except NotConfigured:
-            problems.append("STOREFRONT_SIGNING_KEY")
+    """Readiness: 200 `ok` when every secret is usable and Table and Blob answer with the app's
+    credentials; otherwise 503 with `status` (`unconfigured` for a setting, `unavailable` for
+    storage), the settings at fault by name and each problem in words, never a value."""
+    readiness = assess(services.settings, services.keys, services.storage)
     return json_answer(
-        200,
+        200 if readiness.status == "ok" else 503,
         {
-            "status": "unconfigured" if problems else "ok",
+            "status": readiness.status,
             "version": __version__,
-            "missing_settings": problems,
+            "missing_settings": list(readiness.missing_settings),
+            "problems": list(readiness.problems),
         },
         {"Cache-Control": "no-store"},
     )

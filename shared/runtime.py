@@ -1,5 +1,6 @@
 """The process-wide services, built on first use from the settings and reused by every
-invocation. Building opens no connection; clients connect when first called.
+invocation. Building opens no connection; clients connect when first called. With an
+identity-based storage connection, one credential (and so one token cache) serves every client.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ from shared.idempotency_table import TableIdempotencyStore
 from shared.keys import KeySet
 from shared.ledger import TableLedger
 from shared.purchase import StoreConfig, Storefront
+from shared.readiness import StorageProbe
 from shared.receipts import BlobReceiptStore
 from shared.repair import RepairQueue
 from shared.settings import Settings
-from shared.storage import container_client, table_client
+from shared.storage import Account, container_client, identity_credential, table_client
 
 # The Azure SDK logs every request's headers at INFO; keep the function's log to what matters.
 logging.getLogger("azure").setLevel(logging.WARNING)
+log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _services: Services | None = None
@@ -44,12 +47,19 @@ class Services:
     downloads: Downloads
     ledger: TableLedger
     keys: Callable[[], KeySet]
+    storage: StorageProbe
 
 
 def settings() -> Settings:
+    """The settings, read once; function_app reads them at start-up, which is when an
+    unresolved Key Vault reference is logged (by setting name only)."""
     global _settings
     if _settings is None:
         _settings = Settings.from_env()
+        for name in _settings.unresolved_settings:
+            log.error(
+                "%s is an unresolved Key Vault reference; purchases are refused until it resolves", name
+            )
     return _settings
 
 
@@ -66,13 +76,13 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
     """Every client from the settings. `transport(kind)`, for "table" or "blob", gives each
     storage client its transport (the benchmark counts round trips there); default: the SDK's."""
     hasher = Hasher(s.hash_secret)
-    conn, timeout = s.storage_connection_string, s.storage_timeout_seconds
+    account, timeout = storage_account(s), s.storage_timeout_seconds
 
     def table(name: str) -> TableClient:
-        return table_client(conn, name, timeout, transport("table") if transport else None)
+        return table_client(account, name, timeout, transport("table") if transport else None)
 
     def container(name: str) -> ContainerClient:
-        return container_client(conn, name, timeout, transport("blob") if transport else None)
+        return container_client(account, name, timeout, transport("blob") if transport else None)
 
     receipts = BlobReceiptStore(container(s.receipts_container))
     ledger = TableLedger(table(s.ledger_table))
@@ -84,7 +94,7 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
             sender_email=s.sender_email,
             sender_name=s.sender_name,
             download_token_ttl_seconds=s.download_token_ttl_seconds,
-            missing_secrets=s.missing_secrets,
+            missing_secrets=s.not_configured,
             idempotency_fail_open=s.idempotency_fail_open,
         ),
         hasher=hasher,
@@ -112,7 +122,23 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
         repairs=RepairQueue(table(s.ledger_table)),
     )
     downloads = Downloads(keys, container(s.bundles_container), s.public_base_url)
-    return Services(settings=s, storefront=storefront, downloads=downloads, ledger=ledger, keys=keys)
+    probe = StorageProbe(
+        table(s.idempotency_table), container(s.receipts_container), timeout, account.credential
+    )
+    return Services(
+        settings=s, storefront=storefront, downloads=downloads, ledger=ledger, keys=keys, storage=probe
+    )
+
+
+def storage_account(s: Settings) -> Account:
+    """The storage the settings name; with service URIs, the credential is made here, once."""
+    if s.storage_connection_string:
+        return Account(connection_string=s.storage_connection_string)
+    return Account(
+        table_uri=s.storage_table_uri,
+        blob_uri=s.storage_blob_uri,
+        credential=identity_credential(s.storage_credential, s.storage_client_id),
+    )
 
 
 def keyset(s: Settings) -> Callable[[], KeySet]:

@@ -5,14 +5,31 @@ start their own dev host against the same Azurite and sandbox with `start_host`.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import requests
+from azure.core.exceptions import ResourceExistsError
+from azure.storage.blob import ContainerClient, ContentSettings
 
-from tests.support import ROOT, Buyer, Service, connection_string, free_port, start_host, start_process
+from shared.catalog import BUNDLES
+from tests.identity import self_signed_certificate
+from tests.support import (
+    AZURITE_KEY,
+    ROOT,
+    Buyer,
+    Service,
+    connection_string,
+    free_port,
+    start_host,
+    start_process,
+)
+from tools.seed_bundles import sample_bundle
 from tools.seed_bundles import seed as seed_bundles
 
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
@@ -58,6 +75,54 @@ def azurite(logs) -> Iterator[str]:
     seed_bundles(connection_string(blob, table))
     yield connection_string(blob, table)
     service.stop()
+
+
+@dataclass(frozen=True)
+class TlsStorage:
+    """Azurite over HTTPS in OAuth mode: it takes bearer tokens for https://storage.azure.com.
+    `connection_string` (with the well-known development key) is for test set-up only."""
+
+    blob_uri: str
+    table_uri: str
+    ca_bundle: Path
+    connection_string: str
+
+
+@pytest.fixture(scope="session")
+def azurite_tls(logs, tmp_path_factory) -> Iterator[TlsStorage]:
+    """A second Azurite, over HTTPS with a self-signed certificate for 127.0.0.1 and OAuth on,
+    its bundles container seeded."""
+    if not AZURITE.exists() or not shutil.which("node"):
+        pytest.exit("Azurite is not installed: run `make test` (it runs `npm install` first)", returncode=2)
+    cert, key = self_signed_certificate(tmp_path_factory.mktemp("tls"))
+    blob, queue, table = free_port(), free_port(), free_port()
+    args = [str(AZURITE), "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry"]
+    args += ["--inMemoryPersistence", "--oauth", "basic", "--cert", str(cert), "--key", str(key)]
+    for service, port in (("blob", blob), ("queue", queue), ("table", table)):
+        args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(port)]
+    proc = start_process(args, table, logs / "azurite-tls.log")
+    storage = TlsStorage(
+        blob_uri=f"https://127.0.0.1:{blob}/devstoreaccount1",
+        table_uri=f"https://127.0.0.1:{table}/devstoreaccount1",
+        ca_bundle=cert,
+        connection_string=(
+            f"DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint=https://127.0.0.1:{blob}/devstoreaccount1;"
+            f"TableEndpoint=https://127.0.0.1:{table}/devstoreaccount1;"
+        ),
+    )
+    bundles = ContainerClient.from_connection_string(
+        storage.connection_string, "bundles", connection_verify=str(cert)
+    )
+    with contextlib.suppress(ResourceExistsError):
+        bundles.create_container()
+    for bundle in BUNDLES.values():
+        zipped = ContentSettings(content_type="application/zip")
+        bundles.upload_blob(
+            f"{bundle.id}.zip", sample_bundle(bundle), overwrite=True, content_settings=zipped
+        )
+    yield storage
+    Service(proc, storage.blob_uri, logs / "azurite-tls.log").stop()
 
 
 @pytest.fixture(scope="session")

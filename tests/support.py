@@ -273,7 +273,8 @@ def start_host(log_dir: Path, env: dict[str, str]) -> Service:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            if requests.get(base + "/api/health", timeout=2).status_code == 200:
+            # Serving: health answers, 200 or (a host started unconfigured or with a store down) 503.
+            if requests.get(base + "/api/health", timeout=10).status_code in (200, 503):
                 return Service(proc, base, log_path, full_env)
         except requests.RequestException:
             pass

@@ -213,26 +213,47 @@ def test_a_wide_shallow_document_is_parsed():
 # --- answers ---------------------------------------------------------------------------------------
 
 
-def _health(settings: Settings, keys=lambda: KEYS):
-    return health(SimpleNamespace(settings=settings, keys=keys))
+class _Storage:
+    """What health asks of `shared.readiness.StorageProbe`: the storage problems, if any."""
+
+    def __init__(self, *problems: str):
+        self._problems = list(problems)
+
+    def problems(self) -> list[str]:
+        return list(self._problems)
 
 
-def test_health_is_ok_when_every_secret_is_set():
+def _health(settings: Settings, keys=lambda: KEYS, storage=None):
+    return health(SimpleNamespace(settings=settings, keys=keys, storage=storage or _Storage()))
+
+
+def test_health_is_ok_when_every_secret_is_set_and_storage_answers():
     answer = _health(Settings())
 
     assert answer.status == 200
-    assert json.loads(answer.body) == {"status": "ok", "version": __version__, "missing_settings": []}
+    assert json.loads(answer.body) == {
+        "status": "ok",
+        "version": __version__,
+        "missing_settings": [],
+        "problems": [],
+    }
     assert answer.headers == {"Content-Type": "application/json", "Cache-Control": "no-store"}
 
 
-def test_health_is_unconfigured_and_names_the_missing_settings():
+def test_health_is_unconfigured_503_and_names_the_missing_settings():
     answer = _health(Settings(missing_secrets=SECRET_SETTINGS), keys=_no_keys)
 
-    assert answer.status == 200
+    assert answer.status == 503
+    assert answer.headers == {"Content-Type": "application/json", "Cache-Control": "no-store"}
     assert json.loads(answer.body) == {
         "status": "unconfigured",
         "version": __version__,
         "missing_settings": ["BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET"],
+        "problems": [
+            "BREVO_API_KEY is not set",
+            "STOREFRONT_SIGNING_KEY is not set",
+            "STOREFRONT_HASH_SECRET is not set",
+        ],
     }
 
 
@@ -252,10 +273,76 @@ def test_health_names_a_signing_key_that_is_set_but_unusable():
         {"BREVO_API_KEY": "k", "STOREFRONT_HASH_SECRET": "h", "STOREFRONT_SIGNING_KEY": "not a pem"}
     )
 
-    body = json.loads(_health(settings, keys=lambda: KeySet.load(settings.signing_key_pem)).body)
+    answer = _health(settings, keys=lambda: KeySet.load(settings.signing_key_pem))
+    body = json.loads(answer.body)
 
+    assert answer.status == 503
     assert body["status"] == "unconfigured"
     assert body["missing_settings"] == ["STOREFRONT_SIGNING_KEY"]
+    assert body["problems"] == ["STOREFRONT_SIGNING_KEY is not a usable EC P-256 private key"]
+    assert "not a pem" not in answer.body.decode()
+
+
+@pytest.mark.parametrize("name", SECRET_SETTINGS)
+def test_health_names_an_unresolved_key_vault_reference_without_echoing_it(name):
+    reference = "@Microsoft.KeyVault(SecretUri=https://shop-kv.vault.azure.net/secrets/s3cr3t/)"
+    values = {"BREVO_API_KEY": "k", "STOREFRONT_HASH_SECRET": "h", "STOREFRONT_SIGNING_KEY": "pem"}
+    settings = Settings.from_env({**values, name: reference})
+    keys = (lambda: KEYS) if name != "STOREFRONT_SIGNING_KEY" else _no_keys
+
+    answer = _health(settings, keys=keys)
+    body = json.loads(answer.body)
+
+    assert answer.status == 503
+    assert body["status"] == "unconfigured"
+    assert body["missing_settings"] == [name]
+    assert body["problems"] == [f"{name} is an unresolved Key Vault reference"]
+    assert "shop-kv" not in answer.body.decode() and "s3cr3t" not in answer.body.decode()
+
+
+def test_health_names_an_unresolved_reference_in_a_setting_that_is_no_secret():
+    settings = Settings.from_env(
+        {
+            "BREVO_API_KEY": "k",
+            "STOREFRONT_HASH_SECRET": "h",
+            "STOREFRONT_SIGNING_KEY": "pem",
+            "STOREFRONT_SENDER_EMAIL": "@Microsoft.KeyVault(VaultName=shop-kv;SecretName=sender)",
+        }
+    )
+
+    body = json.loads(_health(settings).body)
+
+    assert body["missing_settings"] == ["STOREFRONT_SENDER_EMAIL"]
+    assert body["status"] == "unconfigured"
+
+
+def test_health_is_unavailable_503_and_says_what_storage_did():
+    storage = _Storage(
+        "table storage refused the app's identity (403)", "blob storage unreachable (ServiceRequestError)"
+    )
+
+    answer = _health(Settings(), storage=storage)
+
+    assert answer.status == 503
+    assert answer.headers["Cache-Control"] == "no-store"
+    assert json.loads(answer.body) == {
+        "status": "unavailable",
+        "version": __version__,
+        "missing_settings": [],
+        "problems": [
+            "table storage refused the app's identity (403)",
+            "blob storage unreachable (ServiceRequestError)",
+        ],
+    }
+
+
+def test_health_reports_settings_and_storage_problems_together():
+    storage = _Storage("blob storage did not answer within 5 s")
+
+    body = json.loads(_health(Settings(missing_secrets=("BREVO_API_KEY",)), storage=storage).body)
+
+    assert body["status"] == "unconfigured"
+    assert body["problems"] == ["BREVO_API_KEY is not set", "blob storage did not answer within 5 s"]
 
 
 def test_error_answer_is_a_json_error_object_with_extra_headers():

@@ -1,0 +1,313 @@
+"""Storage over an identity-based connection, for real: the app's own `ManagedIdentityCredential`
+asks a local App Service identity endpoint (tests.identity) for tokens and takes them to Azurite
+over HTTPS in OAuth mode, which accepts only tokens for https://storage.azure.com. No account key
+is in the app's environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+import requests
+from azure.data.tables import TableClient
+
+from shared import runtime
+from shared.catalog import find_bundle
+from shared.hashing import Hasher
+from shared.purchase import scoped_key_hash
+from shared.readiness import StorageProbe
+from shared.settings import Settings
+from shared.storage import container_client, table_client
+from tests.identity import STORAGE_AUDIENCE, IdentityEndpoint
+from tests.support import AZURITE_KEY, ROOT, Buyer, dev_settings, free_port
+from tools.seed_bundles import sample_bundle
+
+CLIENT_ID = "3c1e9a52-7b4d-4e0f-9a61-2f8d5c7b1e04"
+WRONG_AUDIENCE = "https://management.azure.com"
+
+
+def identity_settings(storage, **extra: str) -> dict[str, str]:
+    """A user-assigned identity's settings, as on Azure, towards the HTTPS Azurite."""
+    return {
+        "AzureWebJobsStorage__credential": "managedidentity",
+        "AzureWebJobsStorage__clientId": CLIENT_ID,
+        "AzureWebJobsStorage__blobServiceUri": storage.blob_uri,
+        "AzureWebJobsStorage__tableServiceUri": storage.table_uri,
+        **extra,
+    }
+
+
+@pytest.fixture
+def endpoint():
+    served = IdentityEndpoint()
+    yield served
+    served.close()
+
+
+@pytest.fixture
+def on_azure(monkeypatch, azurite_tls):
+    """This process as an app on App Service: a managed identity endpoint, and the test
+    certificate trusted the way the dev host trusts it (REQUESTS_CA_BUNDLE)."""
+
+    def configure(endpoint: IdentityEndpoint) -> None:
+        for name, value in endpoint.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(azurite_tls.ca_bundle))
+
+    return configure
+
+
+def build(env: dict[str, str]) -> runtime.Services:
+    suffix = uuid.uuid4().hex[:10]
+    names = {
+        "STOREFRONT_IDEMPOTENCY_TABLE": f"idem{suffix}",
+        "STOREFRONT_LEDGER_TABLE": f"ledger{suffix}",
+        "STOREFRONT_RECEIPTS_CONTAINER": f"rcpt{suffix}",
+    }
+    return runtime.build(Settings.from_env({**dev_settings(), "AzureWebJobsStorage": "", **names, **env}))
+
+
+# --- in process: the credential, the clients and the probe -----------------------------------------
+
+
+def test_every_storage_client_signs_in_with_the_user_assigned_identity(azurite_tls, endpoint, on_azure):
+    on_azure(endpoint)
+    services = build({**identity_settings(azurite_tls), **endpoint.env()})
+
+    problems = services.storage.problems()
+    listing = services.ledger.day("2030-01-01", page_size=10, cursor=None)
+    found = services.storefront.stored_receipt("rcpt_" + "a" * 26)
+
+    assert problems == []
+    assert listing.count == 0 and found is None
+    assert {(r.resource, r.client_id, r.api_version, r.header_ok) for r in endpoint.requests} == {
+        (STORAGE_AUDIENCE, CLIENT_ID, "2019-08-01", True)
+    }
+    assert len(endpoint.requests) == 1  # one credential, one cached token, for every client
+
+
+def test_an_account_on_azure_without_credential_setting_uses_the_system_assigned_identity(
+    azurite_tls, endpoint, on_azure
+):
+    on_azure(endpoint)
+    env = identity_settings(azurite_tls, AzureWebJobsStorage__credential="", AzureWebJobsStorage__clientId="")
+    services = build({**env, **endpoint.env()})
+
+    assert services.storage.problems() == []
+    assert [(r.resource, r.client_id) for r in endpoint.requests] == [(STORAGE_AUDIENCE, None)]
+
+
+def test_a_token_for_another_audience_is_reported_as_refused_by_both_stores(azurite_tls, on_azure):
+    wrong = IdentityEndpoint(audience=WRONG_AUDIENCE)
+    try:
+        on_azure(wrong)
+        services = build({**identity_settings(azurite_tls), **wrong.env()})
+
+        problems = services.storage.problems()
+    finally:
+        wrong.close()
+
+    assert problems == [
+        "table storage refused the app's identity (403)",
+        "blob storage refused the app's identity (403)",
+    ]
+
+
+def test_an_identity_endpoint_that_does_not_answer_is_a_token_problem_within_the_timeout(
+    azurite_tls, monkeypatch, on_azure
+):
+    silent = IdentityEndpoint()
+    silent.close()
+    on_azure(silent)
+    services = build(
+        {**identity_settings(azurite_tls), **silent.env(), "STOREFRONT_STORAGE_TIMEOUT_SECONDS": "2"}
+    )
+
+    started = time.monotonic()
+    problems = services.storage.problems()
+    took = time.monotonic() - started
+
+    assert len(problems) == 1
+    assert problems[0].startswith("the app's identity ")
+    assert "storage token" in problems[0]
+    assert took < 3
+
+
+def test_a_store_that_stalls_is_reported_within_the_storage_timeout(azurite):
+    with _silent_listener() as port:
+        table_port = azurite.split("TableEndpoint=http://127.0.0.1:")[1].split("/")[0]
+        stalled = azurite.replace(f"127.0.0.1:{table_port}", f"127.0.0.1:{port}")
+        # The clients would wait 10 s (and retry); the probe stops waiting at its own timeout.
+        probe = StorageProbe(
+            table_client(stalled, "idem" + uuid.uuid4().hex[:8], 10),
+            container_client(azurite, "rcpt" + uuid.uuid4().hex[:8], 10),
+            timeout=1.0,
+        )
+        started = time.monotonic()
+        problems = probe.problems()
+        took = time.monotonic() - started
+
+    assert problems == ["table storage did not answer within 1 s"]
+    assert took < 1.5
+
+
+def test_health_probes_are_reused_for_a_moment_so_a_flood_costs_no_storage_calls(azurite):
+    calls = []
+
+    class Counting:
+        def __init__(self, client):
+            self._client = client
+
+        def get_entity(self, *args, **kwargs):
+            calls.append("table")
+            return self._client.get_entity(*args, **kwargs)
+
+        def get_container_properties(self, **kwargs):
+            calls.append("blob")
+            return self._client.get_container_properties(**kwargs)
+
+    now = [100.0]
+    probe = StorageProbe(
+        Counting(table_client(azurite, "idem" + uuid.uuid4().hex[:8], 5)),
+        Counting(container_client(azurite, "rcpt" + uuid.uuid4().hex[:8], 5)),
+        timeout=5.0,
+        clock=lambda: now[0],
+    )
+
+    for _ in range(20):
+        assert probe.problems() == []
+    now[0] += 2.0
+    assert probe.problems() == []
+
+    assert sorted(calls) == ["blob", "blob", "table", "table"]
+
+
+def test_importing_the_app_with_identity_settings_does_not_import_azure_identity(azurite_tls):
+    env = {
+        **os.environ,
+        "AzureWebJobsStorage": "",
+        **identity_settings(azurite_tls),
+        "IDENTITY_ENDPOINT": "http://127.0.0.1:9/msi/token",
+    }
+    code = "import sys, function_app; print('azure.identity' in sys.modules)"
+
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+# --- end to end: a dev host with identity settings only --------------------------------------------
+
+
+def _no_account_key(host) -> None:
+    seen = {**os.environ, **host.env}
+    assert not any(AZURITE_KEY in value or "AccountKey" in value for value in seen.values())
+    assert seen["AzureWebJobsStorage"] == ""
+
+
+def test_the_whole_purchase_flow_runs_on_the_managed_identity_without_an_account_key(
+    host_factory, azurite_tls, endpoint, mail
+):
+    host = host_factory(
+        AzureWebJobsStorage="",
+        REQUESTS_CA_BUNDLE=str(azurite_tls.ca_bundle),
+        STOREFRONT_IDEMPOTENCY_TTL_SECONDS="3",
+        **identity_settings(azurite_tls),
+        **endpoint.env(),
+    )
+    _no_account_key(host)
+    buyer = Buyer(host.url)
+    payload = {"email": buyer.email, "bundle_id": "mcp-field-guide", "idempotency_key": buyer.key}
+
+    health = buyer.http.get(f"{host.url}/api/health", timeout=10)
+    first = buyer.purchase(payload)
+    replay = buyer.purchase(payload)
+    receipt = first.json()
+    page = buyer.http.get(f"{host.url}/api/receipts/{receipt['receipt_id']}", timeout=10)
+    link = next(link for link in mail.emails_to(buyer.email)[0]["links"] if "/api/download/" in link)
+    download = buyer.http.get(link.replace("http://localhost:7071", host.url), timeout=10)
+    listing = buyer.http.get(
+        f"{host.url}/api/receipts", params={"date": receipt["issued_at"][:10]}, timeout=10
+    )
+    time.sleep(3.5)  # the key's 3 s retention passes
+    claim_before = _has_claim(azurite_tls, buyer)
+    reaped = requests.post(f"{host.url}/admin/functions/reap_idempotency_keys", json={}, timeout=30)
+    claim_after = _has_claim(azurite_tls, buyer)
+
+    assert (health.status_code, health.json()["status"]) == (200, "ok")
+    assert first.status_code == 200, first.text
+    assert receipt["status"] == "fulfilled"
+    assert (replay.content, replay.headers.get("Idempotent-Replayed")) == (first.content, "true")
+    assert page.status_code == 200 and page.content == first.content
+    assert download.status_code == 200
+    assert download.content == sample_bundle(find_bundle("mcp-field-guide"))
+    assert receipt["receipt_id"] in [entry["receipt_id"] for entry in listing.json()["receipts"]]
+    assert reaped.status_code == 202
+    assert (claim_before, claim_after) == (True, False)
+    assert len(mail.emails_to(buyer.email)) == 1
+    assert {(r.resource, r.client_id, r.header_ok) for r in endpoint.requests} == {
+        (STORAGE_AUDIENCE, CLIENT_ID, True)
+    }
+
+
+def test_a_token_for_the_wrong_audience_is_a_503_health_and_purchases_fail_cleanly(
+    host_factory, azurite_tls, mail
+):
+    wrong = IdentityEndpoint(audience=WRONG_AUDIENCE)
+    host = host_factory(
+        AzureWebJobsStorage="",
+        REQUESTS_CA_BUNDLE=str(azurite_tls.ca_bundle),
+        STOREFRONT_STORAGE_TIMEOUT_SECONDS="2",
+        **identity_settings(azurite_tls),
+        **wrong.env(),
+    )
+    buyer = Buyer(host.url)
+
+    health = buyer.http.get(f"{host.url}/api/health", timeout=10)
+    keyed = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
+    unkeyed = buyer.purchase({"email": buyer.email})
+    wrong.close()
+
+    assert health.status_code == 503
+    assert health.headers["Cache-Control"] == "no-store"
+    assert health.json()["status"] == "unavailable"
+    assert health.json()["problems"] == [
+        "table storage refused the app's identity (403)",
+        "blob storage refused the app's identity (403)",
+    ]
+    for refused in (keyed, unkeyed):
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["Content-Type"].startswith("application/json")
+        assert refused.json()["error"]["code"] == "store_unavailable"
+    assert mail.emails_to(buyer.email) == []
+    assert "Traceback" not in host.log()
+
+
+def _has_claim(storage, buyer: Buyer) -> bool:
+    """Whether the HTTPS Azurite holds the buyer's idempotency claim (read with the test's key)."""
+    table = TableClient.from_connection_string(
+        storage.connection_string, "idempotency", connection_verify=str(storage.ca_bundle)
+    )
+    key_hash = scoped_key_hash(Hasher(dev_settings()["STOREFRONT_HASH_SECRET"]), buyer.key, buyer.email)
+    return any(True for _ in table.query_entities("PartitionKey eq @k", parameters={"k": key_hash}))
+
+
+class _silent_listener:
+    """A port that accepts connections and never answers."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", free_port()))
+        self._socket.listen(16)
+        return self._socket.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self._socket.close()
