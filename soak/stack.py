@@ -41,7 +41,7 @@ class Host:
             args = [sys.executable, "-m", "tools.devhost", "--port", str(self.port), "--app-dir", str(ROOT)]
             proc = start_process(args, self.port, log, self._env)
             self.service = Service(proc, self.url, log)
-            _wait_healthy(self.service)
+            _wait_serving(self.service)
 
     def kill(self) -> None:
         """SIGKILL: no clean-up, no answer to what is in flight."""
@@ -56,17 +56,19 @@ class Host:
                 self.service.stop()
 
 
-def _wait_healthy(host: Service, timeout: float = 30.0) -> None:
+def _wait_serving(host: Service, timeout: float = 30.0) -> None:
+    """Until the host serves: health answers 200, or 503 while a store is down (the soak restarts
+    hosts in the middle of its faults)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and host.proc.poll() is None:
         try:
-            if requests.get(f"{host.url}/api/health", timeout=2).status_code == 200:
+            if requests.get(f"{host.url}/api/health", timeout=10).status_code in (200, 503):
                 return
         except requests.RequestException:
             pass
         time.sleep(0.1)
     host.proc.kill()
-    raise RuntimeError(f"dev host did not become healthy:\n{host.log()[-3000:]}")
+    raise RuntimeError(f"dev host did not start serving:\n{host.log()[-3000:]}")
 
 
 class Stack:
