@@ -6,9 +6,11 @@ download; then the envelopes are read: requests, dependencies, counters, and not
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
+import ssl
 import subprocess
 import sys
 import threading
@@ -19,11 +21,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
+from tests.identity import IdentityEndpoint, self_signed_certificate
 from tests.support import AZURITE_KEY, ROOT, Buyer, dev_settings, free_port, unique_email
 
 PURCHASE = "storefront.purchase"
@@ -36,15 +40,22 @@ class Ingestion(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _IngestionHandler)
+        self.scheme = "http"
+        if tls is not None:  # Entra ID tokens are only ever sent over TLS
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.socket = context.wrap_socket(self.socket, server_side=True)
+            self.scheme = "https"
         self.posts: list[tuple[str, bytes]] = []
+        self.authorizations: list[tuple[str, str]] = []  # (path, Authorization header) of each POST
         self.lock = threading.Lock()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/"
+        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}/"
 
     def connection_string(self) -> str:
         return f"InstrumentationKey={uuid.uuid4()};IngestionEndpoint={self.url};LiveEndpoint={self.url}"
@@ -63,6 +74,7 @@ class _IngestionHandler(BaseHTTPRequestHandler):
             body = gzip.decompress(body)
         with self.server.lock:
             self.server.posts.append((self.path, body))
+            self.server.authorizations.append((self.path, self.headers.get("Authorization", "")))
         items = _items(body) if self.path.startswith("/v2.1/track") else []
         answer = json.dumps({"itemsReceived": len(items), "itemsAccepted": len(items), "errors": []})
         self.send_response(200)
@@ -134,8 +146,8 @@ def counted(**dimensions: str) -> frozenset:
 
 
 @contextmanager
-def receiving() -> Iterator[Ingestion]:
-    server = Ingestion()
+def receiving(tls: tuple[Path, Path] | None = None) -> Iterator[Ingestion]:
+    server = Ingestion(tls)
     try:
         yield server
     finally:
@@ -435,3 +447,32 @@ def test_the_functions_host_sends_its_own_telemetry_as_opentelemetry():
     assert config["telemetryMode"] == "OpenTelemetry"
     assert config["logging"]["logLevel"]["default"] == "Warning"
     assert config["extensions"]["http"]["routePrefix"] == "api"
+
+
+def test_with_entra_id_authentication_the_exporter_signs_in_as_the_managed_identity(host_factory, tmp_path):
+    """infra/ turns local auth off and sets APPLICATIONINSIGHTS_AUTHENTICATION_STRING, which the
+    exporter reads itself: every export then carries the user-assigned identity's token."""
+    identity = IdentityEndpoint()
+    client_id = str(uuid.uuid4())
+    certificate, key = self_signed_certificate(tmp_path)
+    try:
+        with receiving(tls=(certificate, key)) as ingestion:
+            host = host_factory(
+                **exporting(ingestion),
+                **identity.env(),
+                APPLICATIONINSIGHTS_AUTHENTICATION_STRING=f"Authorization=AAD;ClientId={client_id}",
+                REQUESTS_CA_BUNDLE=str(certificate),
+            )
+            assert Buyer(host.url).purchase().status_code == 200
+            _wait_for(ingestion, purchases=1, counter="storefront.purchases")
+            host.stop()
+            signed = [auth for path, auth in ingestion.authorizations if path.startswith("/v2.1/track")]
+    finally:
+        identity.close()
+
+    assert signed and all(auth.startswith("Bearer ") for auth in signed)
+    audience = json.loads(base64.urlsafe_b64decode(signed[0].split()[1].split(".")[1] + "=="))["aud"]
+    assert audience.startswith("https://monitor.azure.com")
+    assert {(r.client_id, r.resource.startswith("https://monitor.azure.com")) for r in identity.requests} == {
+        (client_id, True)
+    }
