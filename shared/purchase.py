@@ -413,7 +413,9 @@ class Storefront:
     def _fulfil(self, attempt: _Attempt, purchase: PurchaseInput) -> None:
         if self._config.missing_secrets:
             raise NotConfigured(
-                "the store is not configured: " + ", ".join(self._config.missing_secrets) + " unset"
+                "the store is not configured: "
+                + ", ".join(self._config.missing_secrets)
+                + " unset or not resolved from Key Vault; its health check names each"
             )
         signer = TokenSigner(
             self._keys(), self._config.public_base_url, self._config.download_token_ttl_seconds, self._clock
