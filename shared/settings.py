@@ -19,10 +19,11 @@ Storage, as the Functions host reads it (`AzureWebJobsStorage`):
   and `__blobServiceUri` (which win over the account name), with `__credential=managedidentity`
   and `__clientId` for a user-assigned identity.
 A connection string beside any identity setting is refused at start-up rather than one silently
-winning: an app still holding the key it was meant to drop should say so. The identity is `ManagedIdentityCredential` (with the
-client id when given) when `__credential=managedidentity` or where the platform offers a managed
-identity endpoint (`IDENTITY_ENDPOINT`, as on App Service and Functions); elsewhere, a developer
-machine, `DefaultAzureCredential` (environment, Azure CLI, ...) is the fallback.
+winning: an app still holding the key it was meant to drop should say so. The identity is
+`ManagedIdentityCredential` (with the client id when given) when `__credential=managedidentity` or
+where the platform offers a managed identity endpoint (`IDENTITY_ENDPOINT`, as on App Service and
+Functions); elsewhere, a developer machine, `DefaultAzureCredential` (environment, Azure CLI, ...)
+is the fallback.
 """
 
 from __future__ import annotations
