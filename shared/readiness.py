@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 
@@ -79,19 +79,26 @@ class StorageProbe:
         self._lock = threading.Lock()
         self._checked_at: float | None = None
         self._problems: list[str] = []
-        # Two workers: a store that hangs past the deadline keeps one busy until its own
-        # timeout, and the next probe of it then reports that it did not answer.
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="storage-probe")
+        # One call in flight per kind (token, table, blob): a store that hangs past the deadline
+        # keeps its call running until the client's own timeout, and probes meanwhile report it
+        # again instead of queueing more calls behind it.
+        self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="storage-probe")
+        self._pending: dict[str, Future] = {}
 
     def problems(self) -> list[str]:
         """What is wrong with storage now; empty when both stores answer. One probe runs at a
-        time; callers meanwhile get its result."""
-        with self._lock:
+        time, at most once per `REUSE_SECONDS`; callers that come while it runs get the last
+        result at once (the very first callers wait for the first)."""
+        if not self._lock.acquire(blocking=self._checked_at is None):
+            return list(self._problems)
+        try:
             now = self._clock()
             if self._checked_at is None or now - self._checked_at >= REUSE_SECONDS:
                 self._problems = self._probe()
                 self._checked_at = self._clock()
             return list(self._problems)
+        finally:
+            self._lock.release()
 
     def _probe(self) -> list[str]:
         if self._credential is not None:
@@ -103,7 +110,7 @@ class StorageProbe:
             "table storage": lambda **kw: self._table.get_entity(PROBE_PARTITION, PROBE_ROW, **kw),
             "blob storage": self._container.get_container_properties,
         }
-        futures = {what: self._pool.submit(check, what, call, identity) for what, call in calls.items()}
+        futures = {what: self._submit(what, check, what, call, identity) for what, call in calls.items()}
         wait_for(futures.values(), timeout=self._timeout)
         problems = []
         for what, future in futures.items():
@@ -116,7 +123,7 @@ class StorageProbe:
         return problems
 
     def _token_problem(self) -> str | None:
-        future = self._pool.submit(self._credential.get_token, STORAGE_SCOPE)
+        future = self._submit("token", self._credential.get_token, STORAGE_SCOPE)
         try:
             future.result(timeout=self._timeout)
         except TimeoutError:
@@ -124,3 +131,11 @@ class StorageProbe:
         except Exception as exc:  # whatever the identity endpoint did, health answers 503, not 500
             return f"the app's identity could not get a storage token ({type(exc).__name__})"
         return None
+
+    def _submit(self, kind: str, call: Callable[..., object], *args: object) -> Future:
+        """The call of this kind still running from an earlier probe, or a new one."""
+        running = self._pending.get(kind)
+        if running is not None and not running.done():
+            return running
+        self._pending[kind] = self._pool.submit(call, *args)
+        return self._pending[kind]

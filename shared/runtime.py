@@ -137,7 +137,7 @@ def storage_account(s: Settings) -> Account:
     return Account(
         table_uri=s.storage_table_uri,
         blob_uri=s.storage_blob_uri,
-        credential=identity_credential(s.storage_credential, s.storage_client_id),
+        credential=identity_credential(s.storage_credential, s.storage_client_id, s.storage_timeout_seconds),
     )
 
 

@@ -41,15 +41,39 @@ class Account:
     credential: TokenCredential | None = None
 
 
-def identity_credential(kind: str, client_id: str = "") -> TokenCredential:
-    """The credential named by the settings (`MANAGED_IDENTITY` or `DEVELOPER_IDENTITY`).
-    azure.identity is imported here, only when an identity-based connection is used: it adds
-    about 160 ms to every cold start otherwise."""
+def identity_credential(kind: str, client_id: str = "", timeout: float = 5.0) -> TokenCredential:
+    """The credential named by the settings (`MANAGED_IDENTITY` or `DEVELOPER_IDENTITY`), held to
+    the storage timeout (the identity client's own default waits and retries for a minute, inside
+    every storage call that needs a fresh token). azure.identity is imported here, only when an
+    identity-based connection is used: it adds about 160 ms to every cold start otherwise."""
     from azure.identity import DefaultAzureCredential, ManagedIdentityCredential
 
+    bounded = {"connection_timeout": timeout, "read_timeout": timeout, "retry_total": 1}
     if kind == MANAGED_IDENTITY:
-        return ManagedIdentityCredential(client_id=client_id or None)
-    return DefaultAzureCredential(managed_identity_client_id=client_id or None)
+        return _Guarded(ManagedIdentityCredential(client_id=client_id or None, **bounded))
+    return _Guarded(DefaultAzureCredential(managed_identity_client_id=client_id or None, **bounded))
+
+
+class _Guarded:
+    """A token credential whose every failure is an `AzureError`: an identity endpoint that
+    answers garbage (a body that is not JSON, say) would otherwise raise past the one outage
+    rule of this module, and a purchase would end in a 500 instead of a 503."""
+
+    def __init__(self, credential: TokenCredential):
+        self._credential = credential
+
+    def get_token(self, *scopes: str, **kwargs: object):
+        try:
+            return self._credential.get_token(*scopes, **kwargs)
+        except AzureError:
+            raise
+        except Exception as exc:
+            raise ClientAuthenticationError(
+                f"no token from the app's identity ({type(exc).__name__})"
+            ) from None
+
+    def close(self) -> None:
+        self._credential.close()
 
 
 def _account(account: str | Account) -> Account:
