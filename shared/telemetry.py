@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import threading
@@ -23,9 +24,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from shared.settings import is_unresolved_reference
+
 if TYPE_CHECKING:
     from shared.api import Answer
 
+log = logging.getLogger("storefront.telemetry")
 CONNECTION_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 BREVO_URL_SETTING = "BREVO_BASE_URL"
 DEFAULT_BREVO_URL = "https://api.brevo.com/v3"
@@ -109,15 +113,25 @@ _telemetry: _Telemetry | None = None
 
 def configure(env: Mapping[str, str] | None = None) -> bool:
     """Send telemetry to Application Insights when `APPLICATIONINSIGHTS_CONNECTION_STRING` is set;
-    once per process. False, with nothing imported or configured, when it is unset."""
+    once per process. False, with nothing imported or configured, when it is unset; False, and
+    logged by name, when it is unusable (malformed, or a Key Vault reference left unresolved)."""
     global _telemetry
     env = os.environ if env is None else env
     connection_string = env.get(CONNECTION_SETTING, "").strip()
     if not connection_string:
         return False
+    if is_unresolved_reference(connection_string):
+        log.error("%s is an unresolved Key Vault reference; running without telemetry", CONNECTION_SETTING)
+        return False
     with _lock:
         if _telemetry is None:
-            _telemetry = _configure(connection_string, env.get(BREVO_URL_SETTING) or DEFAULT_BREVO_URL)
+            try:
+                _telemetry = _configure(connection_string, env.get(BREVO_URL_SETTING) or DEFAULT_BREVO_URL)
+            except Exception as exc:  # telemetry never takes the store down with it
+                log.error(
+                    "%s is not usable (%s); running without telemetry", CONNECTION_SETTING, type(exc).__name__
+                )
+                return False
     return True
 
 

@@ -476,3 +476,32 @@ def test_with_entra_id_authentication_the_exporter_signs_in_as_the_managed_ident
     assert {(r.client_id, r.resource.startswith("https://monitor.azure.com")) for r in identity.requests} == {
         (client_id, True)
     }
+
+
+@pytest.mark.parametrize(
+    "connection_string",
+    [
+        "garbage",
+        "InstrumentationKey=;IngestionEndpoint=",
+        "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/ai)",
+    ],
+)
+def test_an_unusable_connection_string_leaves_the_app_serving_without_telemetry(connection_string):
+    probe = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.ERROR, stream=sys.stdout, format='%(message)s')\n"
+        "import function_app\n"
+        "from shared import telemetry\n"
+        "print('configured' if telemetry._telemetry else 'off', len(function_app.app.get_functions()))\n"
+    )
+    env = {**os.environ, "APPLICATIONINSIGHTS_CONNECTION_STRING": connection_string}
+
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1].startswith("off ") and int(lines[-1].split()[1]) > 0
+    assert any(line.startswith("APPLICATIONINSIGHTS_CONNECTION_STRING is ") for line in lines)
+    assert connection_string not in result.stdout + result.stderr
