@@ -714,6 +714,20 @@ def test_preprovision_stops_on_inputs_the_deployment_cannot_use(azd, env, compla
     assert kept == {}
 
 
+def test_preprovision_never_prints_a_secret_when_azd_fails_to_keep_it(azd):
+    azd.parent.joinpath("bin", "azd").write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(azd)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\nsys.exit(3)\n"
+    )
+
+    done, tried = run_hook(azd, **INPUTS)
+
+    assert done.returncode == 1
+    assert "`azd env set STOREFRONT_SIGNING_KEY` failed (exit 3)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert tried["STOREFRONT_SIGNING_KEY"].split("\\n")[1] not in done.stdout + done.stderr
+
+
 # --- docs/deploying.md ------------------------------------------------------------------------
 
 

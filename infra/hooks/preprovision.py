@@ -109,13 +109,23 @@ def _unreadable(present: Mapping[str, str]) -> list[str]:
     return found
 
 
+class AzdFailed(Exception):
+    """`azd env set` failed; the message names the setting, never its value."""
+
+
 def azd_env_set(name: str, value: str) -> None:
-    # `--` ends the options: a PEM value starts with dashes.
-    subprocess.run(["azd", "env", "set", "--", name, value], check=True)
+    # `--` ends the options: a PEM value starts with dashes. Not check=True: its error, and any
+    # traceback, would print the command line, the new secret with it.
+    done = subprocess.run(["azd", "env", "set", "--", name, value], check=False)
+    if done.returncode != 0:
+        raise AzdFailed(f"`azd env set {name}` failed (exit {done.returncode})")
 
 
 def main() -> int:
-    found = prepare(os.environ, azd_env_set)
+    try:
+        found = prepare(os.environ, azd_env_set)
+    except AzdFailed as exc:
+        found = [str(exc)]
     for problem in found:
         print(f"preprovision: {problem}", file=sys.stderr)
     return 1 if found else 0
