@@ -502,6 +502,18 @@ def test_application_insights_takes_only_entra_id_tokens():
     )
 
 
+def test_the_log_workspace_caps_daily_ingestion():
+    (workspace,) = [
+        a
+        for p in bicep_files()
+        for a in bicep(p).all("resource", "Microsoft.OperationalInsights/workspaces")
+        if "existing" not in a.header
+    ]
+    assert prop(workspace.body, "properties.workspaceCapping.dailyQuotaGb") == "dailyQuotaGb"
+    assert prop(workspace.body, "properties.features.disableLocalAuth") == "true"
+    assert "param dailyQuotaGb int = 1" in (INFRA / "modules" / "monitoring.bicep").read_text()
+
+
 def test_function_app_runs_python_311_on_flex_consumption():
     site = site_file()
     (plan,) = site.all("resource", "Microsoft.Web/serverfarms")

@@ -4,6 +4,8 @@ param logAnalyticsName string
 param appInsightsName string
 param location string
 param tags object
+@description('Daily ingestion cap of the workspace, in GB: every purchase is traced (refusals too), so a flood of anonymous requests would otherwise become an unbounded bill. Past the cap, telemetry stops until the next UTC day; the store keeps selling.')
+param dailyQuotaGb int = 1
 
 resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   name: logAnalyticsName
@@ -14,6 +16,9 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
       name: 'PerGB2018'
     }
     retentionInDays: 30
+    workspaceCapping: {
+      dailyQuotaGb: dailyQuotaGb
+    }
     features: {
       disableLocalAuth: true
     }
