@@ -333,9 +333,8 @@ def latency(handlers: Handlers) -> dict[str, dict]:
         """The raw calls a fresh keyed purchase makes, one after another, nothing else."""
         pk = uuid.uuid4().hex
         entity = {"PartitionKey": pk, "RowKey": pk, "State": "processing", "Progress": "{}"}
-        for row in (pk, "legacy"):
-            with contextlib.suppress(Exception):
-                scratch.get_entity(pk, row)
+        with contextlib.suppress(Exception):
+            scratch.get_entity(pk, pk)
         scratch.create_entity({"PartitionKey": "rate" + pk, "RowKey": "h", "Count": 1})
         scratch.create_entity({"PartitionKey": "rcpt" + pk, "RowKey": "d", "Count": 1})
         cost = scratch.get_entity("cost", "d")
@@ -637,10 +636,11 @@ def main() -> int:
         handlers = Handlers(stack)
         results = {"machine": machine()}
         results["round_trips"] = round_trips(handlers)
-        results["capacity"] = capacity.run(handlers)
         results["latency"] = latency(handlers)
         results["cold_start"] = cold_start(stack)
         results["contention"] = contention(stack)
+        # After the latency: its hundreds of purchases and shards would slow Azurite's tables.
+        results["capacity"] = capacity.run(handlers)
         results["load"] = load(stack)
     finally:
         stack.stop()
