@@ -59,12 +59,12 @@ def _observed(
 
 # Every route lists every method: Azure answers a method a trigger does not list with an empty 404,
 # so the route answers it with 405, Allow and how to call it instead.
-@app.route(route="a2a/mcp", methods=api.EVERY_METHOD)
+@app.route(route="api/a2a/mcp", methods=api.EVERY_METHOD)
 def mcp_endpoint(req: func.HttpRequest) -> func.HttpResponse:
     return _observed(req, lambda r: mcp.handle(r, runtime.services().storefront, runtime.settings()), "mcp")
 
 
-@app.route(route="a2a/purchase", methods=api.EVERY_METHOD)
+@app.route(route="api/a2a/purchase", methods=api.EVERY_METHOD)
 def purchase(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(
         req,
@@ -74,28 +74,28 @@ def purchase(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
-@app.route(route="receipts/{receipt_id}", methods=api.EVERY_METHOD)
+@app.route(route="api/receipts/{receipt_id}", methods=api.EVERY_METHOD)
 def receipt(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.RECEIPT_USAGE, lambda r: api.receipt(r, runtime.services()))
 
 
-@app.route(route="receipts", methods=api.EVERY_METHOD, auth_level=func.AuthLevel.FUNCTION)
+@app.route(route="api/receipts", methods=api.EVERY_METHOD, auth_level=func.AuthLevel.FUNCTION)
 def receipts_of_day(req: func.HttpRequest) -> func.HttpResponse:
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     return _serve(req, api.DAY_USAGE, lambda r: api.receipts_of_day(r, runtime.services(), today))
 
 
-@app.route(route=".well-known/jwks.json", methods=api.EVERY_METHOD)
+@app.route(route="api/.well-known/jwks.json", methods=api.EVERY_METHOD)
 def jwks(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.JWKS_USAGE, lambda r: api.jwks(runtime.services()))
 
 
-@app.route(route="download/{token}", methods=api.EVERY_METHOD)
+@app.route(route="api/download/{token}", methods=api.EVERY_METHOD)
 def download(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.DOWNLOAD_USAGE, lambda r: api.download(r, runtime.services()))
 
 
-@app.route(route="health", methods=api.EVERY_METHOD)
+@app.route(route="api/health", methods=api.EVERY_METHOD)
 def health(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.HEALTH_USAGE, lambda r: api.health(runtime.services()))
 

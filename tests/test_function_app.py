@@ -35,13 +35,13 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
     }
     timers = {f.get_function_name(): f.get_trigger().schedule for f in functions if not f.is_http_function()}
     assert routes == {
-        "mcp_endpoint": ("a2a/mcp", EVERY_METHOD),
-        "purchase": ("a2a/purchase", EVERY_METHOD),
-        "receipt": ("receipts/{receipt_id}", EVERY_METHOD),
-        "receipts_of_day": ("receipts", EVERY_METHOD),
-        "jwks": (".well-known/jwks.json", EVERY_METHOD),
-        "download": ("download/{token}", EVERY_METHOD),
-        "health": ("health", EVERY_METHOD),
+        "mcp_endpoint": ("api/a2a/mcp", EVERY_METHOD),
+        "purchase": ("api/a2a/purchase", EVERY_METHOD),
+        "receipt": ("api/receipts/{receipt_id}", EVERY_METHOD),
+        "receipts_of_day": ("api/receipts", EVERY_METHOD),
+        "jwks": ("api/.well-known/jwks.json", EVERY_METHOD),
+        "download": ("api/download/{token}", EVERY_METHOD),
+        "health": ("api/health", EVERY_METHOD),
     }
     assert timers == {"reap_idempotency_keys": "0 */15 * * * *", "repair_receipts": "0 */5 * * * *"}
 

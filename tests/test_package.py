@@ -34,13 +34,13 @@ def timer(schedule: str) -> dict:
 
 # Every function the host indexes, with its trigger as the worker hands it to the host.
 FUNCTIONS = {
-    "mcp_endpoint": http("a2a/mcp"),
-    "purchase": http("a2a/purchase"),
-    "receipt": http("receipts/{receipt_id}"),
-    "receipts_of_day": http("receipts", auth="FUNCTION"),
-    "jwks": http(".well-known/jwks.json"),
-    "download": http("download/{token}"),
-    "health": http("health"),
+    "mcp_endpoint": http("api/a2a/mcp"),
+    "purchase": http("api/a2a/purchase"),
+    "receipt": http("api/receipts/{receipt_id}"),
+    "receipts_of_day": http("api/receipts", auth="FUNCTION"),
+    "jwks": http("api/.well-known/jwks.json"),
+    "download": http("api/download/{token}"),
+    "health": http("api/health"),
     "reap_idempotency_keys": timer("0 */15 * * * *"),
     "repair_receipts": timer("0 */5 * * * *"),
 }

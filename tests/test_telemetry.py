@@ -446,7 +446,7 @@ def test_the_functions_host_sends_its_own_telemetry_as_opentelemetry():
 
     assert config["telemetryMode"] == "OpenTelemetry"
     assert config["logging"]["logLevel"]["default"] == "Warning"
-    assert config["extensions"]["http"]["routePrefix"] == "api"
+    assert config["extensions"]["http"]["routePrefix"] == ""  # every route spells api/ itself
 
 
 def test_with_entra_id_authentication_the_exporter_signs_in_as_the_managed_identity(host_factory, tmp_path):
