@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import azure.functions as func
 
-from shared import api, mcp, runtime, telemetry
+from shared import api, mcp, openapi, runtime, telemetry
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 runtime.settings()  # a malformed setting stops the app at start-up, naming the setting
@@ -93,6 +93,11 @@ def jwks(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="api/download/{token}", methods=api.EVERY_METHOD)
 def download(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.DOWNLOAD_USAGE, lambda r: api.download(r, runtime.services()))
+
+
+@app.route(route="api/openapi.json", methods=api.EVERY_METHOD)
+def openapi_document(req: func.HttpRequest) -> func.HttpResponse:
+    return _serve(req, openapi.USAGE, lambda r: openapi.answer(runtime.settings()))
 
 
 @app.route(route="api/health", methods=api.EVERY_METHOD)

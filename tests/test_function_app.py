@@ -41,6 +41,7 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "receipts_of_day": ("api/receipts", EVERY_METHOD),
         "jwks": ("api/.well-known/jwks.json", EVERY_METHOD),
         "download": ("api/download/{token}", EVERY_METHOD),
+        "openapi_document": ("api/openapi.json", EVERY_METHOD),
         "health": ("api/health", EVERY_METHOD),
     }
     assert timers == {"reap_idempotency_keys": "0 */15 * * * *", "repair_receipts": "0 */5 * * * *"}
@@ -52,6 +53,7 @@ WRONG_METHODS = [
     ("receipts?date=2026-11-30", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     (".well-known/jwks.json", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ("download/a.b.c", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+    ("openapi.json", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ("health", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
 ]
 
@@ -114,7 +116,9 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
         if f.is_http_function()
     }
     assert levels.pop("receipts_of_day") == "FUNCTION"
-    assert set(levels) == {"mcp_endpoint", "purchase", "receipt", "jwks", "download", "health"}
+    assert set(levels) == {"mcp_endpoint", "purchase", "receipt", "jwks", "download", "health"} | {
+        "openapi_document",
+    }
     assert set(levels.values()) == {"ANONYMOUS"}
 
 

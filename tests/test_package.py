@@ -40,6 +40,7 @@ FUNCTIONS = {
     "receipts_of_day": http("api/receipts", auth="FUNCTION"),
     "jwks": http("api/.well-known/jwks.json"),
     "download": http("api/download/{token}"),
+    "openapi_document": http("api/openapi.json"),
     "health": http("api/health"),
     "reap_idempotency_keys": timer("0 */15 * * * *"),
     "repair_receipts": timer("0 */5 * * * *"),
