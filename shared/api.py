@@ -275,7 +275,7 @@ def receipts_of_day(req: Request, services: Services, today: str) -> Answer:
         return error_answer(400, "invalid_page_size", "page_size must be an integer")
     try:
         listing = services.ledger.day(
-            req.params.get("date") or today, page_size=page_size, cursor=req.params.get("cursor")
+            req.params.get("date", today), page_size=page_size, cursor=req.params.get("cursor")
         )
     except StorefrontError as exc:
         return error_answer(exc.status, exc.code, exc.message)
