@@ -90,6 +90,11 @@ def jwks(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.JWKS_USAGE, lambda r: api.jwks(runtime.services()))
 
 
+@app.route(route="api/bundles", methods=api.EVERY_METHOD)
+def bundles(req: func.HttpRequest) -> func.HttpResponse:
+    return _serve(req, api.BUNDLES_USAGE, lambda r: api.bundles())
+
+
 @app.route(route="api/download/{token}", methods=api.EVERY_METHOD)
 def download(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.DOWNLOAD_USAGE, lambda r: api.download(r, runtime.services()))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from shared import __version__, pages, signatures
+from shared import __version__, catalog, pages, signatures
 from shared.errors import InvalidRequest, NotConfigured, PayloadTooLarge, StorefrontError, StoreUnavailable
 from shared.governance import client_ip
 from shared.printable import printable
@@ -74,6 +74,7 @@ PURCHASE_USAGE = Usage(
 RECEIPT_USAGE = Usage(("GET", "HEAD"), "GET it for the receipt's JSON, or its page with Accept: text/html")
 DAY_USAGE = Usage(("GET", "HEAD"), "GET it with ?date=YYYY-MM-DD for that day's receipts")
 JWKS_USAGE = Usage(("GET", "HEAD"), "GET it for the store's public keys")
+BUNDLES_USAGE = Usage(("GET", "HEAD"), "GET it for the free bundles and the bundle_id of each")
 DOWNLOAD_USAGE = Usage(("GET", "HEAD"), "open the link from the email, which sends GET")
 HEALTH_USAGE = Usage(("GET", "HEAD"), "GET it to check that the app can serve")
 
@@ -294,6 +295,13 @@ def jwks(services: Services) -> Answer:
     except NotConfigured:
         keys = {"keys": []}
     return json_answer(200, keys, {"Cache-Control": "public, max-age=300"})
+
+
+def bundles() -> Answer:
+    """The catalog, the same document as the MCP tool list_bundles: built from memory, never from
+    storage, so a flood of listings costs no storage call and uses no purchase quota. It changes only
+    with a deployment; five minutes of caching lets agents and proxies skip repeat calls."""
+    return json_answer(200, catalog.listing(), {"Cache-Control": "public, max-age=300"})
 
 
 def download(req: Request, services: Services) -> Answer:

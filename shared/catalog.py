@@ -1,4 +1,5 @@
-"""The bundles the store gives away. The first one is the store's default free bundle."""
+"""The bundles the store gives away: the one list the purchase tool's `bundle_id` enum, the
+`list_bundles` tool and `GET /api/bundles` are all made from. The first one is the default."""
 
 from __future__ import annotations
 
@@ -31,6 +32,45 @@ BUNDLES: dict[str, Bundle] = {
 }
 DEFAULT_BUNDLE_ID = "agent-starter-kit"
 
+_STRING = {"type": "string"}
+LISTING_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "bundles": {
+            "type": "array",
+            "description": "Every bundle on offer, the default one first.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {**_STRING, "description": "What to pass as bundle_id to purchase_free_bundle."},
+                    "title": _STRING,
+                    "description": _STRING,
+                    "price": {**_STRING, "description": 'A decimal amount; "0.00" for a free bundle.'},
+                    "currency": {**_STRING, "description": "ISO 4217 code, such as USD."},
+                },
+                "required": ["id", "title", "description", "price", "currency"],
+            },
+        }
+    },
+    "required": ["bundles"],
+}
+
 
 def find_bundle(bundle_id: str) -> Bundle | None:
     return BUNDLES.get(bundle_id)
+
+
+def listing() -> dict:
+    """The catalog as agents read it (LISTING_SCHEMA): static, so it costs no storage call."""
+    return {
+        "bundles": [
+            {
+                "id": b.id,
+                "title": b.title,
+                "description": b.description,
+                "price": b.price,
+                "currency": b.currency,
+            }
+            for b in BUNDLES.values()
+        ]
+    }

@@ -1,9 +1,10 @@
 """The MCP endpoint: Streamable HTTP, stateless, one JSON-RPC message per POST, JSON answers.
 
 Speaks protocol revisions 2025-03-26, 2025-06-18 and 2025-11-25. Newer clients that probe
-`server/discover` first get -32601 and fall back to `initialize`. The one tool,
-`purchase_free_bundle`, runs the same purchase flow as the HTTP endpoint and returns its receipt
-as `structuredContent` plus the same JSON as text.
+`server/discover` first get -32601 and fall back to `initialize`. Two tools, each answering
+`structuredContent` plus the same JSON as text: `purchase_free_bundle` runs the same purchase flow
+as the HTTP endpoint and returns its receipt; `list_bundles` returns the catalog, the same document
+as `GET /api/bundles`, from memory: no storage call, so nothing for the purchase rate limit to count.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from shared.api import (
     parse_json,
     purchase_call,
 )
+from shared.catalog import LISTING_SCHEMA, listing
 from shared.errors import ProtocolError
 from shared.purchase import OPERATION, Storefront
 from shared.receipts import OUTPUT_SCHEMA
@@ -33,7 +35,8 @@ DEFAULT_VERSION = "2025-03-26"
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
 INSTRUCTIONS = (
-    "Storefront gives away free digital bundles. Call purchase_free_bundle with the buyer's email "
+    "Storefront gives away free digital bundles. Call list_bundles to see them (free to call, it "
+    "changes nothing). Call purchase_free_bundle with the buyer's email and a bundle_id "
     "to send them a download link; the result is an audit-trail receipt. Always pass an "
     "idempotency_key and reuse it when you retry, so a retry returns the original receipt instead "
     "of sending a second email."
@@ -59,6 +62,25 @@ TOOL = {
         "openWorldHint": True,
     },
 }
+LIST_TOOL = {
+    "name": "list_bundles",
+    "title": "List the free bundles",
+    "description": (
+        "Lists the bundles this store gives away: for each, its id (the bundle_id to pass to "
+        "purchase_free_bundle), title, description, price (0.00) and currency. Takes no arguments. "
+        "Read-only: it changes nothing and does not send email."
+    ),
+    "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+    "outputSchema": LISTING_SCHEMA,
+    "annotations": {
+        "title": "List the free bundles",
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    },
+}
+TOOLS = (TOOL, LIST_TOOL)
 
 
 def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
@@ -139,7 +161,7 @@ def _dispatch(message: dict, req: Request, store: Storefront) -> dict:
     if method == "ping":
         return _result(request_id, {})
     if method == "tools/list":
-        return _result(request_id, {"tools": [TOOL]})
+        return _result(request_id, {"tools": list(TOOLS)})
     if method == "tools/call":
         return _call_tool(request_id, params, req, store)
     return _error(request_id, METHOD_NOT_FOUND, f"method not found: {method}"[:200])
@@ -160,12 +182,14 @@ def _call_tool(request_id: object, params: dict, req: Request, store: Storefront
     arguments = params.get("arguments", {})
     if not isinstance(name, str):
         return _error(request_id, INVALID_PARAMS, "params.name must be a string")
-    if name != OPERATION:
+    if name not in (OPERATION, LIST_TOOL["name"]):
         return _error(request_id, INVALID_PARAMS, f"unknown tool: {name}"[:200])
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         return _error(request_id, INVALID_PARAMS, "params.arguments must be an object")
+    if name == LIST_TOOL["name"]:
+        return _result(request_id, _list_bundles(arguments))
     outcome = store.purchase(purchase_call(req, "mcp", arguments))
     text = outcome.body.decode()
     result = {
@@ -176,6 +200,23 @@ def _call_tool(request_id: object, params: dict, req: Request, store: Storefront
     if outcome.replayed:
         result["_meta"] = {"storefront/replayed": True}
     return _result(request_id, result)
+
+
+def _list_bundles(arguments: dict) -> dict:
+    """The catalog as a tool result; arguments, which the tool takes none of, are an error result
+    without structuredContent (clients validate any structuredContent against the outputSchema)."""
+    if arguments:
+        error = {
+            "code": "invalid_request",
+            "message": f"list_bundles takes no arguments; got: {', '.join(sorted(arguments))}"[:200],
+        }
+        return {"content": [{"type": "text", "text": json.dumps({"error": error})}], "isError": True}
+    document = listing()
+    return {
+        "content": [{"type": "text", "text": json.dumps(document)}],
+        "structuredContent": document,
+        "isError": False,
+    }
 
 
 def _result(request_id: object, result: dict) -> dict:

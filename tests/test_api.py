@@ -25,7 +25,7 @@ from shared.api import (
     purchase,
     receipt,
 )
-from shared.catalog import find_bundle
+from shared.catalog import find_bundle, listing
 from shared.downloads import Download
 from shared.errors import (
     BundleUnavailable,
@@ -794,3 +794,26 @@ def test_a_browser_gets_the_day_listing_as_a_page():
 
     assert answer.status == 200
     assert answer.headers["Content-Type"].startswith("text/html")
+
+
+# --- bundles ---------------------------------------------------------------------------------------
+
+
+def test_bundles_answers_the_catalog_listing_as_cacheable_json():
+    answer = api.bundles()
+
+    assert answer.status == 200
+    assert json.loads(answer.body) == listing()
+    assert answer.headers["Content-Type"] == "application/json"
+    assert answer.headers["Cache-Control"] == "public, max-age=300"
+
+
+def test_a_wrong_method_on_bundles_is_405_saying_to_get_it():
+    answer = api.wrong_method(Request("POST", {}), api.BUNDLES_USAGE)
+
+    assert answer.status == 405
+    assert answer.headers["Allow"] == "GET, HEAD"
+    assert json.loads(answer.body)["error"]["message"] == (
+        "this endpoint answers GET, HEAD only; GET it for the free bundles and the bundle_id of each"
+    )
+    assert api.wrong_method(Request("HEAD", {}), api.BUNDLES_USAGE) is None

@@ -20,6 +20,7 @@ import pytest
 import requests
 from mcp import Client
 
+from shared.catalog import listing
 from shared.receipts import CHECK_NAMES
 from tests.support import ROOT, unique_email, unique_key
 from tools import speclint
@@ -129,7 +130,7 @@ def test_inspector_cli_initializes_lists_and_calls_with_and_without_a_key(base_u
     assert initialize.returncode == 0, initialize.stderr
     assert json.loads(initialize.stdout)["serverInfo"]["name"] == "storefront"
     assert listed.returncode == 0, listed.stderr
-    assert [t["name"] for t in json.loads(listed.stdout)["tools"]] == ["purchase_free_bundle"]
+    assert [t["name"] for t in json.loads(listed.stdout)["tools"]] == ["purchase_free_bundle", "list_bundles"]
     assert "warning" not in listed.stderr.lower(), listed.stderr
     assert first.returncode == second.returncode == keyless.returncode == 0, first.stderr
     first_receipt = json.loads(first.stdout)["structuredContent"]
@@ -165,11 +166,13 @@ def test_typescript_sdk_client_connects_lists_and_replays_one_key(base_url, node
     out = json.loads(result.stdout)
     assert out["server"]["name"] == "storefront"
     assert out["protocolVersion"] == "2025-11-25"
-    assert [t["name"] for t in out["tools"]] == ["purchase_free_bundle"]
+    assert [t["name"] for t in out["tools"]] == ["purchase_free_bundle", "list_bundles"]
     assert out["first"]["isError"] is False
     assert out["second"]["structuredContent"] == out["first"]["structuredContent"]
     assert out["second"]["content"] == out["first"]["content"]
     assert out["refused"]["isError"] is True
+    assert out["listed"]["isError"] is False
+    assert out["listed"]["structuredContent"] == listing()
     assert len(mail.emails_to(email)) == 1
 
 
@@ -190,7 +193,7 @@ def test_python_sdk_client_with_the_lm_studio_url_replays_one_key(base_url, mail
 
     tools, first, second = asyncio.run(session())
 
-    assert [t.name for t in tools.tools] == ["purchase_free_bundle"]
+    assert [t.name for t in tools.tools] == ["purchase_free_bundle", "list_bundles"]
     assert first.is_error is False
     assert second.structured_content == first.structured_content
     assert len(mail.emails_to(email)) == 1
@@ -265,7 +268,7 @@ def test_mcp_remote_bridges_a_desktop_client_over_stdio(base_url, node_env, mail
 
     assert init["result"]["serverInfo"]["name"] == "storefront"
     assert init["result"]["protocolVersion"] == "2025-06-18"
-    assert [t["name"] for t in listed["result"]["tools"]] == ["purchase_free_bundle"]
+    assert [t["name"] for t in listed["result"]["tools"]] == ["purchase_free_bundle", "list_bundles"]
     assert first["result"]["isError"] is False
     assert first["result"]["structuredContent"]["status"] == "fulfilled"
     assert second["result"]["structuredContent"] == first["result"]["structuredContent"]

@@ -40,6 +40,7 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "receipt": ("api/receipts/{receipt_id}", EVERY_METHOD),
         "receipts_of_day": ("api/receipts", EVERY_METHOD),
         "jwks": ("api/.well-known/jwks.json", EVERY_METHOD),
+        "bundles": ("api/bundles", EVERY_METHOD),
         "download": ("api/download/{token}", EVERY_METHOD),
         "openapi_document": ("api/openapi.json", EVERY_METHOD),
         "health": ("api/health", EVERY_METHOD),
@@ -52,6 +53,7 @@ WRONG_METHODS = [
     ("receipts/rcpt_3356oymxvrlcnfepn66by6fqyy", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ("receipts?date=2026-11-30", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     (".well-known/jwks.json", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+    ("bundles", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ("download/a.b.c", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ("openapi.json", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ("health", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
@@ -117,6 +119,7 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
     }
     assert levels.pop("receipts_of_day") == "FUNCTION"
     assert set(levels) == {"mcp_endpoint", "purchase", "receipt", "jwks", "download", "health"} | {
+        "bundles",
         "openapi_document",
     }
     assert set(levels.values()) == {"ANONYMOUS"}

@@ -1,11 +1,17 @@
-"""The MCP endpoint's protocol behaviour over real HTTP (raw JSON-RPC)."""
+"""The MCP endpoint's protocol behaviour over real HTTP (raw JSON-RPC), and one call straight into
+`mcp.handle` with a store that must not be touched."""
 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
+import jsonschema
 import pytest
 
+from shared import mcp
+from shared.api import Request
+from shared.catalog import listing
 from shared.mcp import SUPPORTED_VERSIONS
 
 
@@ -52,10 +58,15 @@ def test_unknown_methods_are_method_not_found(buyer, method):
     assert body["id"] == 1
 
 
+def test_tools_list_offers_the_purchase_tool_first_then_list_bundles(buyer):
+    tools = rpc(buyer.mcp("tools/list"))["result"]["tools"]
+
+    assert [t["name"] for t in tools] == ["purchase_free_bundle", "list_bundles"]
+
+
 def test_tools_list_describes_the_purchase_tool_truthfully(buyer):
     tools = rpc(buyer.mcp("tools/list"))["result"]["tools"]
 
-    assert [t["name"] for t in tools] == ["purchase_free_bundle"]
     tool = tools[0]
     schema = tool["inputSchema"]
     assert tool["title"]
@@ -76,6 +87,66 @@ def test_tools_list_describes_the_purchase_tool_truthfully(buyer):
     assert tool["annotations"]["readOnlyHint"] is False
     assert tool["annotations"]["idempotentHint"] is False
     assert tool["annotations"]["openWorldHint"] is True
+
+
+def test_tools_list_describes_list_bundles_as_read_only_without_arguments(buyer):
+    tool = {t["name"]: t for t in rpc(buyer.mcp("tools/list"))["result"]["tools"]}["list_bundles"]
+
+    assert tool["title"] and "bundle_id" in tool["description"]
+    assert tool["inputSchema"] == {"type": "object", "properties": {}, "additionalProperties": False}
+    assert tool["outputSchema"]["type"] == "object" and tool["outputSchema"]["required"] == ["bundles"]
+    hints = tool["annotations"]
+    assert (hints["readOnlyHint"], hints["idempotentHint"]) == (True, True)
+    assert (hints["destructiveHint"], hints["openWorldHint"]) == (False, False)
+
+
+def list_bundles(buyer, arguments=None, headers=None) -> dict:
+    params = (
+        {"name": "list_bundles"} if arguments is None else {"name": "list_bundles", "arguments": arguments}
+    )
+    return rpc(buyer.mcp("tools/call", params, headers))["result"]
+
+
+def test_list_bundles_returns_the_catalog_as_structured_content_and_text(buyer):
+    tools = rpc(buyer.mcp("tools/list"))["result"]["tools"]
+    output_schema = {t["name"]: t for t in tools}["list_bundles"]["outputSchema"]
+
+    for arguments in (None, {}):
+        result = list_bundles(buyer, arguments)
+
+        assert result["isError"] is False
+        assert result["structuredContent"] == listing()
+        assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+        jsonschema.validate(result["structuredContent"], output_schema)
+    purchase_enum = tools[0]["inputSchema"]["properties"]["bundle_id"]["enum"]
+    assert sorted(b["id"] for b in result["structuredContent"]["bundles"]) == purchase_enum
+    assert {b["price"] for b in result["structuredContent"]["bundles"]} == {"0.00"}
+
+
+def test_list_bundles_with_arguments_is_an_error_result_without_structured_content(buyer):
+    result = list_bundles(buyer, {"bundle_id": "agent-starter-kit"})
+
+    assert result["isError"] is True
+    assert "structuredContent" not in result
+    error = json.loads(result["content"][0]["text"])["error"]
+    assert error == {"code": "invalid_request", "message": "list_bundles takes no arguments; got: bundle_id"}
+
+
+class _UntouchableStore:
+    """A store whose every use fails the test: listing must not reach storage or governance."""
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"list_bundles used the store: {name}")
+
+
+def test_list_bundles_reads_no_storage_and_nothing_of_the_purchase_flow():
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "list_bundles"}}
+    request = Request("POST", {"content-type": "application/json"}, json.dumps(message).encode())
+
+    answer = mcp.handle(request, _UntouchableStore(), SimpleNamespace(allowed_origins=()))
+
+    assert answer.status == 200
+    assert json.loads(answer.body)["result"]["structuredContent"] == listing()
 
 
 def test_tools_call_returns_receipt_as_structured_content_and_text(buyer, mail):
@@ -129,8 +200,16 @@ def test_idempotency_key_header_works_for_mcp_too(buyer, mail):
         {"name": 5},
         {"name": "purchase_free_bundle", "arguments": "email=a@b.co"},
         {"name": "purchase_free_bundle", "arguments": [1]},
+        {"name": "list_bundles", "arguments": "all"},
     ],
-    ids=["unknown-tool", "no-name", "name-not-string", "arguments-string", "arguments-array"],
+    ids=[
+        "unknown-tool",
+        "no-name",
+        "name-not-string",
+        "arguments-string",
+        "arguments-array",
+        "list-arguments",
+    ],
 )
 def test_malformed_tool_calls_are_invalid_params(buyer, params):
     body = rpc(buyer.mcp("tools/call", params))

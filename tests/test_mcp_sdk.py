@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from mcp import Client
 
+from shared.catalog import listing
 from tests.support import unique_email, unique_key
 
 
@@ -17,17 +18,18 @@ async def _session(url: str, mode: str, email: str, key: str):
         first = await client.call_tool("purchase_free_bundle", {"email": email, "idempotency_key": key})
         second = await client.call_tool("purchase_free_bundle", {"email": email, "idempotency_key": key})
         refused = await client.call_tool("purchase_free_bundle", {"email": "nope"})
-        return client, tools, first, second, refused
+        listed = await client.call_tool("list_bundles", {})  # checked against its outputSchema
+        return client, tools, first, second, refused, listed
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_official_python_client_initializes_lists_and_calls(host, mail, mode):
     email = unique_email(f"sdk-{mode}")
-    client, tools, first, second, refused = asyncio.run(
+    client, tools, first, second, refused, listed = asyncio.run(
         _session(f"{host.url}/api/a2a/mcp", mode, email, unique_key())
     )
 
-    assert [tool.name for tool in tools.tools] == ["purchase_free_bundle"]
+    assert [tool.name for tool in tools.tools] == ["purchase_free_bundle", "list_bundles"]
     assert tools.tools[0].input_schema["required"] == ["email"]
     assert first.is_error is False, first.content[0].text
     assert first.structured_content["status"] == "fulfilled"
@@ -37,3 +39,5 @@ def test_official_python_client_initializes_lists_and_calls(host, mail, mode):
     assert refused.is_error is True
     assert refused.structured_content["error"]["code"] == "invalid_email"
     assert len(mail.emails_to(email)) == 1
+    assert listed.is_error is False
+    assert listed.structured_content == listing()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.mcp import TOOL
+from shared.mcp import TOOL, TOOLS
 from tests.support import ROOT, free_port
 from tools import speclint
 
@@ -219,8 +219,9 @@ def test_storefront_tool_before_idempotency_keys_is_high(tmp_path, capsys):
     assert err == ""
 
 
-def test_storefront_tool_today_has_no_finding_at_any_severity():
-    assert speclint.lint([TOOL]) == []
+def test_storefront_tools_today_have_no_finding_at_any_severity():
+    assert [tool["name"] for tool in TOOLS] == ["purchase_free_bundle", "list_bundles"]
+    assert speclint.lint(list(TOOLS)) == []
 
 
 def test_live_dev_host_passes_with_fail_on_low(host):
@@ -231,7 +232,7 @@ def test_live_dev_host_passes_with_fail_on_low(host):
     assert result.stderr == ""
 
     report = json.loads(run_cli(url, "--format", "json", "--fail-on", "low").stdout)
-    assert report["tools_checked"] == 1
+    assert report["tools_checked"] == 2
     assert report["findings"] == []
 
 

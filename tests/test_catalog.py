@@ -1,0 +1,71 @@
+"""shared.catalog: the one list of bundles, and the listing made from it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID, LISTING_SCHEMA, listing
+from shared.schema import INPUT_SCHEMA
+from tests.support import ROOT
+
+
+def test_the_listing_names_every_bundle_with_id_title_description_price_and_currency():
+    bundles = listing()["bundles"]
+
+    assert [b["id"] for b in bundles] == list(BUNDLES)
+    for entry in bundles:
+        bundle = BUNDLES[entry["id"]]
+        assert entry == {
+            "id": bundle.id,
+            "title": bundle.title,
+            "description": bundle.description,
+            "price": "0.00",
+            "currency": "USD",
+        }
+
+
+def test_the_default_bundle_is_listed_first():
+    assert listing()["bundles"][0]["id"] == DEFAULT_BUNDLE_ID
+
+
+def test_the_listing_conforms_to_its_schema_which_rejects_an_entry_without_an_id():
+    document = listing()
+    jsonschema.validate(document, LISTING_SCHEMA)
+
+    del document["bundles"][0]["id"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, LISTING_SCHEMA)
+
+
+def test_every_listed_id_is_one_the_purchase_tool_accepts_and_no_other():
+    assert sorted(b["id"] for b in listing()["bundles"]) == INPUT_SCHEMA["properties"]["bundle_id"]["enum"]
+
+
+def test_a_bundle_added_to_the_catalog_reaches_the_purchase_enum_the_tool_list_and_the_listing():
+    """In a fresh interpreter, so the schemas are built from the changed catalog at import."""
+    probe = (
+        "import json\n"
+        "from shared import catalog\n"
+        "catalog.BUNDLES['prompt-pack'] = catalog.Bundle('prompt-pack', 'Prompt Pack', 'Prompts.')\n"
+        "from shared import api, mcp\n"
+        "tools = {t['name']: t for t in mcp.TOOLS}\n"
+        "print(json.dumps({\n"
+        "    'enum': tools['purchase_free_bundle']['inputSchema']['properties']['bundle_id']['enum'],\n"
+        "    'tool': [b['id'] for b in mcp._list_bundles({})['structuredContent']['bundles']],\n"
+        "    'http': [b['id'] for b in json.loads(api.bundles().body)['bundles']],\n"
+        "}))\n"
+    )
+
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert "prompt-pack" in seen["enum"]
+    assert seen["tool"] == seen["http"] == [*BUNDLES, "prompt-pack"]
