@@ -90,6 +90,12 @@ def jwks(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.JWKS_USAGE, lambda r: api.jwks(runtime.services()))
 
 
+@app.route(route=".well-known/jwks.json", methods=api.EVERY_METHOD)
+def jwks_at_root(req: func.HttpRequest) -> func.HttpResponse:
+    """The same keys at the domain root, where agents look for them; receipts name this one."""
+    return _serve(req, api.JWKS_USAGE, lambda r: api.jwks(runtime.services()))
+
+
 @app.route(route="api/bundles", methods=api.EVERY_METHOD)
 def bundles(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.BUNDLES_USAGE, lambda r: api.bundles())

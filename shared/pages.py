@@ -19,7 +19,7 @@ from shared.printable import printable
 from shared.signatures import Verdict
 
 SITE_NAME = "Storefront"
-JWKS_PATH = "/api/.well-known/jwks.json"
+JWKS_PATH = "/.well-known/jwks.json"
 
 CHECK_LABELS = {
     "idempotency": "Idempotency",

@@ -166,7 +166,7 @@ OUTPUT_SCHEMA: dict = {
             {
                 "type": "object",
                 "description": "Detached ES256 JWS over the receipt without this member, in canonical "
-                "form; verify it with the keys at /api/.well-known/jwks.json.",
+                "form; verify it with the keys at /.well-known/jwks.json.",
                 "properties": {
                     "alg": {"type": "string"},
                     "kid": {"type": "string"},

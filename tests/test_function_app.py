@@ -40,6 +40,7 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "receipt": ("api/receipts/{receipt_id}", EVERY_METHOD),
         "receipts_of_day": ("api/receipts", EVERY_METHOD),
         "jwks": ("api/.well-known/jwks.json", EVERY_METHOD),
+        "jwks_at_root": (".well-known/jwks.json", EVERY_METHOD),
         "bundles": ("api/bundles", EVERY_METHOD),
         "download": ("api/download/{token}", EVERY_METHOD),
         "openapi_document": ("api/openapi.json", EVERY_METHOD),
@@ -119,6 +120,7 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
     }
     assert levels.pop("receipts_of_day") == "FUNCTION"
     assert set(levels) == {"mcp_endpoint", "purchase", "receipt", "jwks", "download", "health"} | {
+        "jwks_at_root",
         "bundles",
         "openapi_document",
     }

@@ -39,6 +39,7 @@ FUNCTIONS = {
     "receipt": http("api/receipts/{receipt_id}"),
     "receipts_of_day": http("api/receipts", auth="FUNCTION"),
     "jwks": http("api/.well-known/jwks.json"),
+    "jwks_at_root": http(".well-known/jwks.json"),
     "bundles": http("api/bundles"),
     "download": http("api/download/{token}"),
     "openapi_document": http("api/openapi.json"),

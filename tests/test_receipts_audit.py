@@ -74,6 +74,25 @@ def test_issued_and_replayed_receipts_verify_with_the_published_keys(buyer, tmp_
     assert replay.json()["signature"] == first.json()["signature"]
 
 
+# Issued by a dev host before the keys were published at the domain root (JWKS only under /api/).
+ISSUED_BEFORE_THE_ROOT_JWKS = ROOT / "tests" / "fixtures" / "receipts" / "issued_before_the_root_jwks.json"
+
+
+def test_a_receipt_issued_before_the_root_jwks_verifies_with_it(host, tmp_path):
+    jwks = f"{host.url}/.well-known/jwks.json"
+    changed = tmp_path / "changed.json"
+    changed.write_bytes(
+        ISSUED_BEFORE_THE_ROOT_JWKS.read_bytes().replace(b"Agent Starter Kit", b"Agent Starter Kid")
+    )
+
+    verified = verify_tool(str(ISSUED_BEFORE_THE_ROOT_JWKS), "--jwks", jwks)
+    tampered = verify_tool(str(changed), "--jwks", jwks)
+
+    assert verified.returncode == 0, verified.stdout
+    assert verified.stdout.startswith("VALID: receipt rcpt_fmrgbo7xeh522uvllo223bejfa")
+    assert tampered.returncode == 1, tampered.stdout
+
+
 @pytest.mark.parametrize("position", ["start", "middle", "end", "whitespace", "signature"])
 def test_a_receipt_with_any_byte_changed_fails_verification(buyer, tmp_path, position):
     body = bytearray(buyer.purchase().content)
@@ -191,11 +210,13 @@ def test_after_a_key_rotation_old_receipts_and_tokens_still_verify(host_factory,
     new_verified = verify_tool(receipt_url(rotated.url, new_receipt))
     old_download = requests.get(f"{rotated.url}/api/download/{old_token}", timeout=10)
     forgotten_verified = verify_tool(str(saved), "--jwks", f"{forgotten.url}/api/.well-known/jwks.json")
+    old_verified_at_root = verify_tool(str(saved), "--jwks", f"{rotated.url}/.well-known/jwks.json")
     forgotten_download = requests.get(f"{forgotten.url}/api/download/{old_token}", timeout=10)
 
     assert len(keys) == 2 and keys[1]["kid"] == old_receipt["signature"]["kid"]
     assert new_receipt["signature"]["kid"] == keys[0]["kid"] != old_receipt["signature"]["kid"]
     assert old_verified.returncode == 0, old_verified.stdout
+    assert old_verified_at_root.returncode == 0, old_verified_at_root.stdout
     assert new_verified.returncode == 0, new_verified.stdout
     assert old_download.status_code == 200
     assert forgotten_verified.returncode == 1

@@ -3,7 +3,8 @@
     python -m tools.verify_receipt RECEIPT_URL_OR_FILE [--jwks URL_OR_FILE] [--allow-reformatted]
 
 RECEIPT is a receipt URL (`.../api/receipts/rcpt_...`) or a saved receipt file. For a URL the JWKS
-defaults to `/api/.well-known/jwks.json` on that same host, the store you chose to ask. A file must
+defaults to `/.well-known/jwks.json` on that same host, the store you chose to ask, or, where that
+host answers it with no key set (a store not yet upgraded), `/api/.well-known/jwks.json`. A file must
 come with `--jwks` (the store's JWKS URL or a saved copy): the keys are never taken from a host the
 receipt itself names, or a forger could name their own. The check is a standard JOSE
 verification (ES256, key chosen by `kid`) of the detached signature over the receipt's canonical
@@ -30,11 +31,17 @@ import requests
 from shared.printable import printable
 from shared.signatures import verify
 
-JWKS_PATH = "/api/.well-known/jwks.json"
+JWKS_PATH = "/.well-known/jwks.json"
+# Where stores published their keys before the domain-root path; the same keys are still there.
+OLD_JWKS_PATH = "/api/.well-known/jwks.json"
 
 
 class Unreadable(Exception):
     """The receipt or the JWKS could not be fetched or read."""
+
+
+class NotServed(Unreadable):
+    """The host answered, but with a status other than 200."""
 
 
 def load(source: str, accept: str = "application/json") -> bytes:
@@ -44,7 +51,7 @@ def load(source: str, accept: str = "application/json") -> bytes:
         except requests.RequestException as exc:
             raise Unreadable(f"cannot fetch {source}: {type(exc).__name__}") from None
         if response.status_code != 200:
-            raise Unreadable(f"cannot fetch {source}: HTTP {response.status_code}")
+            raise NotServed(f"cannot fetch {source}: HTTP {response.status_code}")
         return response.content
     try:
         return Path(source).read_bytes()
@@ -52,12 +59,33 @@ def load(source: str, accept: str = "application/json") -> bytes:
         raise Unreadable(f"cannot read {source}: {exc.strerror}") from None
 
 
-def default_jwks(source: str) -> str:
-    """The JWKS URL on the host the receipt URL points at; files need --jwks."""
+def store_jwks(source: str) -> bytes:
+    """The JWKS of the host the receipt URL points at: the domain-root path, else (an answer other
+    than 200, or a body that is no key set) the /api/ path older stores serve; files need --jwks."""
     if not source.startswith(("http://", "https://")):
         raise Unreadable("a receipt file needs --jwks: the store's JWKS URL or a saved copy")
     parts = urlsplit(source)
-    return f"{parts.scheme}://{parts.netloc}{JWKS_PATH}"
+    origin = f"{parts.scheme}://{parts.netloc}"
+    try:
+        body = load(origin + JWKS_PATH)
+    except NotServed as exc:
+        reason = str(exc)
+    else:
+        if _is_key_set(body):
+            return body
+        reason = f"{origin}{JWKS_PATH} is not a JWKS"
+    try:
+        return load(origin + OLD_JWKS_PATH)
+    except Unreadable as exc:
+        raise Unreadable(f"{reason}; {exc}") from None
+
+
+def _is_key_set(body: bytes) -> bool:
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(document, dict) and isinstance(document.get("keys"), list)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         body = load(args.receipt)
-        jwks = json.loads(load(args.jwks or default_jwks(args.receipt)))
+        jwks = json.loads(load(args.jwks) if args.jwks else store_jwks(args.receipt))
     except (Unreadable, ValueError, RecursionError) as exc:
         return _say(2, "UNREADABLE", str(exc))
     if not isinstance(jwks, dict):

@@ -1,0 +1,116 @@
+"""tools.verify_receipt's choice of keys for a receipt URL, against a stand-in store: the domain-root
+JWKS first, the /api/ one only where a store not yet upgraded lacks the root one."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from shared import signatures
+from shared.keys import KeySet
+from shared.receipts import encode
+from tools import verify_receipt
+
+RECEIPT_PATH = "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy"
+ROOT_JWKS, API_JWKS = "/.well-known/jwks.json", "/api/.well-known/jwks.json"
+
+
+def key_set() -> KeySet:
+    pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return KeySet.load(pem.decode())
+
+
+KEYS = key_set()
+CONTENT = {"receipt_id": "rcpt_3356oymxvrlcnfepn66by6fqyy", "status": "fulfilled", "checks": []}
+RECEIPT = encode({**CONTENT, "signature": signatures.sign(CONTENT, KEYS)})
+JWKS = json.dumps(KEYS.jwks()).encode()
+
+
+class _Store(ThreadingHTTPServer):
+    pages: dict[str, bytes]
+    asked: list[str]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Store
+
+    def do_GET(self) -> None:
+        self.server.asked.append(self.path)
+        body = self.server.pages.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def store() -> Iterator[_Store]:
+    server = _Store(("127.0.0.1", 0), _Handler)
+    server.pages, server.asked = {RECEIPT_PATH: RECEIPT}, []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def verify(store: _Store, capsys) -> tuple[int, str]:
+    code = verify_receipt.main([f"http://127.0.0.1:{store.server_port}{RECEIPT_PATH}"])
+    return code, capsys.readouterr().out
+
+
+def test_an_upgraded_store_is_verified_with_its_root_jwks_alone(store, capsys):
+    store.pages |= {ROOT_JWKS: JWKS, API_JWKS: JWKS}
+
+    code, out = verify(store, capsys)
+
+    assert (code, out.split(":")[0]) == (0, "VALID"), out
+    assert store.asked == [RECEIPT_PATH, ROOT_JWKS]
+
+
+def test_a_store_not_yet_upgraded_is_verified_with_its_api_jwks(store, capsys):
+    store.pages |= {API_JWKS: JWKS}
+
+    code, out = verify(store, capsys)
+
+    assert (code, out.split(":")[0]) == (0, "VALID"), out
+    assert store.asked == [RECEIPT_PATH, ROOT_JWKS, API_JWKS]
+
+
+def test_a_root_path_answering_something_other_than_a_key_set_falls_back_to_the_api_jwks(store, capsys):
+    store.pages |= {ROOT_JWKS: b"<!doctype html><p>our home page</p>", API_JWKS: JWKS}
+
+    code, out = verify(store, capsys)
+
+    assert (code, out.split(":")[0]) == (0, "VALID"), out
+    assert store.asked == [RECEIPT_PATH, ROOT_JWKS, API_JWKS]
+
+
+def test_a_root_jwks_without_the_receipts_key_is_a_verdict_not_a_reason_to_look_elsewhere(store, capsys):
+    store.pages |= {ROOT_JWKS: json.dumps(key_set().jwks()).encode(), API_JWKS: JWKS}
+
+    code, out = verify(store, capsys)
+
+    assert (code, out.split(":")[0]) == (1, "INVALID"), out
+    assert store.asked == [RECEIPT_PATH, ROOT_JWKS]
+
+
+def test_a_store_with_neither_jwks_is_unreadable_naming_both_urls(store, capsys):
+    code, out = verify(store, capsys)
+
+    base = f"http://127.0.0.1:{store.server_port}"
+    assert code == 2
+    assert out == (
+        f"UNREADABLE: cannot fetch {base}{ROOT_JWKS}: HTTP 404; cannot fetch {base}{API_JWKS}: HTTP 404\n"
+    )
