@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import azure.functions as func
 
-from shared import api, mcp, openapi, runtime, telemetry
+from shared import a2a, api, mcp, openapi, runtime, telemetry
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 runtime.settings()  # a malformed setting stops the app at start-up, naming the setting
@@ -114,6 +114,21 @@ def openapi_document(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="api/health", methods=api.EVERY_METHOD)
 def health(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, api.HEALTH_USAGE, lambda r: api.health(runtime.services()))
+
+
+@app.route(route=".well-known/agent-card.json", methods=api.EVERY_METHOD)
+def agent_card(req: func.HttpRequest) -> func.HttpResponse:
+    return _serve(req, a2a.CARD_USAGE, lambda r: a2a.agent_card(r, runtime.settings()))
+
+
+@app.route(route="api/a2a", methods=api.EVERY_METHOD)
+def a2a_endpoint(req: func.HttpRequest) -> func.HttpResponse:
+    return _serve(
+        req,
+        a2a.ENDPOINT_USAGE,
+        lambda r: a2a.handle(r, runtime.services().storefront, runtime.settings()),
+        "a2a",
+    )
 
 
 @app.timer_trigger(schedule="0 */15 * * * *", arg_name="timer", run_on_startup=False)

@@ -45,6 +45,8 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "download": ("api/download/{token}", EVERY_METHOD),
         "openapi_document": ("api/openapi.json", EVERY_METHOD),
         "health": ("api/health", EVERY_METHOD),
+        "agent_card": (".well-known/agent-card.json", EVERY_METHOD),
+        "a2a_endpoint": ("api/a2a", EVERY_METHOD),
     }
     assert timers == {"reap_idempotency_keys": "0 */15 * * * *", "repair_receipts": "0 */5 * * * *"}
 
@@ -58,6 +60,7 @@ WRONG_METHODS = [
     ("download/a.b.c", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ("openapi.json", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ("health", "GET, HEAD", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+    ("a2a", "POST", ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"]),
 ]
 
 
@@ -123,6 +126,8 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
         "jwks_at_root",
         "bundles",
         "openapi_document",
+        "agent_card",
+        "a2a_endpoint",
     }
     assert set(levels.values()) == {"ANONYMOUS"}
 

@@ -44,6 +44,8 @@ FUNCTIONS = {
     "download": http("api/download/{token}"),
     "openapi_document": http("api/openapi.json"),
     "health": http("api/health"),
+    "agent_card": http(".well-known/agent-card.json"),
+    "a2a_endpoint": http("api/a2a"),
     "reap_idempotency_keys": timer("0 */15 * * * *"),
     "repair_receipts": timer("0 */5 * * * *"),
 }
