@@ -1,8 +1,9 @@
 """Azure Functions entry point (Python v2 model): one function per route, glue only.
 
-Each function turns the `func.HttpRequest` into a plain `shared.api.Request`, calls the domain
-and turns the `Answer` back into a `func.HttpResponse`. The two purchase routes answer inside their
-telemetry span (`shared.telemetry`), which exists only when Application Insights is configured.
+Each function turns the `func.HttpRequest` into a plain `shared.api.Request`, calls the domain and
+turns the `Answer` back into a `func.HttpResponse`. The purchase routes (MCP, HTTP, A2A) answer
+inside their telemetry span (`shared.telemetry`), which exists only when Application Insights is
+configured.
 """
 
 from __future__ import annotations

@@ -311,9 +311,19 @@ def purchase_span(channel: str | None, method: str) -> Iterator[_Observation | _
             raise
 
 
+def _a2a_receipt(document: object) -> object:
+    result = document.get("result") if isinstance(document, dict) else None
+    task = result.get("task", result) if isinstance(result, dict) else None
+    try:
+        return task["artifacts"][0]["parts"][0]["data"]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
 def receipt_of(channel: str, answer: Answer) -> tuple[dict, bool] | None:
     """The receipt a purchase route answered with and whether it was a replay, or None when the
-    answer is no receipt: the HTTP body itself, or the MCP tool result's structuredContent."""
+    answer is no receipt: the HTTP body itself, the MCP tool result's structuredContent, or the
+    data part of the A2A task's receipt artifact (1.0 wraps the task in `result.task`)."""
     try:
         document = json.loads(answer.body)
     except ValueError:
@@ -325,6 +335,9 @@ def receipt_of(channel: str, answer: Answer) -> tuple[dict, bool] | None:
         receipt = result.get("structuredContent")
         meta = result.get("_meta")
         replayed = isinstance(meta, dict) and meta.get("storefront/replayed") is True
+    elif channel == "a2a":
+        receipt = _a2a_receipt(document)
+        replayed = answer.headers.get("Idempotent-Replayed") == "true"
     else:
         receipt = document
         replayed = answer.headers.get("Idempotent-Replayed") == "true"

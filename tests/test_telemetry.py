@@ -176,6 +176,7 @@ class Shopping:
     keyed: dict
     refused: dict
     over_mcp: dict
+    over_a2a: dict
     degraded: dict
     private: list[str]
     envelopes: Envelopes
@@ -198,12 +199,13 @@ def shopping(host_factory, azurite, table_proxy, mail) -> Iterator[Shopping]:
     download, on a host exporting to a local ingestion endpoint; stopped once all is in."""
     with receiving() as ingestion:
         host = host_factory(AzureWebJobsStorage=proxied(azurite, table=table_proxy), **exporting(ingestion))
-        keyed, refused, mcp, degraded = buyers = [Buyer(host.url) for _ in range(4)]
+        keyed, refused, mcp, degraded, agent = buyers = [Buyer(host.url) for _ in range(5)]
 
         first = keyed.purchase(headers={"Idempotency-Key": keyed.key})
         again = keyed.purchase(headers={"Idempotency-Key": keyed.key})
         no = refused.purchase({"email": refused.email, "bundle_id": "no-such-bundle"})
         tool = mcp.call_tool({"email": mcp.email, "idempotency_key": mcp.key})
+        a2a = _send_a2a(agent)
         table_proxy.set("cut")
         try:
             open_governance = degraded.purchase()
@@ -215,18 +217,31 @@ def shopping(host_factory, azurite, table_proxy, mail) -> Iterator[Shopping]:
 
         assert (first.status_code, again.headers.get("Idempotent-Replayed")) == (200, "true"), first.text
         assert (no.status_code, tool.status_code, open_governance.status_code) == (422, 200, 200)
+        assert a2a.status_code == 200, a2a.text
         assert download.status_code == 200
         assert "degraded" in checks_of(open_governance.json()).values()
-        _wait_for(ingestion, purchases=5, counter="storefront.degraded_checks")
+        _wait_for(ingestion, purchases=6, counter="storefront.degraded_checks")
         host.stop()  # a graceful stop flushes whatever is left, so the search sees it all
         yield Shopping(
             keyed=first.json(),
             refused=no.json(),
             over_mcp=tool.json()["result"]["structuredContent"],
+            over_a2a=a2a.json()["result"]["task"]["artifacts"][0]["parts"][0]["data"],
             degraded=open_governance.json(),
             private=_private(buyers, token),
             envelopes=ingestion.envelopes(),
         )
+
+
+def _send_a2a(buyer: Buyer):
+    """An A2A 1.0 SendMessage whose data part is the purchase (its messageId is the key)."""
+    message = {
+        "messageId": buyer.key,
+        "role": "ROLE_USER",
+        "parts": [{"data": {"email": buyer.email}, "mediaType": "application/json"}],
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    return buyer.http.post(f"{buyer.host}/api/a2a", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
 
 
 def _private(buyers: list[Buyer], token: str) -> list[str]:
@@ -255,9 +270,10 @@ def test_each_purchase_is_one_request_carrying_its_receipt(shopping):
     replay = envelopes.purchase(keyed["receipt_id"], replayed=True)
     refused = envelopes.purchase(shopping.refused["receipt_id"])
     over_mcp = envelopes.purchase(shopping.over_mcp["receipt_id"])
+    over_a2a = envelopes.purchase(shopping.over_a2a["receipt_id"])
     degraded = envelopes.purchase(shopping.degraded["receipt_id"])
 
-    assert len(envelopes.purchases()) == 5
+    assert len(envelopes.purchases()) == 6
     assert (request["responseCode"], request["success"]) == ("200", True)
     assert request["properties"] == {
         "storefront.channel": "http",
@@ -278,6 +294,10 @@ def test_each_purchase_is_one_request_carrying_its_receipt(shopping):
     assert refused["properties"].items() >= checks_of(shopping.refused).items()
     assert over_mcp["properties"]["storefront.channel"] == "mcp"
     assert over_mcp["responseCode"] == "200"
+    assert (
+        over_a2a["properties"].items()
+        >= {"storefront.channel": "a2a", **checks_of(shopping.over_a2a)}.items()
+    )
     assert degraded["properties"].items() >= checks_of(shopping.degraded).items()
 
 
@@ -314,6 +334,7 @@ def test_counters_count_purchases_refusals_degraded_checks_and_replays(shopping)
         counted(status="fulfilled", channel="http"): 2,
         counted(status="refused", channel="http"): 1,
         counted(status="fulfilled", channel="mcp"): 1,
+        counted(status="fulfilled", channel="a2a"): 1,
     }
     assert envelopes.counted("storefront.refusals") == {
         counted(error_code="unknown_bundle", channel="http"): 1
