@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
 import sys
 import threading
 import time
@@ -608,3 +610,21 @@ def test_the_endpoint_answers_other_methods_405_with_allow_post(agent, method):
 
     assert (answer.status_code, answer.headers["Allow"]) == (405, "POST")
     assert "/.well-known/agent-card.json" in answer.json()["error"]["message"]
+
+
+# --- the README's snippet -------------------------------------------------------------------------
+
+
+def test_the_readme_snippet_buys_once_and_replays_with_the_official_client(agent, mail):
+    readme = (ROOT / "README.md").read_text()
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "a2a.client" in b]
+    email = unique_email("a2a-readme")
+    code = snippet.replace("http://localhost:7071", agent.url).replace("ada@example.org", email)
+
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    assert [line[:2] for line in lines] == [["1", "TASK_STATE_COMPLETED"], ["2", "TASK_STATE_COMPLETED"]]
+    assert lines[0][2] == lines[1][2] and lines[0][2].startswith("rcpt_")
+    assert len(mail.emails_to(email)) == 1
