@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from shared import __version__
 from shared.api import JSON_TYPE, Answer, Usage
+from shared.catalog import LISTING_SCHEMA
 from shared.ledger import MAX_PAGE_SIZE
 from shared.receipts import OUTPUT_SCHEMA, RECEIPT_ID_PATTERN
 from shared.schema import INPUT_SCHEMA, KEY_PATTERN
@@ -315,12 +316,46 @@ def _openapi() -> dict:
     )
 
 
+def _bundles() -> dict:
+    return _get(
+        {
+            "operationId": "listBundles",
+            "summary": "The free bundles on offer, with the bundle_id to buy each",
+            "responses": {
+                "200": _response("The catalog, as the MCP tool list_bundles returns it.", _json("Bundles"))
+            },
+        }
+    )
+
+
+def _agent_card() -> dict:
+    etag = {"ETag": _header("The card's version, to send back as If-None-Match.", {"type": "string"})}
+    return _get(
+        {
+            "operationId": "getAgentCard",
+            "summary": "The A2A agent card: the JSON-RPC endpoint at /api/a2a, its skills and extensions",
+            "parameters": [
+                {"name": "If-None-Match", "in": "header", "required": False, "schema": {"type": "string"}}
+            ],
+            "responses": {
+                "200": _response(
+                    "The agent card (A2A 1.0, with the fields 0.3 clients read).", _json("AgentCard"), etag
+                ),
+                "304": _response("The card is unchanged since the ETag sent.", headers=etag),
+            },
+        }
+    )
+
+
 PATHS: dict[str, Callable[[], dict]] = {
     "/api/a2a/purchase": _purchase,
     "/api/receipts/{receipt_id}": _receipt_by_id,
     "/api/receipts": _receipts_of_day,
     "/api/download/{token}": _download,
     "/api/.well-known/jwks.json": _jwks("getJwks"),
+    "/.well-known/jwks.json": _jwks("getJwksAtRoot"),
+    "/.well-known/agent-card.json": _agent_card,
+    "/api/bundles": _bundles,
     "/api/health": _health,
     "/api/openapi.json": _openapi,
 }
@@ -386,6 +421,21 @@ _JWKS = _object(
         }
     }
 )
+_AGENT_CARD = _object(
+    {
+        "name": _string(),
+        "description": _string(),
+        "version": _string(),
+        "supportedInterfaces": {
+            "type": "array",
+            "items": _object({"url": _string(), "protocolBinding": _string(), "protocolVersion": _string()}),
+        },
+        "capabilities": {"type": "object"},
+        "defaultInputModes": {"type": "array", "items": _string()},
+        "defaultOutputModes": {"type": "array", "items": _string()},
+        "skills": {"type": "array", "items": _object({"id": _string(), "name": _string()}, ["id", "name"])},
+    }
+)
 _HEALTH = _object(
     {
         "status": {"type": "string", "enum": ["ok", "unconfigured", "unavailable"]},
@@ -408,6 +458,8 @@ def _components() -> dict:
                 "DayListing": _DAY_LISTING,
                 "Jwks": _JWKS,
                 "Health": _HEALTH,
+                "Bundles": LISTING_SCHEMA,
+                "AgentCard": _AGENT_CARD,
                 "OpenApiDocument": _object(
                     {"openapi": _string(), "info": {"type": "object"}, "paths": {"type": "object"}}
                 ),

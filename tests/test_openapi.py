@@ -72,6 +72,14 @@ def test_the_purchase_takes_the_mcp_tools_input_schema_and_answers_its_output_sc
     assert {status for status, schema in answers.items() if schema != receipt} == {"403"}
 
 
+def test_the_bundle_listing_answers_the_list_bundles_tools_output_schema():
+    document = _document()
+    answer = document["paths"]["/api/bundles"]["get"]["responses"]["200"]["content"]["application/json"]
+
+    assert answer["schema"] == {"$ref": "#/components/schemas/Bundles"}
+    assert document["components"]["schemas"]["Bundles"] == mcp.LIST_TOOL["outputSchema"]
+
+
 def test_every_status_the_purchase_flow_can_refuse_with_is_documented():
     refusals = {
         cls.status
