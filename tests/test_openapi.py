@@ -171,3 +171,18 @@ def test_the_document_never_changes_the_schemas_the_mcp_tool_publishes():
 
     assert json.dumps(mcp.TOOL, sort_keys=True) == before
     assert _document()["components"]["schemas"]["PurchaseRequest"] == mcp.TOOL["inputSchema"]
+
+
+def test_the_readme_check_fetches_and_validates_the_served_document(host, tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    lines = [
+        line for line in readme.splitlines() if "openapi.json" in line and line.startswith(("curl", ".venv"))
+    ]
+    script = "\n".join(
+        line.replace("http://localhost:7071", host.url).replace(".venv/", f"{ROOT}/.venv/") for line in lines
+    )
+
+    done = subprocess.run(["bash", "-ec", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+    assert len(lines) == 2 and done.returncode == 0, done.stderr
+    assert done.stdout.split()[:3] == ["3.1.0", str(len(_document()["paths"])), "paths"]
