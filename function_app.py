@@ -128,7 +128,7 @@ def a2a_endpoint(req: func.HttpRequest) -> func.HttpResponse:
         req,
         a2a.ENDPOINT_USAGE,
         lambda r: a2a.handle(r, runtime.services().storefront, runtime.settings()),
-        "a2a",
+        "a2a" if a2a.sends(req.get_body() or b"") else None,  # reading a task buys nothing
     )
 
 

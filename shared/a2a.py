@@ -4,7 +4,8 @@
 - Versions: 1.0 and 0.3 on one URL. `A2A-Version` (header, else query parameter) picks one;
   absent or empty means 0.3. 1.0 methods are PascalCase (`SendMessage`), 0.3 ones slashed
   (`message/send`), and each is answered in its version's shapes (1.0: ProtoJSON, `{"task": ...}`,
-  `TASK_STATE_*`; 0.3: `kind` discriminators, `completed`). A method of the other version: -32009.
+  `TASK_STATE_*`; 0.3: `kind` discriminators, `completed`). A method of the other version: -32601
+  (method not found in the version asked; -32009 is kept for a version the store does not speak).
 - Input: a message with one data part. `{"operation": "list_bundles"}` answers a Message holding
   the catalog (nothing to track). Anything else is the purchase: the JSON object the HTTP endpoint
   takes (`"operation": "purchase_free_bundle"` may be added), run with caller channel "a2a".
@@ -14,8 +15,9 @@
   refusals are never recorded, so only completed tasks are found. No conversation is kept: the
   contextId is the message's, else the task id (GetTask answers the task id).
 - Keys: data `idempotency_key`, else the `Idempotency-Key` header, else the messageId, as
-  `a2a-` + 40 hex digits of its SHA-256: valid whatever the messageId, and apart from keys that
-  clients choose. A resent message replays the receipt (Task metadata `storefront/replayed`).
+  `a2a-` + 40 hex digits of its SHA-256: valid whatever the messageId (a client may send such a
+  key itself; keys are scoped to the buyer's email, so it only ever names its own purchase). A
+  resent message replays the receipt (Task metadata `storefront/replayed`).
 - Errors: JSON-RPC errors answer HTTP 200, as the SDK servers do (their clients read error codes
   from 2xx answers only); transport refusals keep theirs (403 Origin, 413 size, 405 method).
   -32700/-32600 malformed, -32601 unknown method, -32602 bad params, -32005 no data part,
@@ -75,6 +77,7 @@ TASK_NOT_FOUND, TASK_NOT_CANCELABLE, PUSH_NOT_SUPPORTED, UNSUPPORTED_OPERATION =
     -32004,
 )
 CONTENT_TYPE_NOT_SUPPORTED, VERSION_NOT_SUPPORTED = -32005, -32009
+EXTENDED_CARD_NOT_CONFIGURED_V03 = -32007
 # The reasons 1.0 names its own errors by, sent as google.rpc.ErrorInfo in `error.data`.
 REASONS = {
     TASK_NOT_FOUND: "TASK_NOT_FOUND",
@@ -302,7 +305,7 @@ def _dispatch(message: dict, version: str, req: Request, store: Storefront) -> A
     family, operation = METHODS[method]
     if family != version:
         raise _rpc_error(
-            VERSION_NOT_SUPPORTED,
+            METHOD_NOT_FOUND,
             f"{method} is an A2A {family} method, but this request is A2A {version} (A2A-Version "
             f"header; absent means 0.3). Send A2A-Version: {family}, or use the {version} method.",
         )
@@ -319,7 +322,19 @@ def _dispatch(message: dict, version: str, req: Request, store: Storefront) -> A
         _on_record(params, store)
         raise _rpc_error(TASK_NOT_CANCELABLE, "the task is finished (completed) and cannot be canceled")
     code = PUSH_NOT_SUPPORTED if operation == "push" else UNSUPPORTED_OPERATION
+    if operation == "extended_card" and version == V03:
+        code = EXTENDED_CARD_NOT_CONFIGURED_V03  # 0.3's own code for it
     raise _rpc_error(code, REFUSALS[operation])
+
+
+def sends(body: bytes) -> bool:
+    """Whether a request to the endpoint asks to send a message (a purchase, or a catalog
+    question): what the telemetry glue counts as a purchase route; reading a task is not."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and METHODS.get(str(message.get("method")), ("", ""))[1] == "send"
 
 
 def _on_record(params: dict, store: Storefront) -> bytes:
@@ -440,7 +455,12 @@ def _task(version: str, receipt: dict, context_id: str | None, data: object, rep
     if error:
         text = error["message"]
         if error.get("retry_after_seconds") is not None:
-            text += f" (retry after {error['retry_after_seconds']} seconds)"
+            # The receipt speaks of keys; an A2A caller's key is its message: a new message would
+            # be a new purchase, and a second email.
+            text += (
+                f" (retry after {error['retry_after_seconds']} seconds by resending the same message, "
+                "with the same messageId)"
+            )
         parts = [{"kind": "text", "text": text} if version == V03 else {"text": text}]
         status["message"] = _agent_message(version, f"{task_id}-status", parts, context_id, task_id)
     task: dict = {"kind": "task"} if version == V03 else {}

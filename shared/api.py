@@ -271,7 +271,8 @@ def _not_found(req: Request) -> Answer:
 def receipts_of_day(req: Request, services: Services, today: str) -> Answer:
     """Finance: one day's receipts with the day's totals, paginated, as JSON or an HTML table."""
     raw_size = req.params.get("page_size", "50")
-    if not (raw_size.isascii() and raw_size.isdigit()):  # int() would take " 5", "+5", "1_0", "٥"
+    # int() would take " 5", "+5", "1_0" and "٥", and raise past its 4,300-digit limit.
+    if not (raw_size.isascii() and raw_size.isdigit() and len(raw_size) <= 6):
         return error_answer(400, "invalid_page_size", "page_size must be an integer")
     page_size = int(raw_size)
     try:

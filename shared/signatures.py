@@ -27,7 +27,20 @@ TYPE = "storefront-receipt+jws"
 
 def canonical(receipt: dict) -> bytes:
     unsigned = {k: v for k, v in receipt.items() if k != "signature"}
-    return json.dumps(unsigned, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(_numbers(unsigned), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _numbers(value: object) -> object:
+    """RFC 8785 writes a number by its value: 1.0 is `1`. A receipt passed through a client that
+    reads every number as a float (A2A's protobuf `Value`, JavaScript) still canonicalises to the
+    bytes that were signed."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
 
 
 def sign(receipt: dict, keys: KeySet) -> dict[str, str]:

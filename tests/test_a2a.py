@@ -23,6 +23,7 @@ from a2a.types.a2a_pb2 import AgentCard, GetTaskRequest, Role, SendMessageReques
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from shared import signatures
 from shared.a2a import message_key
 from shared.catalog import listing
 from tests.support import (
@@ -151,6 +152,10 @@ def test_official_client_buys_once_per_message_id_and_reads_the_task_back(agent,
     assert first.task.status.state == TaskState.TASK_STATE_COMPLETED
     assert first.task.id == receipt["receipt_id"]
     assert receipt == stored  # numbers come back as floats (protobuf Value), equal to the ints
+    jwks = httpx.get(f"{agent.url}/.well-known/jwks.json").json()
+    assert signatures.verify(
+        json.dumps(receipt).encode(), jwks, exact_bytes=False
+    ).valid  # as the client holds it
     assert receipt["caller"]["channel"] == "a2a"
     assert get_data_parts(again.task.artifacts[0].parts)[0] == receipt
     assert again.task.id == first.task.id
@@ -350,6 +355,9 @@ def test_a_resend_while_the_first_runs_is_rejected_409_with_retry_after(buyer, m
 
     assert receipt_of(task_of(response))["error"]["code"] == "idempotency_key_in_use"
     assert task_of(response)["status"]["state"] == "TASK_STATE_REJECTED"
+    # The receipt speaks of keys; the A2A caller is told its key is the message itself.
+    status_text = task_of(response)["status"]["message"]["parts"][0]["text"]
+    assert "by resending the same message, with the same messageId" in status_text
     assert int(response.headers["Retry-After"]) >= 1
     assert len(mail.emails_to(buyer.email)) == 1
 
@@ -446,7 +454,7 @@ def test_a_finished_task_cannot_be_canceled_or_continued(buyer):
         ("ListTaskPushNotificationConfigs", "1.0", -32003),
         ("message/stream", None, -32004),
         ("tasks/resubscribe", None, -32004),
-        ("agent/getAuthenticatedExtendedCard", None, -32004),
+        ("agent/getAuthenticatedExtendedCard", None, -32007),  # 0.3's own code for it
         ("tasks/pushNotificationConfig/set", None, -32003),
         ("tasks/list", None, -32601),
         ("NoSuchMethod", "1.0", -32601),
@@ -470,19 +478,21 @@ def test_push_notification_config_on_a_message_is_refused_before_buying(buyer, m
 
 
 @pytest.mark.parametrize(
-    ("method", "version"),
+    ("method", "version", "code"),
     [
-        ("SendMessage", None),
-        ("SendMessage", ""),
-        ("message/send", "1.0"),
-        ("SendMessage", "2.0"),
-        ("SendMessage", "one"),
+        ("SendMessage", None, -32601),  # no header is 0.3: SendMessage is no 0.3 method
+        ("SendMessage", "", -32601),
+        ("message/send", "1.0", -32601),
+        ("SendMessage", "2.0", -32009),
+        ("SendMessage", "one", -32009),
     ],
 )
-def test_a_method_of_another_version_or_an_unknown_version_is_version_not_supported(buyer, method, version):
+def test_a_method_of_another_version_is_not_found_and_an_unknown_version_not_supported(
+    buyer, method, version, code
+):
     message = {"messageId": "m-version", "role": "ROLE_USER", "parts": [{"data": {"email": buyer.email}}]}
 
-    assert error_of(rpc(buyer, method, {"message": message}, version=version))["code"] == -32009
+    assert error_of(rpc(buyer, method, {"message": message}, version=version))["code"] == code
 
 
 def test_patch_levels_do_not_matter(buyer):

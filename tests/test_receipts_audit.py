@@ -322,6 +322,7 @@ def test_finance_listing_totals_match_the_receipts_issued(host_factory):
         ({"page_size": " 5"}, "invalid_page_size"),
         ({"page_size": "1_0"}, "invalid_page_size"),
         ({"page_size": "٥"}, "invalid_page_size"),
+        ({"page_size": "9" * 5000}, "invalid_page_size"),  # past int()'s digit limit: was a 500
         ({"cursor": "!!!"}, "invalid_cursor"),
         ({"cursor": base64.urlsafe_b64encode(b"[" * 3000).decode()}, "invalid_cursor"),
         ({"cursor": base64.urlsafe_b64encode(b'{"RowKey": "\\ud800"}').decode()}, "invalid_cursor"),

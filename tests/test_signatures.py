@@ -86,6 +86,17 @@ def test_a_signed_receipt_verifies_against_the_stores_jwks(body, keys):
     assert keys.kid in verdict.reason
 
 
+def test_a_receipt_whose_whole_numbers_came_back_as_floats_still_verifies_reformatted(signed, keys):
+    # As a client that reads every number as a float hands it on (A2A's protobuf Value, JavaScript).
+    floated = json.dumps({**signed, "version": float(signed["version"])}).encode()
+    assert b'"version": 1.0' in floated
+    tampered = json.dumps({**signed, "version": 1.5}).encode()
+
+    assert verify(floated, keys.jwks(), exact_bytes=False).valid
+    assert not verify(floated, keys.jwks()).valid  # the bytes are not the store's
+    assert not verify(tampered, keys.jwks(), exact_bytes=False).valid
+
+
 def test_the_signature_member_names_the_algorithm_the_key_and_a_detached_jws(signed, keys):
     signature = signed["signature"]
 

@@ -206,6 +206,7 @@ def shopping(host_factory, azurite, table_proxy, mail) -> Iterator[Shopping]:
         no = refused.purchase({"email": refused.email, "bundle_id": "no-such-bundle"})
         tool = mcp.call_tool({"email": mcp.email, "idempotency_key": mcp.key})
         a2a = _send_a2a(agent)
+        read_back = _get_a2a_task(agent, a2a.json()["result"]["task"]["id"])  # reading buys nothing
         table_proxy.set("cut")
         try:
             open_governance = degraded.purchase()
@@ -217,7 +218,7 @@ def shopping(host_factory, azurite, table_proxy, mail) -> Iterator[Shopping]:
 
         assert (first.status_code, again.headers.get("Idempotent-Replayed")) == (200, "true"), first.text
         assert (no.status_code, tool.status_code, open_governance.status_code) == (422, 200, 200)
-        assert a2a.status_code == 200, a2a.text
+        assert a2a.status_code == read_back.status_code == 200, a2a.text
         assert download.status_code == 200
         assert "degraded" in checks_of(open_governance.json()).values()
         _wait_for(ingestion, purchases=6, counter="storefront.degraded_checks")
@@ -241,6 +242,11 @@ def _send_a2a(buyer: Buyer):
         "parts": [{"data": {"email": buyer.email}, "mediaType": "application/json"}],
     }
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    return buyer.http.post(f"{buyer.host}/api/a2a", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
+
+
+def _get_a2a_task(buyer: Buyer, task_id: str):
+    body = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
     return buyer.http.post(f"{buyer.host}/api/a2a", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
 
 
