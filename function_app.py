@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import azure.functions as func
 
-from shared import a2a, api, mcp, openapi, runtime, telemetry
+from shared import a2a, api, mcp, runtime, telemetry
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 runtime.settings()  # a malformed setting stops the app at start-up, naming the setting
@@ -109,6 +109,8 @@ def download(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="api/openapi.json", methods=api.EVERY_METHOD)
 def openapi_document(req: func.HttpRequest) -> func.HttpResponse:
+    from shared import openapi  # imported on the first request for it, not on every cold start
+
     return _serve(req, openapi.USAGE, lambda r: openapi.answer(runtime.settings()))
 
 

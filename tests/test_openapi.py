@@ -150,8 +150,11 @@ def test_the_host_serves_the_document_for_its_public_base_url(host_factory):
     assert head.content == b"" and head.headers["Content-Length"] == str(len(answer.content))
 
 
-def test_importing_the_app_builds_no_document():
-    probe = "import function_app\nfrom shared import openapi\nprint(openapi._encoded.cache_info().currsize)\n"
+def test_importing_the_app_neither_imports_nor_builds_the_document():
+    probe = (
+        "import sys, function_app\nprint('shared.openapi' in sys.modules)\n"
+        "from shared import openapi\nprint(openapi._encoded.cache_info().currsize)\n"
+    )
     env = {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"}
 
     result = subprocess.run(
@@ -159,7 +162,7 @@ def test_importing_the_app_builds_no_document():
     )
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "0"
+    assert result.stdout.split() == ["False", "0"]
 
 
 def test_the_document_never_changes_the_schemas_the_mcp_tool_publishes():
