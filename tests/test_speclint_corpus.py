@@ -1,0 +1,90 @@
+"""The real-world corpus in tests/fixtures/speclint_corpus (dumped by tools.speclint_corpus): the dumps are
+well-formed, every tool carries one side-effect label, and today's speclint reads every real schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools import speclint
+from tools.speclint_corpus import SERVERS
+
+CORPUS = Path(__file__).parent / "fixtures" / "speclint_corpus"
+LABELS = json.loads((CORPUS / "labels.json").read_text())
+LABEL_CLASSES = {"reads-only", "retry-safe", "retry-unsafe"}
+DUMPS = sorted(p for p in CORPUS.glob("*.json") if p.name != "labels.json")
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def corpus_tool_keys() -> list[str]:
+    return [f"{load(p)['server']}/{tool['name']}" for p in DUMPS for tool in load(p)["tools"]]
+
+
+def test_corpus_holds_at_least_eight_servers_and_eighty_tools():
+    assert len(DUMPS) >= 8
+    assert len(corpus_tool_keys()) >= 80
+
+
+def test_every_server_of_the_dump_script_has_a_fixture_and_no_fixture_is_stray():
+    assert {p.stem for p in DUMPS} == {server.name for server in SERVERS}
+
+
+@pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.stem)
+def test_dump_names_its_pinned_package_and_lists_tools_with_schemas(path: Path):
+    document = load(path)
+    pinned = {server.name: server for server in SERVERS}[path.stem]
+    assert document["server"] == path.stem
+    assert (document["package"], document["version"], document["ecosystem"]) == (
+        pinned.package,
+        pinned.version,
+        pinned.ecosystem,
+    )
+    assert document["tools"]
+    names = [tool["name"] for tool in document["tools"]]
+    assert len(names) == len(set(names)), "a server lists a tool name twice"
+    for tool in document["tools"]:
+        assert isinstance(tool["name"], str) and tool["name"]
+        assert isinstance(tool["inputSchema"], dict)
+        assert tool["inputSchema"].get("type") == "object"
+
+
+def test_every_tool_has_exactly_one_label_and_every_label_names_a_tool():
+    keys = corpus_tool_keys()
+    assert len(keys) == len(set(keys))
+    assert sorted(LABELS) == sorted(keys)
+
+
+@pytest.mark.parametrize("key", sorted(LABELS))
+def test_label_is_a_known_class_with_a_one_line_reason(key: str):
+    entry = LABELS[key]
+    assert set(entry) == {"label", "reason"}
+    assert entry["label"] in LABEL_CLASSES
+    assert entry["reason"].strip() and "\n" not in entry["reason"]
+
+
+def test_labels_use_every_class():
+    assert {entry["label"] for entry in LABELS.values()} == LABEL_CLASSES
+
+
+@pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.stem)
+def test_speclint_lints_every_real_schema_without_crashing(path: Path):
+    tools = speclint.tools_from(load(path), str(path))
+    findings = speclint.lint(tools)
+    assert all(isinstance(f, speclint.Finding) for f in findings)
+    assert {f.tool for f in findings} <= {tool["name"] for tool in tools}
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "sarif"])
+@pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.stem)
+def test_speclint_cli_renders_every_real_manifest(path: Path, output_format: str, capsys):
+    code = speclint.main([str(path), "--format", output_format, "--fail-on", "never"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert err == ""
+    if output_format != "text":
+        json.loads(out)
