@@ -330,8 +330,10 @@ def _dispatch(message: dict, version: str, req: Request, store: Storefront) -> A
 def sends(body: bytes) -> bool:
     """Whether a request to the endpoint asks to send a message (a purchase, or a catalog
     question): what the telemetry glue counts as a purchase route; reading a task is not."""
+    if len(body) > MAX_BODY_BYTES:
+        return False
     try:
-        message = json.loads(body)
+        message = parse_json(body)  # the handler's own parser: bounded depth, never a crash
     except ValueError:
         return False
     return isinstance(message, dict) and METHODS.get(str(message.get("method")), ("", ""))[1] == "send"
