@@ -167,6 +167,16 @@ def free_port() -> int:
     return free_ports(1)
 
 
+def fresh_python(
+    code: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """`code` run by a new interpreter in the repository (what importing the app does there, with
+    these settings and nothing this process has imported), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from tests.support import (
     Service,
     dev_settings,
     free_port,
+    fresh_python,
     start_process,
     unique_address,
     unique_email,
@@ -632,7 +632,7 @@ def test_the_readme_snippet_buys_once_and_replays_with_the_official_client(agent
     email = unique_email("a2a-readme")
     code = snippet.replace("http://localhost:7071", agent.url).replace("ada@example.org", email)
 
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = fresh_python(code, timeout=120)
 
     assert done.returncode == 0, done.stderr
     lines = [line.split() for line in done.stdout.splitlines()]

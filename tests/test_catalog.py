@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import jsonschema
 import pytest
 
 from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID, LISTING_SCHEMA, listing
 from shared.schema import INPUT_SCHEMA
-from tests.support import ROOT
+from tests.support import fresh_python
 
 
 def test_the_listing_names_every_bundle_with_id_title_description_price_and_currency():
@@ -61,9 +59,7 @@ def test_a_bundle_added_to_the_catalog_reaches_the_purchase_enum_the_tool_list_a
         "}))\n"
     )
 
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    result = fresh_python(probe)
 
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)

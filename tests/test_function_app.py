@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import requests
 
-from tests.support import ROOT
+from tests.support import ROOT, fresh_python
 
 
 @pytest.fixture(scope="module")
@@ -209,9 +207,7 @@ def test_importing_the_app_opens_no_network_connection():
     )
     env = {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"}
 
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+    result = fresh_python(probe, env)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"

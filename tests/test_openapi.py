@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import requests
 from openapi_spec_validator import validate
 
 from shared import errors, mcp, openapi
 from shared.schema import KEY_PATTERN
-from tests.support import ROOT
+from tests.support import ROOT, fresh_python
 
 # JSON-RPC endpoints: one URL, the operation in the body, described by their own protocols.
 JSON_RPC_ROUTES = {"api/a2a/mcp", "api/a2a"}
@@ -38,9 +37,7 @@ def _http_routes() -> set[str]:
         " if f.is_http_function()]))\n"
     )
     env = {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"}
-    found = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+    found = fresh_python(probe, env)
     assert found.returncode == 0, found.stderr
     return set(json.loads(found.stdout))
 
@@ -157,9 +154,7 @@ def test_importing_the_app_neither_imports_nor_builds_the_document():
     )
     env = {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"}
 
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+    result = fresh_python(probe, env)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "0"]

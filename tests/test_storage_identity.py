@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -27,7 +25,7 @@ from shared.readiness import StorageProbe
 from shared.settings import Settings
 from shared.storage import container_client, table_client
 from tests.identity import STORAGE_AUDIENCE, IdentityEndpoint
-from tests.support import AZURITE_KEY, ROOT, Buyer, dev_settings, free_port
+from tests.support import AZURITE_KEY, Buyer, dev_settings, free_port, fresh_python
 from tools.seed_bundles import sample_bundle
 
 CLIENT_ID = "3c1e9a52-7b4d-4e0f-9a61-2f8d5c7b1e04"
@@ -199,7 +197,7 @@ def test_importing_the_app_with_identity_settings_does_not_import_azure_identity
     }
     code = "import sys, function_app; print('azure.identity' in sys.modules)"
 
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = fresh_python(code, env)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"

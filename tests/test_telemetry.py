@@ -11,8 +11,6 @@ import gzip
 import json
 import os
 import ssl
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,7 +26,7 @@ import pytest
 
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.identity import IdentityEndpoint, self_signed_certificate
-from tests.support import AZURITE_KEY, ROOT, Buyer, dev_settings, free_port, unique_email
+from tests.support import AZURITE_KEY, ROOT, Buyer, dev_settings, free_port, fresh_python, unique_email
 
 PURCHASE = "storefront.purchase"
 DEPENDENCY = "storefront.dependency"
@@ -388,14 +386,7 @@ def test_a_brevo_log_lookup_is_traced_without_the_email_in_its_url_error_or_log(
     }
 
     with receiving() as ingestion:
-        done = subprocess.run(
-            [sys.executable, "-c", BREVO_LOOKUP],
-            cwd=ROOT,
-            env={**os.environ, **exporting(ingestion), **env},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = fresh_python(BREVO_LOOKUP, {**os.environ, **exporting(ingestion), **env})
         envelopes = ingestion.envelopes()
 
     assert done.returncode == 0, done.stderr
@@ -460,9 +451,7 @@ def test_without_a_connection_string_the_app_imports_no_telemetry_package():
     )
     env = {k: v for k, v in os.environ.items() if k != "APPLICATIONINSIGHTS_CONNECTION_STRING"}
 
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+    result = fresh_python(probe, env)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
@@ -523,9 +512,7 @@ def test_an_unusable_connection_string_leaves_the_app_serving_without_telemetry(
     )
     env = {**os.environ, "APPLICATIONINSIGHTS_CONNECTION_STRING": connection_string}
 
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+    result = fresh_python(probe, env)
 
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
