@@ -124,6 +124,10 @@ class WiredHandler(IdempotencyHandler):
         self.wire.at("completion")
         return super().complete(claim, body, not_after=not_after)
 
+    def _legacy_alive(self, now):
+        self.wire.at("scoping_look")  # the instance's first (or uncached) read of the horizon
+        return super()._legacy_alive(now)
+
 
 class WiredRepairs(RepairQueue):
     wire: TripWire
@@ -528,3 +532,17 @@ def test_a_repair_run_during_an_outage_fails_and_the_next_run_finishes_the_job(s
     assert repaired >= 1 and again == 0
     assert shop.receipts.read(receipt["receipt_id"]) == answer[1]
     assert shop.listed(receipt) == [receipt["receipt_id"]]
+
+
+@pytest.mark.parametrize("mode", ["cut", "stall"])
+def test_a_table_that_fails_at_the_first_look_for_pre_scoping_claims_sends_nothing(shop, mode):
+    email, key = unique_email("horizon"), unique_key()
+    shop.wire.on("scoping_look", lambda: shop.down("table", mode))
+
+    first = shop.buy(email, key)
+    shop.up()
+    again = shop.buy(email, key)
+
+    assert first[0] == 503 and json.loads(first[1])["error"]["code"] == "store_unavailable"
+    assert again[0] == 200
+    assert len(shop.emails_to(email)) == 1
