@@ -22,10 +22,12 @@ from a2a.types.a2a_pb2 import AgentCard, GetTaskRequest, Role, SendMessageReques
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from shared import signatures
+from shared import a2a, api, runtime, signatures
 from shared.a2a import message_key
 from shared.catalog import listing
+from shared.settings import Settings
 from tests.support import (
+    AZURITE_KEY,
     ROOT,
     Buyer,
     Service,
@@ -639,3 +641,24 @@ def test_the_readme_snippet_buys_once_and_replays_with_the_official_client(agent
     assert [line[:2] for line in lines] == [["1", "TASK_STATE_COMPLETED"], ["2", "TASK_STATE_COMPLETED"]]
     assert lines[0][2] == lines[1][2] and lines[0][2].startswith("rcpt_")
     assert len(mail.emails_to(email)) == 1
+
+
+def test_get_task_with_receipt_storage_unreachable_is_an_internal_error_with_retry_after():
+    dead = (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+        "TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    )
+    services = runtime.build(
+        Settings.from_env(
+            {**dev_settings(), "AzureWebJobsStorage": dead, "STOREFRONT_STORAGE_TIMEOUT_SECONDS": "1"}
+        )
+    )
+    body = {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "rcpt_" + "a" * 26}}
+    request = api.Request("POST", {"a2a-version": "1.0"}, json.dumps(body).encode())
+
+    answer = a2a.handle(request, services.storefront, services.settings)
+
+    assert answer.status == 200
+    assert json.loads(answer.body)["error"]["code"] == -32603
+    assert answer.headers["Retry-After"] == "5"
