@@ -91,9 +91,11 @@ class Limits:
     @property
     def cost_partitions(self) -> int:
         """The partitions the daily cost counter spreads over: its shards that hold a budget."""
-        return len(_split(*self._cost_micros(), self.cost_shards))
+        return len(_split(*self.cost_micros, self.cost_shards))
 
-    def _cost_micros(self) -> tuple[int, int]:
+    @property
+    def cost_micros(self) -> tuple[int, int]:
+        """(daily ceiling, cost of one purchase) in whole millionths of a dollar."""
         return int(self.daily_cost_ceiling_usd * MICROS), int(self.cost_per_purchase_usd * MICROS)
 
 
@@ -160,7 +162,7 @@ class Governance:
         """Add one purchase's cost estimate to today's total, or refuse with 429 at the ceiling."""
         now = self._clock()
         day = datetime.fromtimestamp(now, timezone.utc).strftime("cost-%Y-%m-%d")
-        ceiling, amount = self._limits._cost_micros()
+        ceiling, amount = self._limits.cost_micros
         reservation = self._counters.add_sharded("store-cost", day, amount, ceiling, self._limits.cost_shards)
         if reservation is None:
             raise LimitExceeded(
