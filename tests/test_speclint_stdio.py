@@ -1,0 +1,167 @@
+"""speclint's stdio client against real servers: the official Python and TypeScript SDKs, plus a
+hand-written server for the protocol edge cases an SDK will not produce (tests/fixtures/speclint_stdio)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tools import speclint_stdio
+from tools.speclint import Unreadable
+from tools.speclint_stdio import list_tools
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "speclint_stdio"
+SDK_SERVER = [sys.executable, str(FIXTURES / "sdk_server.py")]
+RAW_SERVER = [sys.executable, str(FIXTURES / "raw_server.py")]
+
+
+def unreadable(command: list[str], timeout: float = 10, **kwargs) -> str:
+    """The one-line message list_tools fails with."""
+    with pytest.raises(Unreadable) as failure:
+        list_tools(command, timeout, **kwargs)
+    message = str(failure.value)
+    assert "\n" not in message
+    return message
+
+
+def pids(pidfile: Path) -> list[int]:
+    return [int(line) for line in pidfile.read_text().split()]
+
+
+def reaped(pid: int) -> bool:
+    """Gone for good: not even a zombie waiting for us."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+def running(pid: int) -> bool:
+    """Running: a zombie left to an init that never reaps (as in some containers) is not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def test_lists_every_page_of_a_python_sdk_server():
+    tools = list_tools([*SDK_SERVER, "--tools", "5", "--page-size", "2"], timeout=10)
+
+    assert [tool["name"] for tool in tools] == [f"tool_{index}" for index in range(5)]
+    assert tools[0]["annotations"] == {"readOnlyHint": True}
+    assert tools[0]["inputSchema"]["additionalProperties"] is False
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="needs Node")
+def test_lists_a_typescript_sdk_server_started_through_a_shell_wrapper():
+    server = shlex.join(["node", str(FIXTURES / "sdk_server.mjs")])
+
+    tools = list_tools(["sh", "-c", f"{server}; exit $?"], timeout=10)
+
+    assert [tool["name"] for tool in tools] == ["get_order", "cancel_order"]
+    assert tools[1]["inputSchema"]["required"] == ["orderId", "idempotencyKey"]
+    assert tools[1]["annotations"]["idempotentHint"] is True
+
+
+def test_skips_stdout_noise_and_notifications_and_answers_the_servers_requests():
+    tools = list_tools([*SDK_SERVER, "--chatty"], timeout=10)
+
+    assert [tool["name"] for tool in tools] == ["tool_0", "tool_1", "tool_2", "probe"]
+    assert tools[-1]["description"] == "ping: answered; roots/list: error -32601"
+
+
+def test_env_adds_to_the_inherited_environment(monkeypatch):
+    monkeypatch.setenv("SPECLINT_INHERITED", "kept")
+    script = 'echo "token=$SPECLINT_TOKEN inherited=$SPECLINT_INHERITED" >&2; exit 3'
+
+    message = unreadable(["sh", "-c", script], env={"SPECLINT_TOKEN": "given"})
+
+    assert message.endswith(
+        "exited with status 3 before answering initialize; stderr: token=given inherited=kept"
+    )
+
+
+def test_a_missing_command_is_named():
+    message = unreadable(["speclint-no-such-server", "--stdio"])
+
+    assert message == "cannot start `speclint-no-such-server --stdio`: speclint-no-such-server not found"
+
+
+def test_a_command_that_is_not_executable_is_named(tmp_path):
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\n")
+
+    assert unreadable([str(script)]).endswith(f"{script} is not executable")
+
+
+def test_a_server_that_fails_at_start_up_reports_its_status_and_the_end_of_its_stderr():
+    complaint = "x" * 1000 + " GITHUB_PERSONAL_ACCESS_TOKEN is not set"
+
+    message = unreadable([*SDK_SERVER, "--crash", complaint])
+
+    before, _, stderr = message.partition("; stderr: ")
+    assert before.endswith("exited with status 1 before answering initialize")
+    assert stderr.endswith("x GITHUB_PERSONAL_ACCESS_TOKEN is not set")
+    assert len(stderr) == speclint_stdio.STDERR_TAIL_CHARS
+
+
+def test_a_server_that_never_answers_times_out_on_time_and_its_process_group_is_gone(tmp_path):
+    pidfile = tmp_path / "pids"
+    server = shlex.join([*RAW_SERVER, "chatter", str(pidfile)])
+    started = time.monotonic()
+
+    message = unreadable(["sh", "-c", f"{server}; true"], timeout=0.5)
+
+    assert 0.5 <= time.monotonic() - started < 0.5 + speclint_stdio.CLOSE_GRACE_SECONDS
+    assert message.endswith("did not answer tools/list in time (0.5s for the whole exchange)")
+    server_pid, wrapper_pid = pids(pidfile)
+    assert reaped(wrapper_pid)
+    assert not running(server_pid)
+
+
+def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_with_its_child(tmp_path, monkeypatch):
+    monkeypatch.setattr(speclint_stdio, "CLOSE_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(speclint_stdio, "TERM_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(speclint_stdio, "KILL_WAIT_SECONDS", 2.0)
+    pidfile = tmp_path / "pids"
+    started = time.monotonic()
+
+    tools = list_tools([*RAW_SERVER, "stubborn", str(pidfile)], timeout=10)
+
+    assert [tool["name"] for tool in tools] == ["read_record"]
+    assert time.monotonic() - started < 1.5  # the dead are not waited for until KILL_WAIT_SECONDS
+    server_pid, _, child_pid = pids(pidfile)
+    assert reaped(server_pid)
+    assert not running(child_pid)
+
+
+def test_a_json_rpc_error_is_reported():
+    message = unreadable([*RAW_SERVER, "error"])
+
+    assert message.endswith("answered tools/list with JSON-RPC error -32603 database down")
+
+
+@pytest.mark.parametrize(
+    ("mode", "complaint"),
+    [("endless", "(more than 1000 pages)"), ("repeat", "(cursor 'page-2' again)")],
+)
+def test_pagination_that_does_not_end_is_an_error(mode, complaint):
+    message = unreadable([*RAW_SERVER, mode])
+
+    assert message.endswith(f"pagination does not end {complaint}")
+
+
+def test_a_line_over_16_mib_is_an_error():
+    assert unreadable([*RAW_SERVER, "huge"]).endswith("wrote a line over 16 MiB answering tools/list")
+
+
+def test_over_a_mebibyte_of_stdout_noise_is_an_error_naming_it():
+    message = unreadable([*RAW_SERVER, "noisy"])
+
+    assert message.endswith(
+        "wrote over 1 MiB to stdout that is not JSON-RPC before answering tools/list "
+        "(it began 'INFO handling tools/list, step 0 of the warm-up')"
+    )

@@ -1,0 +1,333 @@
+"""speclint's stdio client: start an MCP server as a child process, list its tools, stop it.
+
+The MCP stdio transport is newline-delimited JSON-RPC 2.0 on the server's stdin and stdout; its
+stderr is a log. speclint sends ``initialize``, the ``notifications/initialized`` notification and
+``tools/list`` (every page), all within one deadline, then shuts the server down as the transport
+spec asks: close its stdin, wait, SIGTERM, wait, SIGKILL, each sent to the server's whole process
+group so that the children of ``npx`` or a shell wrapper go too. POSIX only.
+
+Servers are not all tidy, so on stdout speclint skips lines that are not JSON-RPC (banners, JSON
+logs; at most ``MAX_NOISE_BYTES``), skips notifications and answers the server's own requests
+(``ping`` with ``{}``, anything else with "method not found"). Whatever goes wrong raises
+``tools.speclint.Unreadable`` with a one-line message: the command cannot start, the server exits
+or closes stdout before answering (with its exit status and the tail of its stderr), no answer
+before the deadline, a JSON-RPC error, a line over ``MAX_LINE_BYTES``, pagination that does not end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from tools.speclint import (
+    MAX_PAGES,
+    PROTOCOL_VERSION,
+    Unreadable,
+    __version__,
+    one_line,
+    rpc_error_text,
+    tools_from,
+)
+
+MAX_LINE_BYTES = 16 << 20  # one message; a longer line is an error, never an ever-growing buffer
+MAX_NOISE_BYTES = 1 << 20  # stdout that is not JSON-RPC, skipped before giving up
+STDERR_TAIL_CHARS = 300
+CLOSE_GRACE_SECONDS = 2.0  # after closing stdin, before SIGTERM
+TERM_GRACE_SECONDS = 2.0  # after SIGTERM, before SIGKILL
+KILL_WAIT_SECONDS = 2.0  # after SIGKILL, before giving up on the group
+METHOD_NOT_FOUND = -32601
+_CHUNK = 1 << 16
+
+
+def list_tools(command: list[str], timeout: float, env: dict[str, str] | None = None) -> list[dict]:
+    """Every tool the stdio server started by `command` lists, each as the server sent it.
+
+    `timeout` bounds the whole exchange, from start-up to the last page; `env` holds variables set
+    for the server on top of speclint's own environment (as MCP clients' "env" settings do)."""
+    with StdioServer(command, timeout, env) as server:
+        server.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "speclint", "version": __version__},
+            },
+        )
+        server.notify("notifications/initialized")
+        return all_pages(server)
+
+
+def all_pages(server: StdioServer) -> list[dict]:
+    """`tools/list`, following `nextCursor` for at most `MAX_PAGES` pages."""
+    source = f"tools/list from {server.name}"
+    tools: list[dict] = []
+    seen: set[str] = set()
+    params: dict = {}
+    while True:
+        result = server.request("tools/list", params)
+        tools.extend(tools_from(result, source))
+        cursor = result.get("nextCursor")
+        if cursor is None or cursor == "":
+            return tools
+        if not isinstance(cursor, str):
+            raise Unreadable(f"{source}: nextCursor is not a string")
+        if cursor in seen:
+            raise Unreadable(f"{source}: pagination does not end (cursor {one_line(repr(cursor), 80)} again)")
+        if len(seen) + 1 >= MAX_PAGES:
+            raise Unreadable(f"{source}: pagination does not end (more than {MAX_PAGES} pages)")
+        seen.add(cursor)
+        params = {"cursor": cursor}
+
+
+class StdioServer:
+    """One server process, spoken to in JSON-RPC against one deadline and stopped on leaving."""
+
+    def __init__(self, command: list[str], timeout: float, env: dict[str, str] | None = None):
+        if not command:
+            raise Unreadable("no server command given")
+        self.name = f"`{one_line(shlex.join(command), 120)}`"
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.process = start(command, env, self.name)
+        self.stderr = Tail(self.process.stderr)
+        os.set_blocking(self.process.stdin.fileno(), False)
+        self._readable = selectors.DefaultSelector()
+        self._readable.register(self.process.stdout, selectors.EVENT_READ)
+        self._writable = selectors.DefaultSelector()
+        self._writable.register(self.process.stdin, selectors.EVENT_WRITE)
+        self._buffer = bytearray()
+        self._noise = 0
+        self._first_noise = ""
+        self._next_id = 0
+
+    def __enter__(self) -> StdioServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def request(self, method: str, params: dict) -> dict:
+        """The result of one request; the server's notifications and requests meanwhile are handled."""
+        self._next_id += 1
+        request_id = self._next_id
+        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, method)
+        while True:
+            message = self._message(method)
+            if "method" in message:
+                if "id" in message:
+                    self._answer(message, method)
+            elif message.get("id") == request_id and not isinstance(message.get("id"), bool):
+                break
+        if "error" in message:
+            raise Unreadable(
+                f"{self.name} answered {method} with JSON-RPC error {rpc_error_text(message['error'])}"
+            )
+        if not isinstance(message.get("result"), dict):
+            raise Unreadable(f"{self.name} answered {method} without a result object")
+        return message["result"]
+
+    def notify(self, method: str) -> None:
+        self._send({"jsonrpc": "2.0", "method": method}, method)
+
+    def stop(self) -> None:
+        """Close stdin (and stdout, so a server writing on its way out fails instead of blocking),
+        then wait, SIGTERM and SIGKILL the process group until none of it runs."""
+        for closable in (self.process.stdin, self.process.stdout, self._readable, self._writable):
+            with contextlib.suppress(OSError):
+                closable.close()
+        stop_group(self.process)
+
+    def _answer(self, request: dict, method: str) -> None:
+        """Answer a server-to-client request, so a server waiting for it does not hang."""
+        if request["method"] == "ping":
+            reply = {"jsonrpc": "2.0", "id": request["id"], "result": {}}
+        else:
+            error = {"code": METHOD_NOT_FOUND, "message": f"speclint does not support {request['method']}"}
+            reply = {"jsonrpc": "2.0", "id": request["id"], "error": error}
+        self._send(reply, method)
+
+    def _send(self, message: dict, method: str) -> None:
+        data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        while data:
+            self._writable.select(self._remaining(method))
+            try:
+                data = data[os.write(self.process.stdin.fileno(), data) :]
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                raise self._ended(method) from None
+
+    def _message(self, method: str) -> dict:
+        """The next JSON-RPC message on stdout, skipping what is not one."""
+        while True:
+            line = self._line(method)
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                message = None
+            if isinstance(message, dict) and message.get("jsonrpc") == "2.0":
+                return message
+            if not line.strip():
+                continue
+            self._noise += len(line) + 1
+            self._first_noise = self._first_noise or one_line(line.decode("utf-8", errors="replace"), 80)
+            if self._noise > MAX_NOISE_BYTES:
+                raise Unreadable(
+                    f"{self.name} wrote over {MAX_NOISE_BYTES >> 20} MiB to stdout that is not JSON-RPC "
+                    f"before answering {method} (it began {self._first_noise!r})"
+                )
+
+    def _line(self, method: str) -> bytes:
+        """The next line of stdout, waiting no later than the deadline."""
+        scanned = 0
+        while True:
+            remaining = self._remaining(method)
+            end = self._buffer.find(b"\n", scanned)
+            if end > MAX_LINE_BYTES or (end < 0 and len(self._buffer) > MAX_LINE_BYTES):
+                raise Unreadable(
+                    f"{self.name} wrote a line over {MAX_LINE_BYTES >> 20} MiB answering {method}"
+                )
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                return line
+            scanned = len(self._buffer)
+            if self._readable.select(remaining):
+                chunk = os.read(self.process.stdout.fileno(), _CHUNK)
+                if not chunk:
+                    raise self._ended(method)
+                self._buffer += chunk
+
+    def _remaining(self, method: str) -> float:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise Unreadable(
+                f"{self.name} did not answer {method} in time ({self.timeout:g}s for the whole exchange)"
+                + self.stderr.said()
+            )
+        return remaining
+
+    def _ended(self, method: str) -> Unreadable:
+        try:
+            returncode = self.process.wait(timeout=CLOSE_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            what = "closed its stdout"
+        else:
+            what = f"exited with {exit_status(returncode)}"
+        return Unreadable(f"{self.name} {what} before answering {method}" + self.stderr.said(wait=0.5))
+
+
+class Tail:
+    """Drains a stream on its own thread and keeps its end: a chatty server never fills the pipe."""
+
+    def __init__(self, stream, keep: int = 4096):
+        self._data = bytearray()
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, stream) -> None:
+        with stream:
+            while chunk := stream.read(_CHUNK):
+                with self._lock:
+                    self._data += chunk
+                    del self._data[: -self._keep]
+
+    def said(self, wait: float = 0.0) -> str:
+        """The last words on the stream as "; stderr: ...", or "" if none; waits up to `wait` for its end."""
+        self._thread.join(wait)
+        with self._lock:
+            text = self._data.decode("utf-8", errors="replace")
+        tail = one_line(text, len(text))[-STDERR_TAIL_CHARS:]
+        return f"; stderr: {tail}" if tail else ""
+
+
+def start(command: list[str], env: dict[str, str] | None, name: str) -> subprocess.Popen:
+    """The server as the leader of a new process group (its pid is the group's id)."""
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            start_new_session=True,
+            env=None if env is None else {**os.environ, **env},
+        )
+    except FileNotFoundError:
+        raise Unreadable(f"cannot start {name}: {command[0]} not found") from None
+    except PermissionError:
+        raise Unreadable(f"cannot start {name}: {command[0]} is not executable") from None
+    except OSError as exc:
+        raise Unreadable(f"cannot start {name}: {exc.strerror or exc}") from None
+
+
+def exit_status(returncode: int) -> str:
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-returncode).name}"
+        return f"signal {-returncode}"
+    return f"status {returncode}"
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """Wait for the group to end, then SIGTERM it, then SIGKILL it; the leader is always reaped."""
+    steps = (
+        (None, CLOSE_GRACE_SECONDS),
+        (signal.SIGTERM, TERM_GRACE_SECONDS),
+        (signal.SIGKILL, KILL_WAIT_SECONDS),
+    )
+    for signal_number, grace in steps:
+        if signal_number is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal_number)
+        if group_ended(process, grace):
+            return
+
+
+def group_ended(process: subprocess.Popen, grace: float) -> bool:
+    """Whether the leader (reaped here) and every other process of its group end within `grace`."""
+    deadline = time.monotonic() + grace
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        return False
+    while group_running(process.pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def group_running(pgid: int) -> bool:
+    """Whether a process of the group runs; zombies that an init which never reaps keeps (as in
+    some containers) do not count, where /proc shows them."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, _parent, group = stat[stat.rfind(")") + 2 :].split()[:3]
+        if group == str(pgid) and state not in "ZX":
+            return True
+    return False
