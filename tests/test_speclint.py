@@ -63,7 +63,19 @@ def test_clean_manifest_has_no_findings():
 EXPECTED = {
     "sl001_no_idempotency_key.json": {
         ("SL001", "high", "send_invoice", "/inputSchema/properties"),
-        ("SL001", "high", "delete_file", "/inputSchema/properties"),
+        ("SL001", "high", "append_log_line", "/inputSchema/properties"),
+    },
+    "sl001_inference.json": {
+        # delete_file (only destructiveHint): a repeat finds the file gone, so no SL001
+        # declared mutating, and "process" says nothing about repeats
+        ("SL001", "medium", "process_batch", "/inputSchema/properties"),
+        # no annotations: "post" says it mutates and adds another comment each call
+        ("SL002", "medium", "post_comment", "/annotations"),
+        ("SL001", "high", "post_comment", "/inputSchema/properties"),
+        # no annotations: creating a named branch twice collides, so only the annotations finding
+        ("SL002", "medium", "create_branch", "/annotations"),
+        # no annotations, but "get" says it only reads: the missing annotations are the one finding
+        ("SL002", "medium", "get_comments", "/annotations"),
     },
     "sl002_annotations.json": {
         ("SL002", "medium", "archive_order", "/annotations"),
@@ -81,35 +93,56 @@ EXPECTED = {
         ("SL003", "medium", "save_note", "/inputSchema/properties/meta"),
         ("SL003", "medium", "save_note", "/inputSchema/properties/meta/additionalProperties"),
         ("SL003", "medium", "save_note", "/inputSchema/properties/choice/anyOf/0"),
+        ("SL003", "low", "save_note", "/inputSchema/properties/choice/anyOf/1"),
+        ("SL003", "low", "save_note", "/inputSchema/properties/lists/oneOf/0/items"),
+        ("SL003", "low", "save_note", "/inputSchema/properties/lists/oneOf/1/items"),
         ("SL003", "medium", "save_note", "/inputSchema/properties/lists/oneOf/1"),
         ("SL003", "medium", "save_note", "/inputSchema/properties/a~1b"),
         ("SL003", "medium", "tag_item", "/inputSchema/$defs/label"),
-        # $defs is also what local-model runtimes reject
-        ("SL004", "high", "tag_item", "/inputSchema/$defs"),
     },
     "sl004_local_models.json": {
-        ("SL004", "high", "bad name!", "/name"),
-        ("SL004", "high", "array_root", "/inputSchema/type"),
-        ("SL004", "high", "array_root", "/inputSchema/properties"),
-        ("SL004", "high", "no_properties", "/inputSchema/properties"),
+        ("SL006", "high", "bad name!", "/name"),
+        ("SL006", "high", "array_root", "/inputSchema/type"),
         ("SL004", "high", "pattern_checks", "/inputSchema/properties/a/pattern"),
         ("SL004", "high", "pattern_checks", "/inputSchema/properties/b/pattern"),
         ("SL004", "high", "pattern_checks", "/inputSchema/properties/c/pattern"),
         ("SL004", "high", "pattern_checks", "/inputSchema/properties/d/pattern"),
         ("SL004", "high", "pattern_checks", "/inputSchema/properties/e/pattern"),
-        ("SL004", "high", "keyword_checks", "/inputSchema/$schema"),
-        ("SL004", "high", "keyword_checks", "/inputSchema/$defs"),
-        ("SL004", "high", "keyword_checks", "/inputSchema/definitions"),
-        ("SL004", "high", "keyword_checks", "/inputSchema/properties/when/format"),
-        ("SL004", "high", "keyword_checks", "/inputSchema/properties/ref/$ref"),
         ("SL004", "high", "boolean_checks", "/inputSchema/properties/anything"),
         ("SL004", "high", "boolean_checks", "/inputSchema/properties/none/items"),
-        ("SL004", "high", "missing_schema", "/inputSchema"),
+        ("SL006", "medium", "boolean_checks", "/inputSchema/properties/anything"),
+        ("SL006", "high", "missing_schema", "/inputSchema"),
     },
     "sl005_side_effects.json": {
         ("SL005", "low", "process_records", "/description"),
         ("SL005", "low", "sync_now", "/description"),
         ("SL005", "low", "read_stats", "/outputSchema"),
+    },
+    "sl006_invalid.json": {
+        ("SL006", "high", "bad name!", "/name"),
+        ("SL006", "high", "array_root", "/inputSchema/type"),
+        ("SL006", "high", "missing_schema", "/inputSchema"),
+        ("SL004", "high", "find_things", "/inputSchema/properties/anything"),
+        ("SL006", "high", "find_things", "/inputSchema/required"),
+        ("SL006", "high", "find_things", "/inputSchema/properties/q/pattern"),
+        ("SL006", "medium", "find_things", "/inputSchema/properties/python_only/pattern"),
+        ("SL006", "medium", "find_things", "/inputSchema/properties/typeless"),
+        ("SL006", "high", "find_things", "/inputSchema/properties/wrong_type/type"),
+        ("SL006", "high", "find_things", "/inputSchema/properties/short/minLength"),
+        ("SL006", "high", "find_things", "/inputSchema/properties/few/minItems"),
+        ("SL006", "high", "find_things", "/inputSchema/properties/count/minimum"),
+        ("SL006", "high", "find_things", "/inputSchema/properties/ratio/exclusiveMinimum"),
+        ("SL006", "high", "find_things", "/inputSchema/properties/negative/maxLength"),
+        ("SL006", "high", "find_things", "/inputSchema/properties/nothing/enum"),
+        ("SL006", "medium", "find_things", "/inputSchema/properties/anything"),
+    },
+    "sl007_sensitive.json": {
+        ("SL007", "medium", "fetch_page", "/inputSchema/properties/url"),
+        ("SL007", "medium", "fetch_page", "/inputSchema/properties/target"),
+        ("SL007", "medium", "fetch_page", "/inputSchema/properties/file_path"),
+        ("SL007", "medium", "fetch_page", "/inputSchema/properties/where"),
+        ("SL007", "medium", "fetch_page", "/inputSchema/properties/command"),
+        ("SL007", "medium", "fetch_page", "/inputSchema/properties/sql"),
     },
 }
 
@@ -133,6 +166,8 @@ def test_each_rule_fires_on_its_crafted_manifest(fixture):
         ("SL003", "unbounded-input", "medium"),
         ("SL004", "local-model-incompatible-schema", "high"),
         ("SL005", "undisclosed-side-effects", "low"),
+        ("SL006", "invalid-or-unsatisfiable-schema", "high"),
+        ("SL007", "unconstrained-sensitive-string", "medium"),
     ],
 )
 def test_rules_have_stable_ids_slugs_and_severities(rule_id, slug, severity):
@@ -155,6 +190,9 @@ def test_readonly_contradiction_ignores_nouns_and_denials():
         "Returns charges for a customer. Does not create anything.",
         "Reads a receipt; it does not create or delete anything.",
         "Shows the draft and never sends, charges, or deletes it.",
+        "Demonstrates a long running operation with progress updates.",
+        "Shows differences between branches or commits, and the latest changes.",
+        "Returns the bundle_id to pass to purchase_free_bundle.",
     ):
         tool["description"] = description
         assert speclint.check_annotations(tool, "get_post") == []
@@ -163,27 +201,13 @@ def test_readonly_contradiction_ignores_nouns_and_denials():
         "Does not create a draft; it sends the post.",
         "Never charges twice, and deletes the card afterwards.",
         "Returns the post and deletes it.",
-        "Reads the post, deletes it",
+        "Reads the post; deletes it",
+        "Reads the post. Then it sends a copy to the author",
     ):
         tool["description"] = description
         assert triples(speclint.check_annotations(tool, "get_post")) == {
             ("SL002", "medium", "get_post", "/annotations/readOnlyHint")
         }, description
-
-
-@pytest.mark.parametrize(
-    ("name", "verb"),
-    [
-        ("sendEmail", "send"),
-        ("create-user", "create"),
-        ("user_delete", "delete"),
-        ("get_post", None),
-        ("list_charges", None),
-        ("weekly_report", None),
-    ],
-)
-def test_mutating_verbs_in_names(name, verb):
-    assert speclint.mutating_verb_in_name(name) == verb
 
 
 @pytest.mark.parametrize(
@@ -366,7 +390,7 @@ def test_sarif_output_is_sarif_2_1_0(capsys):
     driver = run_["tool"]["driver"]
     assert driver["name"] == "speclint"
     rule_ids = [rule["id"] for rule in driver["rules"]]
-    assert rule_ids == ["SL001", "SL002", "SL003", "SL004", "SL005"]
+    assert rule_ids == ["SL001", "SL002", "SL003", "SL004", "SL005", "SL006", "SL007"]
     for rule in driver["rules"]:
         assert rule["shortDescription"]["text"] and rule["fullDescription"]["text"] and rule["help"]["text"]
         assert rule["defaultConfiguration"]["level"] in ("error", "warning", "note")
@@ -374,12 +398,13 @@ def test_sarif_output_is_sarif_2_1_0(capsys):
     for result in run_["results"]:
         assert result["ruleId"] in rule_ids
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
-        assert result["level"] == "error" and result["properties"]["severity"] == "high"
+        assert result["level"] == speclint.SARIF_LEVEL[result["properties"]["severity"]]
         logical = result["locations"][0]["logicalLocations"][0]
         assert logical["fullyQualifiedName"] == logical["name"] + result["properties"]["jsonPointer"]
         assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == manifest.as_posix()
     names = {r["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] for r in run_["results"]}
-    assert "keyword_checks/inputSchema/properties/when/format" in names
+    assert "pattern_checks/inputSchema/properties/a/pattern" in names
+    assert {r["level"] for r in run_["results"]} == {"error", "warning"}  # SL006's typeless parameter
 
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.Draft202012Validator.check_schema(SARIF_SHAPE)
@@ -406,7 +431,7 @@ def test_dash_reads_standard_input():
     manifest = (FIXTURES / "sl001_no_idempotency_key.json").read_text()
     result = run_cli("-", "--format", "json", stdin=manifest)
     assert result.returncode == 1
-    assert {f["tool"] for f in json.loads(result.stdout)["findings"]} == {"send_invoice", "delete_file"}
+    assert {f["tool"] for f in json.loads(result.stdout)["findings"]} == {"send_invoice", "append_log_line"}
 
     clean = run_cli("-", stdin=(FIXTURES / "clean.json").read_text())
     assert clean.returncode == 0
@@ -580,7 +605,7 @@ def test_url_target_follows_next_cursor_and_carries_the_session(fake_mcp, capsys
 
     code, out, err = run(capsys, server.url, "--format", "json", "--header", "Authorization: Bearer t0k")
     assert (code, err) == (1, "")
-    assert [f["tool"] for f in json.loads(out)["findings"]] == ["send_invoice", "delete_file"]
+    assert [f["tool"] for f in json.loads(out)["findings"]] == ["send_invoice", "append_log_line"]
 
     calls = [(http, rpc, params) for http, rpc, params, _ in server.seen]
     assert calls == [
@@ -635,21 +660,12 @@ def schema_findings(schema: dict) -> list[str]:
 @pytest.mark.parametrize(
     ("schema", "rule"),
     [
-        pytest.param({"type": "array"}, "not 'object'", id="root-not-object"),
         pytest.param({"type": "object", "properties": {}}, "additionalProperties", id="root-open"),
         pytest.param(
             {"type": "object", "properties": {}, "additionalProperties": True},
             "additionalProperties",
             id="root-additional-true",
         ),
-        pytest.param(_object(a={"$ref": "#/$defs/a"}), "uses $ref", id="ref"),
-        pytest.param({**_object(), "$defs": {"a": {"type": "string"}}}, "uses $defs", id="defs"),
-        pytest.param(
-            {**_object(), "$schema": "https://json-schema.org/draft/2020-12/schema"},
-            "uses $schema",
-            id="schema-keyword",
-        ),
-        pytest.param(_object(a={"type": "string", "format": "email"}), "uses format", id="format"),
         pytest.param(_object(a={"type": "string", "pattern": "[a-z]+$"}), "anchored", id="no-caret"),
         pytest.param(_object(a={"type": "string", "pattern": "^[a-z]+"}), "anchored", id="no-dollar"),
         pytest.param(_object(a={"type": "string", "pattern": "^[a-z]+\\$"}), "anchored", id="escaped-dollar"),
@@ -662,11 +678,6 @@ def schema_findings(schema: dict) -> list[str]:
         pytest.param(_object(a=True), "boolean", id="boolean-property"),
         pytest.param(_object(a={"type": "array", "items": False}), "boolean", id="boolean-items"),
         pytest.param(_object(a={"anyOf": [{"type": "string"}, True]}), "boolean", id="boolean-in-anyof"),
-        pytest.param(
-            _object(a={"type": "object", "additionalProperties": {"format": "uri"}}),
-            "uses format",
-            id="nested-format",
-        ),
     ],
 )
 def test_each_local_model_rule_is_caught_in_an_input_schema(schema, rule):

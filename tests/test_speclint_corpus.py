@@ -88,3 +88,60 @@ def test_speclint_cli_renders_every_real_manifest(path: Path, output_format: str
     assert err == ""
     if output_format != "text":
         json.loads(out)
+
+
+# ---------------------------------------------------------------- targets on the corpus
+
+
+def corpus_findings() -> list[tuple[str, speclint.Finding]]:
+    """(server, finding) for every finding on every dump."""
+    out = []
+    for path in DUMPS:
+        document = load(path)
+        out.extend((document["server"], f) for f in speclint.lint(document["tools"]))
+    return out
+
+
+def label(server: str, finding: speclint.Finding) -> str:
+    return LABELS[f"{server}/{finding.tool}"]["label"]
+
+
+def test_sl001_never_fires_on_a_tool_that_only_reads():
+    wrong = [
+        f"{s}/{f.tool}" for s, f in corpus_findings() if f.rule_id == "SL001" and label(s, f) == "reads-only"
+    ]
+    assert wrong == []
+
+
+def test_sl001_fires_on_at_least_nine_in_ten_retry_unsafe_tools():
+    unsafe = {key for key, entry in LABELS.items() if entry["label"] == "retry-unsafe"}
+    fired = {f"{s}/{f.tool}" for s, f in corpus_findings() if f.rule_id == "SL001"}
+    caught = unsafe & fired
+    assert len(caught) / len(unsafe) >= 0.9, (
+        f"caught {len(caught)} of {len(unsafe)}; missed {sorted(unsafe - fired)}"
+    )
+
+
+def test_every_high_sl001_finding_is_a_retry_unsafe_tool():
+    highs = [(s, f) for s, f in corpus_findings() if f.rule_id == "SL001" and f.severity == "high"]
+    assert highs, "the corpus has retry-unsafe tools without keys: SL001 must say so at high"
+    assert [f"{s}/{f.tool}" for s, f in highs if label(s, f) != "retry-unsafe"] == []
+
+
+def test_no_other_rule_is_high_on_the_corpus():
+    """SL004 is high only for what an engine rejects (none of these schemas; see
+    test_speclint_engines), SL006 only for a schema no call can satisfy or no client can compile:
+    a new high finding here must be checked by hand and its tool added to this test."""
+    others = [
+        (s, f.rule_id, f.tool, f.path)
+        for s, f in corpus_findings()
+        if f.severity == "high" and f.rule_id != "SL001"
+    ]
+    assert others == []
+
+
+@pytest.mark.parametrize("server", ["time", "fetch", "sequential-thinking"])
+def test_default_gate_passes_on_the_fully_annotated_read_only_servers(server, capsys):
+    code = speclint.main([str(CORPUS / f"{server}.json")])
+    out, _ = capsys.readouterr()
+    assert code == 0, out

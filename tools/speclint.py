@@ -66,12 +66,16 @@ import contextlib
 import hashlib
 import json
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+
+from tools import speclint_regex as regex
+from tools import speclint_words as words
 
 __version__ = "0.1.0"
 
@@ -96,53 +100,6 @@ IDEMPOTENCY_KEY_NAMES = (
 )
 _KEY_NAMES = frozenset(name.casefold() for name in IDEMPOTENCY_KEY_NAMES)
 
-# SL002: verbs that contradict readOnlyHint: true (base form and third person, whole words).
-MUTATING_VERBS = (
-    "send",
-    "buy",
-    "purchase",
-    "create",
-    "delete",
-    "remove",
-    "charge",
-    "pay",
-    "write",
-    "update",
-    "post",
-)
-# Read verbs: a name containing one is not judged by its other words ("get_post", "list_charges").
-READ_VERBS = (
-    "get",
-    "list",
-    "read",
-    "search",
-    "find",
-    "fetch",
-    "query",
-    "lookup",
-    "describe",
-    "show",
-    "view",
-    "count",
-    "check",
-    "validate",
-    "preview",
-    "estimate",
-)
-# SL002: a verb form right after one of these is denied, and so is a verb joined to it by "or",
-# "and", "nor" or a comma.
-NEGATIONS = frozenset({"not", "never", "without", "doesn't", "don't", "won't", "cannot", "can't"})
-# SL002: a verb form right after one of these words is a noun or a denial, not what the tool does.
-NOT_A_VERB_AFTER = frozenset(
-    {
-        "a", "an", "the", "this", "that", "these", "those", "each", "every", "any", "all", "no",
-        "my", "your", "our", "their", "its", "his", "her", "recent", "latest", "pending", "past",
-        "existing", "not", "never", "without", "doesn't", "don't", "won't", "cannot", "can't",
-    }
-    | set(READ_VERBS)
-    | {verb + "s" for verb in READ_VERBS}
-    | {"returns", "return", "gets", "finds", "fetches", "searches", "shows", "lists", "reads"}
-)  # fmt: skip
 # SL005: words that say what a call changes in the world (any one is enough).
 SIDE_EFFECT_WORDS = (
     "side effect",
@@ -172,20 +129,39 @@ SIDE_EFFECT_WORDS = (
     "cancel", "cancels", "cancelled", "canceled",
     "notify", "notifies", "notified",
     "overwrite", "overwrites", "overwritten",
+    "add", "adds", "added",
+    "append", "appends", "appended",
+    "push", "pushes", "pushed",
+    "move", "moves", "moved",
+    "rename", "renames", "renamed",
+    "switch", "switches", "switched",
+    "merge", "merges", "merged",
+    "fork", "forks", "forked",
+    "commit", "commits", "committed",
+    "reset", "resets",
+    "stage", "stages", "staged", "unstage", "unstages", "unstaged",
+    "edit", "edits", "edited",
+    "replace", "replaces", "replaced",
+    "toggle", "toggles", "toggled",
+    "reply", "replies", "replied",
+    "execute", "executes", "executed",
+    "set", "sets",
+    "register", "registers", "registered",
+    "archive", "archives", "archived",
+    "close", "closes", "closed",
+    "enable", "enables", "enabled", "disable", "disables", "disabled",
 )  # fmt: skip
 
 TOOL_NAME_PATTERN = "^[a-zA-Z0-9_-]{1,64}$"
 _TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 HINT_KEYS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-FORBIDDEN_KEYWORDS = ("$ref", "$defs", "definitions", "$schema", "format")
+# Engines compile $schema, $ref/$defs/definitions and format (issue: they were flagged wrongly).
+FORBIDDEN_KEYWORDS: tuple[str, ...] = ()
 LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
 _SHORTHAND_RE = re.compile(r"(?<!\\)(?:\\\\)*\\[dDsSwW]")
-_VERB_RE = re.compile(r"\b(" + "|".join(MUTATING_VERBS) + r")s?\b", re.IGNORECASE)
 _SIDE_EFFECT_RE = re.compile(
     r"\b(?:" + "|".join(re.escape(w) for w in SIDE_EFFECT_WORDS) + r")\b", re.IGNORECASE
 )
-_WORD_BEFORE_RE = re.compile(r"([A-Za-z']+)[^A-Za-z']*$")
-_JOINED_RE = re.compile(r"(?:\s*,)?\s*(?:or|and|nor|,)\s*", re.IGNORECASE)
 
 # Keywords whose value is one schema, a list of schemas, or a name -> schema map.
 SCHEMA_KEYWORDS = (
@@ -201,6 +177,7 @@ SCHEMA_KEYWORDS = (
     "unevaluatedItems",
     "unevaluatedProperties",
 )
+NUMBER_BOUNDS = (("minimum", ("minimum", "exclusiveMinimum")), ("maximum", ("maximum", "exclusiveMaximum")))
 SCHEMA_LIST_KEYWORDS = ("anyOf", "oneOf", "allOf", "prefixItems")
 SCHEMA_MAP_KEYWORDS = ("properties", "patternProperties", "dependentSchemas", "$defs", "definitions")
 
@@ -268,7 +245,28 @@ RULES = (
         "Say in the description what the tool changes (sends, creates, updates, deletes, charges, "
         "...) and publish an outputSchema for its structured results.",
     ),
+    Rule(
+        "SL006",
+        "invalid-or-unsatisfiable-schema",
+        "high",
+        "Schema that clients cannot use or no call can satisfy",
+        "A pattern one side cannot compile, an unknown type, bounds that exclude every value or a "
+        "required property that may not be given break every call; a parameter without a type "
+        "leaves callers guessing.",
+        "Use ECMA-262 patterns that Python also compiles, JSON Schema types, bounds that leave "
+        "values, and a type on every parameter.",
+    ),
+    Rule(
+        "SL007",
+        "unconstrained-sensitive-string",
+        "medium",
+        "Path, URL or command parameter without constraints",
+        "A string that names a file, a URL or a command reaches the filesystem, the network or an "
+        "interpreter: unconstrained, a hostile or confused caller reaches anything the server can.",
+        "Constrain it with an anchored pattern or an enum and enforce the same on the server.",
+    ),
 )
+
 RULE_BY_ID = {rule.id: rule for rule in RULES}
 
 
@@ -279,6 +277,7 @@ class Finding:
     path: str
     message: str
     fix: str
+    level: str | None = None  # this finding's severity when it differs from the rule's
 
     @property
     def rule(self) -> Rule:
@@ -286,7 +285,7 @@ class Finding:
 
     @property
     def severity(self) -> str:
-        return self.rule.severity
+        return self.level or self.rule.severity
 
     def as_dict(self) -> dict:
         return {
@@ -350,10 +349,6 @@ def annotations(tool: dict) -> dict:
     return hints if isinstance(hints, dict) else {}
 
 
-def is_mutating(tool: dict) -> bool:
-    return annotations(tool).get("readOnlyHint") is not True
-
-
 def root_schema(tool: dict) -> dict:
     schema = tool.get("inputSchema")
     return schema if isinstance(schema, dict) else {}
@@ -367,33 +362,28 @@ def idempotency_keys(tool: dict) -> list[str]:
     return [name for name in properties if isinstance(name, str) and name.casefold() in _KEY_NAMES]
 
 
-def name_words(name: str) -> list[str]:
-    """`sendEmail`, `send_email`, `send-email` -> ["send", "email"]."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    return [word.lower() for word in re.split(r"[^A-Za-z0-9]+", spaced) if word]
+def text(tool: dict, key: str) -> str:
+    value = tool.get(key)
+    return value if isinstance(value, str) else ""
 
 
-def mutating_verb_in_name(name: str) -> str | None:
-    words = name_words(name)
-    if any(word in READ_VERBS for word in words):
-        return None
-    forms = {verb: verb for verb in MUTATING_VERBS} | {verb + "s": verb for verb in MUTATING_VERBS}
-    return next((forms[word] for word in words if word in forms), None)
+def declares_behaviour(tool: dict) -> bool:
+    """Whether the tool's annotations set any of the four behaviour hints."""
+    return any(key in annotations(tool) for key in HINT_KEYS)
 
 
-def mutating_verb_in_text(text: str) -> str | None:
-    denied_until = -1  # end of the last verb under a negation
-    for match in _VERB_RE.finditer(text):
-        before = _WORD_BEFORE_RE.search(text[: match.start()])
-        word = before.group(1).lower() if before else ""
-        joined = denied_until >= 0 and _JOINED_RE.fullmatch(text[denied_until : match.start()])
-        if joined or word in NEGATIONS:
-            denied_until = match.end()  # "does not create or delete": the denial covers both
-            continue
-        if word in NOT_A_VERB_AFTER:  # a noun ("the post"): it denies nothing after it
-            continue
-        return match.group(0)
-    return None
+def mutation(tool: dict) -> tuple[str, words.Inference]:
+    """How the tool is known to mutate: ("declared" | "inferred" | "", inference from its words).
+
+    Declared: annotations set a hint and readOnlyHint is not true. Inferred: no hints, and the
+    name (or else the description) uses a mutating verb. "" when it is read-only or unknown."""
+    inference = words.infer(text(tool, "name"), text(tool, "description"))
+    if declares_behaviour(tool):
+        if annotations(tool).get("readOnlyHint") is True:
+            return "", inference
+        retry, evidence = words.retry_of(text(tool, "name"), text(tool, "description"))
+        return "declared", words.Inference("mutates", retry, evidence)
+    return ("inferred" if inference.effect == "mutates" else ""), inference
 
 
 def pattern_problems(pattern: object) -> list[str]:
@@ -415,23 +405,36 @@ def pattern_problems(pattern: object) -> list[str]:
 
 
 def check_idempotency_key(tool: dict, name: str) -> list[Finding]:
-    """SL001: a mutating, non-idempotent tool that takes no idempotency key."""
-    hints = annotations(tool)
-    if hints.get("readOnlyHint") is True or hints.get("idempotentHint") is True:
+    """SL001: a declared or inferred mutating tool, not retry-safe, that takes no idempotency key.
+
+    High when its words say every call adds another effect (post, send, create_issue, ...);
+    medium when they say nothing either way; nothing when they say a repeat is harmless
+    (update, delete, create_branch, ...) or it declares idempotentHint: true."""
+    how, inference = mutation(tool)
+    if not how or annotations(tool).get("idempotentHint") is True or idempotency_keys(tool):
         return []
-    if idempotency_keys(tool):
+    if inference.retry == "safe":
         return []
     has_properties = isinstance(root_schema(tool).get("properties"), dict)
     path = "/inputSchema/properties" if has_properties else "/inputSchema"
+    what = "declared neither read-only nor idempotent" if how == "declared" else "no annotations"
+    if inference.retry == "unsafe":
+        level = "high"
+        why = f"{what}, and {inference.evidence} says each call adds another effect"
+    else:
+        level = "medium"
+        why = f"{what}; it mutates ({inference.evidence}) and nothing says a repeat is harmless"
     return [
         Finding(
             "SL001",
             name,
             path,
-            "the tool is neither readOnlyHint nor idempotentHint and takes no idempotency key "
-            "(idempotency_key, request_id, ...): a retrying agent repeats its effects",
+            f"{why}; with no idempotency key (idempotency_key, request_id, ...) a retrying agent "
+            "repeats the effect",
             'add an optional string property "idempotency_key" (maxLength 128, anchored pattern) '
-            "that the server deduplicates on, and tell callers to reuse it when they retry",
+            "that the server deduplicates on, and tell callers to reuse it when they retry; or "
+            "declare idempotentHint: true if a repeat really changes nothing",
+            level,
         )
     ]
 
@@ -464,12 +467,11 @@ def check_annotations(tool: dict, name: str) -> list[Finding]:
         )
     hints = annotations(tool)
     if hints.get("readOnlyHint") is True:
-        description = tool.get("description") if isinstance(tool.get("description"), str) else ""
-        tool_name = tool.get("name") if isinstance(tool.get("name"), str) else ""
-        verb = mutating_verb_in_name(tool_name)
+        verb = words.name_verb(words.words(text(tool, "name")))
         where = "name"
-        if verb is None:
-            verb, where = mutating_verb_in_text(description), "description"
+        if verb not in words.CONTRADICTING_VERBS:
+            said = words.verbs_in_text(text(tool, "description"), words.CONTRADICTING_VERBS)
+            verb, where = (said[0], "description") if said else (None, "")
         if verb is not None:
             found.append(
                 Finding(
@@ -530,6 +532,21 @@ def check_bounds(tool: dict, name: str) -> list[Finding]:
                     "add maxItems",
                 )
             )
+        numeric = types & {"number", "integer"}
+        if numeric and not bounded_values:
+            open_sides = [side for side, keys in NUMBER_BOUNDS if not any(key in node for key in keys)]
+            if open_sides:
+                found.append(
+                    Finding(
+                        "SL003",
+                        name,
+                        path,
+                        f"{sorted(numeric)[0]} without a {' or '.join(open_sides)}: any size reaches "
+                        "the tool (a page size of 10^9, a negative count)",
+                        f"add {' and '.join(open_sides)} (or an enum if the values are known)",
+                        "low",
+                    )
+                )
         is_object = "object" in types or (not types and isinstance(node.get("properties"), dict))
         if is_object and node.get("additionalProperties") is not False:
             found.append(
@@ -551,33 +568,9 @@ def check_local_models(tool: dict, name: str) -> list[Finding]:
     def add(path: str, message: str, fix: str) -> None:
         found.append(Finding("SL004", name, path, message, fix))
 
-    tool_name = tool.get("name")
-    if not (isinstance(tool_name, str) and _TOOL_NAME_RE.fullmatch(tool_name)):
-        add(
-            "/name",
-            f"tool name {tool_name!r} does not match {TOOL_NAME_PATTERN}",
-            "rename the tool to 1-64 characters of letters, digits, _ and -",
-        )
     schema = tool.get("inputSchema")
     if not isinstance(schema, dict):
-        add(
-            "/inputSchema",
-            "inputSchema is missing or not a JSON object",
-            'give the tool an inputSchema {"type": "object", "properties": {...}}',
-        )
         return found
-    if schema.get("type") != "object":
-        add(
-            "/inputSchema/type",
-            f"the input schema's root type is {schema.get('type')!r}, not 'object'",
-            'make the root {"type": "object"} and wrap other values in a property',
-        )
-    if not isinstance(schema.get("properties"), dict):
-        add(
-            "/inputSchema/properties",
-            "the input schema's root has no properties",
-            'add "properties" (an empty object for a tool without arguments)',
-        )
     for path, node, keyword in walk(schema, "/inputSchema"):
         if isinstance(node, bool):
             if not (keyword == "additionalProperties" and node is False):
@@ -612,7 +605,7 @@ def check_local_models(tool: dict, name: str) -> list[Finding]:
 def check_side_effects(tool: dict, name: str) -> list[Finding]:
     """SL005: a mutating tool that does not say what it changes; a tool without outputSchema."""
     found = []
-    if is_mutating(tool):
+    if mutation(tool)[0]:
         description = tool.get("description")
         if not isinstance(description, str) or not _SIDE_EFFECT_RE.search(description):
             found.append(
@@ -639,22 +632,237 @@ def check_side_effects(tool: dict, name: str) -> list[Finding]:
     return found
 
 
+JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+# (lower bound, upper bound): a schema with lower > upper accepts nothing.
+BOUND_PAIRS = (
+    ("minLength", "maxLength"),
+    ("minItems", "maxItems"),
+    ("minProperties", "maxProperties"),
+    ("minContains", "maxContains"),
+)
+COUNT_KEYWORDS = tuple(k for pair in BOUND_PAIRS for k in pair)
+# Keywords that give a value its shape without "type".
+SHAPED_BY = ("type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "not", "if")
+# Where a sub-schema is one parameter (or one element of one), as opposed to a composition part.
+PARAMETER_KEYWORDS = ("properties", "items", "prefixItems", "additionalProperties", "patternProperties")
+
+
+def _unsatisfiable(node: dict) -> list[tuple[str, str]]:
+    """(keyword, why) for each pair of bounds in `node` that no value can meet."""
+    problems = []
+    for low, high in BOUND_PAIRS:
+        a, b = node.get(low), node.get(high)
+        if _is_number(a) and _is_number(b) and a > b:
+            problems.append((low, f"{low} {a} > {high} {b}"))
+    mins = [(k, node[k]) for k in ("minimum", "exclusiveMinimum") if _is_number(node.get(k))]
+    maxs = [(k, node[k]) for k in ("maximum", "exclusiveMaximum") if _is_number(node.get(k))]
+    for low, a in mins:
+        for high, b in maxs:
+            inclusive = low == "minimum" and high == "maximum"
+            if a > b or (a == b and not inclusive):
+                problems.append((low, f"{low} {a} and {high} {b} leave no number"))
+    if node.get("enum") == []:
+        problems.append(("enum", "an empty enum"))
+    return problems
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_schema_validity(tool: dict, name: str) -> list[Finding]:
+    """SL006: a schema that clients or servers cannot use, or that no call can satisfy."""
+    found = []
+
+    def add(path: str, message: str, fix: str, level: str | None = None) -> None:
+        found.append(Finding("SL006", name, path, message, fix, level))
+
+    tool_name = tool.get("name")
+    if not (isinstance(tool_name, str) and _TOOL_NAME_RE.fullmatch(tool_name)):
+        add(
+            "/name",
+            f"tool name {tool_name!r} does not match {TOOL_NAME_PATTERN}: clients such as Claude refuse it",
+            "rename the tool to 1-64 characters of letters, digits, _ and -",
+        )
+    schema = tool.get("inputSchema")
+    if not isinstance(schema, dict):
+        add(
+            "/inputSchema",
+            "inputSchema is missing or not a JSON object: MCP requires one",
+            'give the tool an inputSchema {"type": "object", "properties": {...}}',
+        )
+        return found
+    if schema.get("type") != "object":
+        add(
+            "/inputSchema/type",
+            f"the input schema's root type is {schema.get('type')!r}, not 'object': MCP requires "
+            "an object, and the MCP Python SDK refuses the whole tools/list",
+            'make the root {"type": "object"} and wrap other values in a property',
+        )
+    for path, node, keyword in walk(schema, "/inputSchema"):
+        if isinstance(node, bool):
+            if node is True and keyword in PARAMETER_KEYWORDS and keyword != "additionalProperties":
+                add(
+                    path,
+                    "parameter schema true: any value of any type",
+                    "give it a type and bounds",
+                    "medium",
+                )
+            continue
+        if not isinstance(node, dict):
+            add(path, "sub-schema is neither an object nor a boolean", "replace it with an object schema")
+            continue
+        declared = node.get("type")
+        listed = declared if isinstance(declared, list) else [declared]
+        unknown = [t for t in listed if t is not None and t not in JSON_TYPES]
+        if unknown:
+            add(
+                path + "/type",
+                f"type {unknown[0]!r} is not a JSON Schema type: validators refuse the whole schema",
+                f"use one of {', '.join(sorted(JSON_TYPES))}",
+            )
+        elif (
+            keyword in PARAMETER_KEYWORDS and path != "/inputSchema" and not any(k in node for k in SHAPED_BY)
+        ):
+            add(
+                path,
+                "parameter without a type: callers and local runtimes cannot tell what to send",
+                "add a type (and bounds)",
+                "medium",
+            )
+        for key in COUNT_KEYWORDS:
+            value = node.get(key)
+            if key in node and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+                add(path + pointer(key), f"{key} {value!r} is not a non-negative integer", f"fix {key}")
+        for key, why in _unsatisfiable(node):
+            add(path + pointer(key), f"unsatisfiable bounds: {why}, so no call is valid", "fix the bounds")
+        required = node.get("required")
+        properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        closed = node.get("additionalProperties") is False and not node.get("patternProperties")
+        if isinstance(required, list) and closed:
+            missing = [r for r in required if isinstance(r, str) and r not in properties]
+            if missing:
+                add(
+                    path + "/required",
+                    f"required property {missing[0]!r} is not among the properties and no other is "
+                    "allowed, so no call is valid",
+                    f"add {missing[0]!r} to properties, or drop it from required",
+                )
+        if "pattern" in node:
+            found.extend(_pattern_findings(node["pattern"], path + "/pattern", name))
+    return found
+
+
+def _pattern_findings(pattern: object, path: str, name: str) -> list[Finding]:
+    if not isinstance(pattern, str):
+        return [Finding("SL006", name, path, "pattern is not a string", "make it a string")]
+    ecma = regex.ecma_error(pattern)
+    if ecma is not None:
+        return [
+            Finding(
+                "SL006",
+                name,
+                path,
+                f"pattern {pattern!r} is not an ECMA-262 regular expression ({ecma}): clients that "
+                "validate arguments (Ajv, with the u flag) cannot compile the schema",
+                "rewrite it in ECMA-262 syntax: (?<name>...) not (?P<name>...), no inline flags, "
+                "escape only syntax characters, no possessive quantifiers or atomic groups",
+            )
+        ]
+    python = regex.python_error(pattern)
+    if python is not None:
+        return [
+            Finding(
+                "SL006",
+                name,
+                path,
+                f"pattern {pattern!r} does not compile in Python ({python}): a Python server "
+                "validating with jsonschema fails every call",
+                "use syntax both dialects share (spell classes out instead of \\p{...}, "
+                "(?P<name>...) is Python-only and (?<name>...) JavaScript-only: avoid named groups)",
+                "medium",
+            )
+        ]
+    return []
+
+
+# SL007: what a string parameter's name or description says it carries, and why that is risky.
+SENSITIVE = (
+    (
+        "filesystem path",
+        frozenset({"path", "paths", "filepath", "filename", "file", "dir", "directory", "folder", "cwd"}),
+        re.compile(r"\b(?:file ?paths?|paths? to|directory|folder)\b", re.IGNORECASE),
+        "a caller can name any path the server can reach (../../etc/passwd, ~/.ssh)",
+    ),
+    (
+        "URL",
+        frozenset(
+            {"url", "urls", "uri", "link", "href", "endpoint", "webhook", "host", "hostname", "callback"}
+        ),
+        re.compile(r"\bUR[LI]s?\b"),
+        "a caller can point the server at any host, internal ones included (SSRF)",
+    ),
+    (
+        "command or code",
+        frozenset(
+            {"command", "cmd", "shell", "script", "exec", "sql", "statement", "code", "expression", "eval"}
+        ),
+        re.compile(r"\b(?:shell|command line|SQL|(?:script|code|command)s? to (?:run|execute))\b"),
+        "a caller can run anything the server's interpreter can (injection)",
+    ),
+)
+
+
+def check_sensitive_strings(tool: dict, name: str) -> list[Finding]:
+    """SL007: a string parameter named or described as a path, URL or command, left unconstrained."""
+    schema = tool.get("inputSchema")
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    for path, node, keyword in walk(schema, "/inputSchema"):
+        if keyword != "properties" or not isinstance(node, dict) or "string" not in schema_types(node):
+            continue
+        if any(key in node for key in ("enum", "const", "pattern")):
+            continue
+        parameter = path.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")
+        description = node.get("description") if isinstance(node.get("description"), str) else ""
+        named = set(words.words(parameter))
+        for kind, names, described, risk in SENSITIVE:
+            fmt = node.get("format") if kind == "URL" else None
+            if named & names or described.search(description) or fmt in ("uri", "url", "iri", "hostname"):
+                found.append(
+                    Finding(
+                        "SL007",
+                        name,
+                        path,
+                        f"string parameter {parameter!r} takes a {kind} with no pattern or enum: {risk}",
+                        "constrain it with an anchored pattern or an enum (an allowed prefix, no '..', "
+                        "https only, ...) and enforce the same on the server",
+                    )
+                )
+                break
+    return found
+
+
 CHECKS: tuple[Callable[[dict, str], list[Finding]], ...] = (
     check_idempotency_key,
     check_annotations,
     check_bounds,
     check_local_models,
     check_side_effects,
+    check_schema_validity,
+    check_sensitive_strings,
 )
 
 
 def lint(tools: list[dict]) -> list[Finding]:
     """Every finding for every tool, in tool order, then rule order."""
+    checks = CHECKS
     findings = []
     for index, tool in enumerate(tools):
         name = tool.get("name")
         label = name if isinstance(name, str) and name else f"<tool #{index}>"
-        for check in CHECKS:
+        for check in checks:
             findings.extend(check(tool, label))
     return findings
 
@@ -690,6 +898,27 @@ def tools_from(document: object, source: str) -> list[dict]:
     if not isinstance(tools, list) or not all(isinstance(t, dict) and "name" in t for t in tools):
         raise Unreadable(f"{source} is not a tools list: every tool must be a JSON object with a name")
     return tools
+
+
+def all_pages(request: Callable[[str, dict], dict], source: str) -> list[dict]:
+    """Every tool of `tools/list`, following `nextCursor` for at most `MAX_PAGES` pages."""
+    tools: list[dict] = []
+    seen: set[str] = set()
+    params: dict = {}
+    while True:
+        result = request("tools/list", params)
+        tools.extend(tools_from(result, source))
+        cursor = result.get("nextCursor")
+        if cursor is None or cursor == "":
+            return tools
+        if not isinstance(cursor, str):
+            raise Unreadable(f"{source}: nextCursor is not a string")
+        if cursor in seen:
+            raise Unreadable(f"{source}: pagination does not end (cursor {one_line(repr(cursor), 80)} again)")
+        if len(seen) + 1 >= MAX_PAGES:
+            raise Unreadable(f"{source}: pagination does not end (more than {MAX_PAGES} pages)")
+        seen.add(cursor)
+        params = {"cursor": cursor}
 
 
 def rpc_error_text(error: object) -> str:
@@ -753,22 +982,7 @@ class McpClient:
             if isinstance(initialized.get("protocolVersion"), str):
                 self.protocol_version = initialized["protocolVersion"]
             self.notify("notifications/initialized")
-            tools: list[dict] = []
-            cursor: str | None = None
-            seen: set[str] = set()
-            while True:
-                result = self.request("tools/list", {"cursor": cursor} if cursor else {})
-                tools.extend(tools_from(result, f"tools/list from {self.url}"))
-                cursor = result.get("nextCursor")
-                if cursor is None or cursor == "":
-                    return tools
-                if not isinstance(cursor, str):
-                    raise Unreadable(f"tools/list from {self.url}: nextCursor is not a string")
-                if cursor in seen or len(seen) >= MAX_PAGES:
-                    raise Unreadable(
-                        f"tools/list from {self.url}: pagination does not end (cursor {cursor!r})"
-                    )
-                seen.add(cursor)
+            return all_pages(self.request, f"tools/list from {self.url}")
         finally:
             self.close()
 
@@ -925,7 +1139,7 @@ def render_json(findings: list[Finding], tools: list[dict], target: str, fail_on
 
 def render_sarif(findings: list[Finding], target: str) -> str:
     rule_index = {rule.id: i for i, rule in enumerate(RULES)}
-    is_file = target != "-" and not target.startswith(("http://", "https://"))
+    is_file = target != "-" and not target.startswith(("http://", "https://", "stdio:"))
     results = []
     for f in findings:
         location: dict = {"logicalLocations": [{"name": f.tool, "fullyQualifiedName": f"{f.tool}{f.path}"}]}
@@ -977,10 +1191,13 @@ def header(value: str) -> tuple[str, str]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tools.speclint",
+        usage="%(prog)s [options] TARGET\n       %(prog)s [options] -- COMMAND [ARG ...]",
         description="Static spec check for MCP tools: idempotency keys, annotations, input bounds, "
-        "local-model compatibility, disclosed side effects.",
+        "local-model compatibility, valid schemas, disclosed side effects. TARGET is an MCP "
+        "endpoint URL, a tools/list JSON file or - for stdin; after --, a command that starts a "
+        "stdio MCP server.",
     )
-    p.add_argument("target", metavar="TARGET", help="MCP endpoint URL, tools/list JSON file, or - for stdin")
+    p.add_argument("target", metavar="TARGET", nargs="?", help="MCP endpoint URL, tools/list JSON file, or -")
     p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format")
     p.add_argument(
         "--fail-on",
@@ -996,25 +1213,52 @@ def parser() -> argparse.ArgumentParser:
         metavar="'NAME: VALUE'",
         help="extra HTTP header for URL targets (repeatable), e.g. 'Authorization: Bearer ...'",
     )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"give up on a URL or a stdio server after this long (default: {TIMEOUT_SECONDS})",
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1 :]
+    p = parser()
+    args = p.parse_args(argv)
+    if bool(command) == bool(args.target):
+        p.error("give one TARGET, or a command after --")
+    if args.timeout <= 0:
+        p.error("--timeout must be positive")
+    target = "stdio:" + shlex.join(command) if command else args.target
     try:
-        tools = read_target(args.target, dict(args.header), TIMEOUT_SECONDS)
+        if command:
+            from tools import speclint_stdio  # noqa: PLC0415 - imports this module
+
+            tools = speclint_stdio.list_tools(command, args.timeout)
+        else:
+            tools = read_target(args.target, dict(args.header), args.timeout)
     except Unreadable as exc:
         print(f"speclint: {one_line(str(exc), 500)}", file=sys.stderr)
         return 2
     findings = lint(tools)
     if args.format == "json":
-        sys.stdout.write(render_json(findings, tools, args.target, args.fail_on))
+        sys.stdout.write(render_json(findings, tools, target, args.fail_on))
     elif args.format == "sarif":
-        sys.stdout.write(render_sarif(findings, args.target))
+        sys.stdout.write(render_sarif(findings, target))
     else:
         sys.stdout.write(render_text(findings, tools, args.fail_on))
     return 1 if fails(findings, args.fail_on) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the module as tools.speclint, not __main__, so that its Unreadable is the one that the
+    # stdio client (which imports tools.speclint) raises.
+    from tools import speclint
+
+    sys.exit(speclint.main())

@@ -28,13 +28,12 @@ import time
 from pathlib import Path
 
 from tools.speclint import (
-    MAX_PAGES,
     PROTOCOL_VERSION,
     Unreadable,
     __version__,
+    all_pages,
     one_line,
     rpc_error_text,
-    tools_from,
 )
 
 MAX_LINE_BYTES = 16 << 20  # one message; a longer line is an error, never an ever-growing buffer
@@ -62,29 +61,7 @@ def list_tools(command: list[str], timeout: float, env: dict[str, str] | None = 
             },
         )
         server.notify("notifications/initialized")
-        return all_pages(server)
-
-
-def all_pages(server: StdioServer) -> list[dict]:
-    """`tools/list`, following `nextCursor` for at most `MAX_PAGES` pages."""
-    source = f"tools/list from {server.name}"
-    tools: list[dict] = []
-    seen: set[str] = set()
-    params: dict = {}
-    while True:
-        result = server.request("tools/list", params)
-        tools.extend(tools_from(result, source))
-        cursor = result.get("nextCursor")
-        if cursor is None or cursor == "":
-            return tools
-        if not isinstance(cursor, str):
-            raise Unreadable(f"{source}: nextCursor is not a string")
-        if cursor in seen:
-            raise Unreadable(f"{source}: pagination does not end (cursor {one_line(repr(cursor), 80)} again)")
-        if len(seen) + 1 >= MAX_PAGES:
-            raise Unreadable(f"{source}: pagination does not end (more than {MAX_PAGES} pages)")
-        seen.add(cursor)
-        params = {"cursor": cursor}
+        return all_pages(server.request, f"tools/list from {server.name}")
 
 
 class StdioServer:

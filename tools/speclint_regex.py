@@ -1,0 +1,258 @@
+"""Whether a JSON Schema `pattern` compiles where it will be used: ECMA-262 and Python.
+
+JSON Schema says patterns are ECMA-262 regular expressions, and clients validate arguments with
+JavaScript engines (Ajv compiles them with the `u` flag, where the grammar is strict: an escaped
+letter or a lone brace is a syntax error). Python servers validate with `re`, which has its own
+dialect (`(?P<name>...)`, no `\\p{...}`). A pattern that one side cannot compile breaks every call
+there, so speclint checks both. `ecma_error` is a small checker of the `u`-mode grammar (the
+productions of ECMA-262 §22.2.1 that patterns in tool schemas use); the tests hold it to Node's
+own `new RegExp(pattern, "u")` on a table of patterns.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+SYNTAX_CHARACTERS = set("^$\\.*+?()[]{}|/")
+CONTROL_ESCAPES = set("fnrtv")
+CLASS_ESCAPES = set("dDsSwW")
+_QUANTIFIER_BRACE = re.compile(r"\{(\d+)(,(\d*))?\}")
+_GROUP_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+GROUP_OPENERS = (("(?:", False), ("(?=", True), ("(?!", True), ("(?<=", True), ("(?<!", True))
+_PROPERTY = re.compile(r"[pP]\{[A-Za-z_]+(=[A-Za-z0-9_]+)?\}")
+
+
+def python_error(pattern: str) -> str | None:
+    """Python's `re` error for `pattern`, or None when it compiles."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # FutureWarning on nested sets is not an error
+            re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return str(exc).split("\n")[0]
+    return None
+
+
+class _Invalid(Exception):
+    pass
+
+
+def ecma_error(pattern: str) -> str | None:
+    """Why `pattern` is not a valid ECMA-262 regular expression with the `u` flag, or None."""
+    try:
+        _EcmaChecker(pattern).check()
+    except _Invalid as exc:
+        return str(exc)
+    return None
+
+
+class _EcmaChecker:
+    def __init__(self, pattern: str):
+        self.p = pattern
+        self.i = 0
+        self.groups = 0
+        self.names: set[str] = set()
+        self.backrefs: list[int] = []
+        self.named_refs: list[str] = []
+        self.assertions: list[bool] = []  # per open group: is it a lookaround?
+
+    def fail(self, why: str) -> None:
+        raise _Invalid(f"{why} at position {self.i}")
+
+    def check(self) -> None:
+        depth = 0
+        quantifiable = False
+        while self.i < len(self.p):
+            c = self.p[self.i]
+            if c == "\\":
+                quantifiable = self.atom_escape()
+                continue
+            if c == "[":
+                self.character_class()
+                quantifiable = True
+                continue
+            if c == "(":
+                quantifiable = False
+                depth += 1
+                self.group_open()
+                continue
+            if c == ")":
+                if depth == 0:
+                    self.fail("unmatched ')'")
+                depth -= 1
+                self.i += 1
+                quantifiable = not self._closes_assertion()
+                continue
+            if c in "*+?" or c == "{":
+                if not quantifiable:
+                    self.fail("nothing to repeat" if c != "{" else "lone quantifier brackets")
+                self.quantifier()
+                quantifiable = False
+                continue
+            if c in "}]":
+                self.fail(f"lone {c!r}")
+            quantifiable = c not in "|^$"
+            self.i += 1
+        if depth:
+            self.fail("unterminated group")
+        if any(n > self.groups for n in self.backrefs):
+            raise _Invalid("a backreference names a group that does not exist")
+        if any(name not in self.names for name in self.named_refs):
+            raise _Invalid("a named backreference names a group that does not exist")
+
+    # Groups: the opening bracket records whether it is an assertion, so that a quantifier after
+    # its ')' can be refused (u-mode forbids quantified lookarounds).
+    def group_open(self) -> None:
+        rest = self.p[self.i :]
+        for opener, assertion in (
+            ("(?:", False),
+            ("(?=", True),
+            ("(?!", True),
+            ("(?<=", True),
+            ("(?<!", True),
+        ):
+            if rest.startswith(opener):
+                self.assertions.append(assertion)
+                self.i += len(opener)
+                return
+        if rest.startswith("(?<"):
+            match = _GROUP_NAME.match(self.p, self.i + 3)
+            if not match or self.p[match.end() : match.end() + 1] != ">":
+                self.fail("invalid capture group name")
+            if match.group(0) in self.names:
+                self.fail("duplicate capture group name")
+            self.names.add(match.group(0))
+            self.groups += 1
+            self.assertions.append(False)
+            self.i = match.end() + 1
+            return
+        if rest.startswith("(?"):
+            self.fail(f"invalid group {rest[:4]!r} (Python/PCRE syntax)")
+        self.groups += 1
+        self.assertions.append(False)
+        self.i += 1
+
+    def _closes_assertion(self) -> bool:
+        return self.assertions.pop() if self.assertions else False
+
+    def quantifier(self) -> None:
+        c = self.p[self.i]
+        if c == "{":
+            match = _QUANTIFIER_BRACE.match(self.p, self.i)
+            if not match:
+                self.fail("incomplete quantifier")
+            low, has_comma, high = match.group(1), match.group(2), match.group(3)
+            if has_comma and high and int(high) < int(low):
+                self.fail("numbers out of order in {} quantifier")
+            self.i = match.end()
+        else:
+            self.i += 1
+        if self.i < len(self.p) and self.p[self.i] == "?":
+            self.i += 1
+        if self.i < len(self.p) and self.p[self.i] in "*+?{":
+            self.fail("nothing to repeat (possessive or doubled quantifier)")
+
+    def atom_escape(self) -> bool:
+        """After a backslash outside a class; True when the atom can be quantified."""
+        self.i += 1
+        if self.i >= len(self.p):
+            self.fail("\\ at end of pattern")
+        c = self.p[self.i]
+        if c in "bB":
+            self.i += 1
+            return False
+        if c.isdigit() and c != "0":
+            match = re.compile(r"\d+").match(self.p, self.i)
+            self.backrefs.append(int(match.group(0)))
+            self.i = match.end()
+            return True
+        if c == "k":
+            if self.p[self.i + 1 : self.i + 2] != "<":
+                self.fail("invalid named reference")
+            match = _GROUP_NAME.match(self.p, self.i + 2)
+            if not match or self.p[match.end() : match.end() + 1] != ">":
+                self.fail("invalid named reference")
+            self.named_refs.append(match.group(0))
+            self.i = match.end() + 1
+            return True
+        self.character_escape(in_class=False)
+        return True
+
+    def character_escape(self, in_class: bool) -> None:
+        """The escape at self.i (the character after the backslash), shared with classes."""
+        c = self.p[self.i]
+        if c in CLASS_ESCAPES or c in CONTROL_ESCAPES or c in SYNTAX_CHARACTERS:
+            self.i += 1
+        elif c in "pP":
+            match = _PROPERTY.match(self.p, self.i)
+            if not match:
+                self.fail("invalid property name")
+            self.i = match.end()
+        elif c == "c":
+            if not re.match(r"[A-Za-z]", self.p[self.i + 1 : self.i + 2]):
+                self.fail("invalid unicode escape \\c")
+            self.i += 2
+        elif c == "0":
+            if self.p[self.i + 1 : self.i + 2].isdigit():
+                self.fail("invalid decimal escape")
+            self.i += 1
+        elif c == "x":
+            if not re.fullmatch(r"[0-9A-Fa-f]{2}", self.p[self.i + 1 : self.i + 3]):
+                self.fail("invalid escape \\x")
+            self.i += 3
+        elif c == "u":
+            match = re.compile(r"u(?:[0-9A-Fa-f]{4}|\{[0-9A-Fa-f]{1,6}\})").match(self.p, self.i)
+            if not match or (match.group(0).startswith("u{") and int(match.group(0)[2:-1], 16) > 0x10FFFF):
+                self.fail("invalid unicode escape")
+            self.i = match.end()
+        elif in_class and c in "b-":
+            self.i += 1
+        else:
+            self.fail(f"invalid escape \\{c}")
+
+    def character_class(self) -> None:
+        self.i += 1
+        if self.p[self.i : self.i + 1] == "^":
+            self.i += 1
+        while self.i < len(self.p) and self.p[self.i] != "]":
+            start = self.i
+            atom = self.class_atom()
+            if self.p[self.i : self.i + 1] == "-" and self.p[self.i + 1 : self.i + 2] not in ("]", ""):
+                self.i += 1
+                end = self.class_atom()
+                if atom is None or end is None:
+                    self.i = start
+                    self.fail("invalid character class (a class escape in a range)")
+                if ord(atom) > ord(end):
+                    self.i = start
+                    self.fail("range out of order in character class")
+        if self.i >= len(self.p):
+            self.fail("unterminated character class")
+        self.i += 1
+
+    def class_atom(self) -> str | None:
+        """One class atom; its character, or None for a class escape (\\d, \\p{..})."""
+        c = self.p[self.i]
+        if c != "\\":
+            self.i += 1
+            return c
+        self.i += 1
+        if self.i >= len(self.p):
+            self.fail("\\ at end of pattern")
+        e = self.p[self.i]
+        if e in CLASS_ESCAPES or e in "pP":
+            self.character_escape(in_class=True)
+            return None
+        start = self.i
+        self.character_escape(in_class=True)
+        escaped = self.p[start : self.i]
+        simple = {"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "b": "\b", "0": "\0"}
+        if escaped in simple:
+            return simple[escaped]
+        if escaped[0] in "xu":
+            digits = escaped[1:].strip("{}")
+            return chr(int(digits, 16))
+        if escaped[0] == "c":
+            return chr(ord(escaped[1]) % 32)
+        return escaped

@@ -1,0 +1,224 @@
+"""What a tool does, read from its name and description: speclint's verb tables and inference.
+
+Speclint asks two questions of every tool. Does it change anything (reads or mutates)? And if it
+does, is a repeated call harmless (retry-safe) or does every call add another effect (retry-unsafe)?
+Declared annotations answer the first question when a server sets them; the words answer the rest.
+
+    effect  reads    a read verb in the name (get_issue, list_tables, search_code)
+            mutates  a mutating verb in the name, or in the description's first verb when the
+                     name has none (create_issue, slack_post_message)
+            unknown  neither (sequentialthinking): nothing is inferred
+    retry   unsafe   an append verb (send, post, reply, append, push, toggle, edit, execute, ...)
+                     in the name or in a verb position of the description, or a create verb
+                     (create, add, new, make, ...) whose object is a record that every call adds
+                     anew (issue, comment, message, review, row, ...)
+            safe     a verb that sets a state (update, delete, move, merge, checkout, ...) or a
+                     create verb whose object is a named resource a repeat collides with (branch,
+                     repository, directory, table, ...), and no append verb anywhere
+            unknown  anything else (add_reaction, create_pull_request, git_commit)
+
+Words are whole words, case-insensitive; names split on ``_``, ``-``, spaces and camelCase. In a
+description a verb counts only in a verb position: the start of a sentence or clause, or after a
+subject, modal or "and" ("it sends", "can delete", "and posts"), so "progress updates",
+"branches or commits" and "the latest changes" are nouns. A verb under a negation ("does not
+create or delete") is denied.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+READ_VERBS = frozenset(
+    {
+        "get", "list", "read", "search", "find", "fetch", "query", "lookup", "describe", "show",
+        "view", "count", "check", "validate", "preview", "estimate", "retrieve", "inspect", "browse",
+        "download", "export", "diff", "status", "explain", "lint", "verify", "summarize", "compare",
+        "convert", "calculate", "compute", "echo", "ping",
+    }
+)  # fmt: skip
+# Each call adds another effect: a second message, row, charge, commit; or flips a state back.
+APPEND_VERBS = frozenset(
+    {
+        "send", "post", "reply", "comment", "append", "push", "publish", "submit", "notify", "email",
+        "message", "invite", "tweet", "insert", "execute", "run", "trigger", "launch", "schedule",
+        "enqueue", "book", "charge", "pay", "buy", "purchase", "order", "transfer", "refund",
+        "increment", "decrement", "toggle", "edit", "upload", "broadcast", "dispatch", "forward",
+    }
+)  # fmt: skip
+# A repeat leaves the state the first call set, or is refused because it already holds.
+STATE_VERBS = frozenset(
+    {
+        "update", "set", "put", "replace", "overwrite", "upsert", "save", "write", "rename", "move",
+        "delete", "remove", "clear", "reset", "close", "reopen", "archive", "unarchive", "enable",
+        "disable", "lock", "unlock", "checkout", "switch", "merge", "mkdir", "ensure", "stage",
+        "unstage", "mark", "assign", "unassign", "star", "unstar", "follow", "unfollow", "pin",
+        "unpin", "subscribe", "unsubscribe", "approve", "cancel", "revoke", "grant", "install",
+        "uninstall", "start", "stop", "restart", "deploy", "fork", "commit", "apply", "sync",
+    }
+)  # fmt: skip
+# Whether these repeat depends on what they make: see RECORD_NOUNS and NAMED_NOUNS.
+CREATE_VERBS = frozenset({"create", "add", "new", "make", "generate", "register", "record"})
+# Things every create call adds anew (a repeat makes a second one).
+RECORD_NOUNS = frozenset(
+    {
+        "issue", "comment", "review", "message", "reply", "post", "note", "insight", "entry",
+        "record", "row", "rows", "event", "task", "job", "ticket", "order", "payment", "invoice",
+        "transaction", "email", "thought", "log", "memo", "incident", "alert", "notification",
+        "reminder", "booking", "reservation", "charge", "transfer", "commit", "version", "draft",
+    }
+)  # fmt: skip
+# Things known by a name the caller picks: a repeat collides with the first (or finds it).
+NAMED_NOUNS = frozenset(
+    {
+        "branch", "repository", "repo", "directory", "folder", "table", "database", "bucket",
+        "container", "index", "label", "tag", "namespace", "topic", "queue", "schema", "view",
+    }
+)  # fmt: skip
+MUTATING_VERBS = APPEND_VERBS | STATE_VERBS | CREATE_VERBS
+# Verbs of running something: a read-only tool may well say it runs a query or triggers a
+# notification, so they never contradict readOnlyHint (they still count as mutating otherwise).
+PROCESS_VERBS = frozenset(
+    {"run", "execute", "trigger", "launch", "start", "stop", "restart", "schedule", "sync", "apply",
+     "generate", "record", "register", "notify", "dispatch"}
+)  # fmt: skip
+CONTRADICTING_VERBS = MUTATING_VERBS - PROCESS_VERBS
+
+NEGATIONS = frozenset({"not", "never", "without", "doesn't", "don't", "won't", "cannot", "can't", "no"})
+# A verb form right after one of these words is in a verb position.
+VERB_POSITION_AFTER = frozenset(
+    {
+        "to", "will", "would", "can", "could", "may", "might", "must", "shall", "should", "also",
+        "then", "and", "it", "that", "which", "who", "tool", "server", "function", "endpoint",
+        "automatically", "immediately", "permanently", "directly", "first", "finally", "optionally",
+        "always", "just", "only", "actually", "instantly", "atomically", "safely",
+    }
+)  # fmt: skip
+
+# Identifiers (purchase_free_bundle, getItem, v2) are tokens too, so their parts are never verbs.
+_WORD_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_']*")
+# A comma is not a break: "branches, commits and tags" lists nouns far more often than verbs.
+_CLAUSE_BREAKS = ".!?;:\n(-*•"
+
+
+def words(name: str) -> list[str]:
+    """`sendEmail`, `send_email`, `send-email` -> ["send", "email"]."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [word.lower() for word in re.split(r"[^A-Za-z0-9]+", spaced) if word]
+
+
+def base_form(word: str) -> str:
+    """The verb a word may be a form of: "sends" -> "send", "pushes" -> "push", "copies" -> "copy"."""
+    for known in (READ_VERBS, MUTATING_VERBS):
+        if word in known:
+            return word
+    if word.endswith("ies") and word[:-3] + "y" in MUTATING_VERBS | READ_VERBS:
+        return word[:-3] + "y"
+    if word.endswith("es") and word[:-2] in MUTATING_VERBS | READ_VERBS:
+        return word[:-2]
+    if word.endswith("s") and word[:-1] in MUTATING_VERBS | READ_VERBS:
+        return word[:-1]
+    return word
+
+
+def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
+    """The verbs of `vocabulary` that `text` uses in a verb position and does not deny, in order."""
+    found: list[str] = []
+    denied_chain = False  # the previous verb was denied, and this one is joined to it ("or", ",")
+    previous_end = 0
+    for match in _WORD_RE.finditer(text):
+        word = match.group(0)
+        word = word.lower() if word.isalpha() or "'" in word and word.replace("'", "").isalpha() else ""
+        verb = base_form(word)
+        between = text[previous_end : match.start()]
+        before = text[: match.start()].rstrip()
+        prior = _WORD_RE.findall(before[-40:])
+        prior_word = prior[-1].lower() if prior else ""
+        clause_start = not before or before[-1] in _CLAUSE_BREAKS
+        joined = denied_chain and re.fullmatch(r"[\s,]*(?:(?:or|and|nor)\s+)?", between, re.IGNORECASE)
+        if verb in vocabulary:
+            if prior_word in NEGATIONS or joined:
+                denied_chain = True
+            elif clause_start or prior_word in VERB_POSITION_AFTER:
+                found.append(verb)
+                denied_chain = False
+            else:
+                denied_chain = False
+            previous_end = match.end()
+            continue
+        if word not in NEGATIONS and word not in {"or", "and", "nor", "does", "do", "will", "is"}:
+            denied_chain = False
+        previous_end = match.end()
+    return found
+
+
+@dataclass(frozen=True)
+class Inference:
+    """What speclint reads from a tool's words (see the module's table)."""
+
+    effect: str  # "reads" | "mutates" | "unknown"
+    retry: str  # "safe" | "unsafe" | "unknown"
+    evidence: str  # the words that decided, and where ("'post' in the name")
+
+
+def name_verb(name_words: list[str]) -> str | None:
+    """The name's verb: its first word that is a known verb (`slack_post_message` -> "post")."""
+    return next((w for w in name_words if w in READ_VERBS or w in MUTATING_VERBS), None)
+
+
+def retry_of(name: str, description: str) -> tuple[str, str]:
+    """Whether repeating a mutating call is harmless: ("safe" | "unsafe" | "unknown", evidence)."""
+    name_words = words(name)
+    for i, word in enumerate(name_words):
+        if word in APPEND_VERBS:
+            return "unsafe", f"{word!r} in the name"
+        if word in CREATE_VERBS:
+            nouns = [w for w in _nouns(name_words[i + 1 :]) if w in RECORD_NOUNS]
+            if nouns:  # the last one is the head: add_issue_comment adds a comment
+                noun = nouns[-1]
+                return "unsafe", f"{word!r} a new {noun!r} in the name"
+    appended = verbs_in_text(description, APPEND_VERBS)
+    if appended:
+        return "unsafe", f"{appended[0]!r} in the description"
+    verb = name_verb(name_words)
+    where = "name"
+    if verb is None or verb in READ_VERBS:
+        mutating = verbs_in_text(description, MUTATING_VERBS)
+        verb, where = (mutating[0], "description") if mutating else (None, "")
+    if verb in STATE_VERBS:
+        return "safe", f"{verb!r} in the {where}"
+    if verb in CREATE_VERBS and where == "name":
+        index = name_words.index(verb)
+        noun = next((w for w in _nouns(name_words[index + 1 :]) if w in NAMED_NOUNS), None)
+        if noun is not None:
+            return "safe", f"{verb!r} a named {noun!r} in the name"
+    if verb is None:
+        return "unknown", "no mutating verb in the name or description"
+    return "unknown", f"{verb!r} in the {where} says nothing about repeats"
+
+
+def _nouns(name_words: list[str]) -> list[str]:
+    """Words and their singulars ("entities" -> "entity", "files" -> "file")."""
+    out = []
+    for w in name_words:
+        out.append(w)
+        if w.endswith("ies"):
+            out.append(w[:-3] + "y")
+        elif w.endswith("s"):
+            out.append(w[:-1])
+    return out
+
+
+def infer(name: str, description: str) -> Inference:
+    """Whether a tool reads or mutates, and whether a repeat is harmless, from its words alone."""
+    verb = name_verb(words(name))
+    where = "name"
+    if verb is None:
+        first = verbs_in_text(description, READ_VERBS | MUTATING_VERBS)
+        verb, where = (first[0], "description") if first else (None, "")
+    if verb is None:
+        return Inference("unknown", "unknown", "no known verb in the name or description")
+    if verb in READ_VERBS:
+        return Inference("reads", "safe", f"{verb!r} in the {where}")
+    retry, evidence = retry_of(name, description)
+    return Inference("mutates", retry, evidence)
