@@ -3,14 +3,17 @@ hand-written server for the protocol edge cases an SDK will not produce (tests/f
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.support import ROOT
 from tools import speclint_stdio
 from tools.speclint import Unreadable
 from tools.speclint_stdio import list_tools
@@ -165,3 +168,43 @@ def test_over_a_mebibyte_of_stdout_noise_is_an_error_naming_it():
         "wrote over 1 MiB to stdout that is not JSON-RPC before answering tools/list "
         "(it began 'INFO handling tools/list, step 0 of the warm-up')"
     )
+
+
+# ---------------------------------------------------------------- the command line: speclint -- COMMAND
+
+
+def speclint_cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.speclint", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_cli_lints_a_live_stdio_server_after_double_dash():
+    done = speclint_cli("--format", "json", "--fail-on", "medium", "--", *SDK_SERVER, "--tools", "3")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["tools_checked"] == 3
+    assert report["target"].startswith("stdio:") and "sdk_server.py" in report["target"]
+    assert {f["rule_id"] for f in report["findings"]} == {"SL005"}  # no outputSchema: low
+
+
+def test_cli_server_that_fails_to_start_exits_2_with_one_line():
+    done = speclint_cli("--", *SDK_SERVER, "--crash", "token missing")
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "token missing" in done.stderr
+
+
+@pytest.mark.parametrize("argv", [["tools.json", "--", "true"], ["--"], []])
+def test_cli_needs_exactly_one_target_or_command(argv):
+    done = speclint_cli(*argv)
+
+    assert done.returncode == 2
+    assert "give one TARGET, or a command after --" in done.stderr
