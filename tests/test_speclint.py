@@ -143,6 +143,10 @@ EXPECTED = {
         ("SL007", "medium", "fetch_page", "/inputSchema/properties/where"),
         ("SL007", "medium", "fetch_page", "/inputSchema/properties/command"),
         ("SL007", "medium", "fetch_page", "/inputSchema/properties/sql"),
+        # a tool about files: source and destination are paths; so are the items of "paths"
+        ("SL007", "medium", "move_file", "/inputSchema/properties/source"),
+        ("SL007", "medium", "move_file", "/inputSchema/properties/destination"),
+        ("SL007", "medium", "move_file", "/inputSchema/properties/paths/items"),
     },
 }
 

@@ -790,7 +790,9 @@ def _pattern_findings(pattern: object, path: str, name: str) -> list[Finding]:
 SENSITIVE = (
     (
         "filesystem path",
-        frozenset({"path", "paths", "filepath", "filename", "file", "dir", "directory", "folder", "cwd"}),
+        frozenset(
+            {"path", "paths", "filepath", "filename", "file", "files", "dir", "directory", "folder", "cwd"}
+        ),
         re.compile(r"\b(?:file ?paths?|paths? to|directory|folder)\b", re.IGNORECASE),
         "a caller can name any path the server can reach (../../etc/passwd, ~/.ssh)",
     ),
@@ -813,23 +815,42 @@ SENSITIVE = (
 )
 
 
+FILE_WORDS = frozenset({"file", "files", "directory", "directories", "dir", "folder", "path", "paths"})
+MOVE_WORDS = frozenset({"source", "destination", "dest", "src", "from", "to"})
+URL_FORMATS = ("uri", "url", "iri", "hostname")
+
+
 def check_sensitive_strings(tool: dict, name: str) -> list[Finding]:
-    """SL007: a string parameter named or described as a path, URL or command, left unconstrained."""
+    """SL007: a string parameter named or described as a path, URL or command, left unconstrained.
+
+    A string that is the items of an array property is judged by the array's name and
+    description too (`paths: [...]`); `source` and `destination` count as paths in a tool whose
+    name is about files (move_file)."""
     schema = tool.get("inputSchema")
     if not isinstance(schema, dict):
         return []
+    about_files = bool(set(words.words(text(tool, "name"))) & FILE_WORDS)
     found = []
+    parents: dict[str, tuple[str, str]] = {}  # array property path -> (its name, its description)
     for path, node, keyword in walk(schema, "/inputSchema"):
-        if keyword != "properties" or not isinstance(node, dict) or "string" not in schema_types(node):
+        if not isinstance(node, dict):
             continue
-        if any(key in node for key in ("enum", "const", "pattern")):
-            continue
-        parameter = path.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")
         description = node.get("description") if isinstance(node.get("description"), str) else ""
+        if keyword == "properties":
+            parameter = path.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")
+            parents[path] = (parameter, description)
+        elif keyword == "items" and path.endswith("/items") and path[: -len("/items")] in parents:
+            parameter, outer = parents[path[: -len("/items")]]
+            description = f"{description} {outer}"
+        else:
+            continue
+        if "string" not in schema_types(node) or any(key in node for key in ("enum", "const", "pattern")):
+            continue
         named = set(words.words(parameter))
         for kind, names, described, risk in SENSITIVE:
             fmt = node.get("format") if kind == "URL" else None
-            if named & names or described.search(description) or fmt in ("uri", "url", "iri", "hostname"):
+            moved = kind == "filesystem path" and about_files and named & MOVE_WORDS
+            if named & names or described.search(description) or fmt in URL_FORMATS or moved:
                 found.append(
                     Finding(
                         "SL007",
