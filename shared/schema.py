@@ -71,9 +71,9 @@ INPUT_SCHEMA: dict = {
                 "same key when you retry: the store then returns the original receipt instead of "
                 "sending the bundle again. Recommended for every production agent."
             ),
+            # The pattern bounds the length (8-128) on its own: outlines-core, which local runtimes
+            # constrain generation with, drops a pattern that has minLength/maxLength beside it.
             "pattern": KEY_PATTERN,
-            "minLength": 8,
-            "maxLength": 128,
         },
     },
     "required": ["email"],

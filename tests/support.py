@@ -177,6 +177,18 @@ def fresh_python(
     )
 
 
+def run_module(module: str, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`python -m module argv...` run in the repository as a user would, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -8,7 +8,6 @@ import hashlib
 import hmac
 import json
 import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime, timezone
@@ -21,7 +20,7 @@ from jose import jwt
 from shared.catalog import BUNDLES
 from shared.keys import KeySet, public_jwk
 from shared.tokens import AUDIENCE
-from tests.support import ROOT, Buyer, dev_settings, new_ec_key, private_pem
+from tests.support import ROOT, Buyer, dev_settings, new_ec_key, private_pem, run_module
 from tools.seed_bundles import sample_bundle
 
 DEV_KEY = dev_settings()["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")
@@ -29,13 +28,7 @@ ISSUER = dev_settings()["STOREFRONT_PUBLIC_BASE_URL"]
 
 
 def verify_tool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tools.verify_receipt", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_module("tools.verify_receipt", *args)
 
 
 def receipt_url(host_url: str, receipt: dict) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import run_module
 from tools import speclint_stdio
 from tools.speclint import Unreadable
 from tools.speclint_stdio import list_tools
@@ -174,13 +174,7 @@ def test_over_a_mebibyte_of_stdout_noise_is_an_error_naming_it():
 
 
 def speclint_cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tools.speclint", *argv],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_module("tools.speclint", *argv)
 
 
 def test_cli_lints_a_live_stdio_server_after_double_dash():

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -74,6 +75,7 @@ from pathlib import Path
 
 import requests
 
+from tools import speclint_engines as oracle
 from tools import speclint_regex as regex
 from tools import speclint_words as words
 
@@ -155,10 +157,6 @@ SIDE_EFFECT_WORDS = (
 TOOL_NAME_PATTERN = "^[a-zA-Z0-9_-]{1,64}$"
 _TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 HINT_KEYS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-# Engines compile $schema, $ref/$defs/definitions and format (issue: they were flagged wrongly).
-FORBIDDEN_KEYWORDS: tuple[str, ...] = ()
-LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
-_SHORTHAND_RE = re.compile(r"(?<!\\)(?:\\\\)*\\[dDsSwW]")
 _SIDE_EFFECT_RE = re.compile(
     r"\b(?:" + "|".join(re.escape(w) for w in SIDE_EFFECT_WORDS) + r")\b", re.IGNORECASE
 )
@@ -335,13 +333,7 @@ def walk(schema: object, path: str, keyword: str | None = None) -> Iterator[tupl
                 yield from walk(sub, path + pointer(kw, name), kw)
 
 
-def schema_types(schema: dict) -> set[str]:
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    return set()
+schema_types = oracle.declared_types
 
 
 def annotations(tool: dict) -> dict:
@@ -384,21 +376,6 @@ def mutation(tool: dict) -> tuple[str, words.Inference]:
         retry, evidence = words.retry_of(text(tool, "name"), text(tool, "description"))
         return "declared", words.Inference("mutates", retry, evidence)
     return ("inferred" if inference.effect == "mutates" else ""), inference
-
-
-def pattern_problems(pattern: object) -> list[str]:
-    if not isinstance(pattern, str):
-        return ["pattern is not a string"]
-    problems = []
-    body = pattern[:-1]
-    escaped_end = (len(body) - len(body.rstrip("\\"))) % 2 == 1
-    if not pattern.startswith("^") or not pattern.endswith("$") or escaped_end:
-        problems.append(f"pattern {pattern!r} is not anchored ^...$")
-    if _SHORTHAND_RE.search(pattern):
-        problems.append(f"pattern {pattern!r} uses a shorthand class (\\d \\s \\w or their negations)")
-    if any(look in pattern for look in LOOKAROUNDS):
-        problems.append(f"pattern {pattern!r} uses a lookaround")
-    return problems
 
 
 # ---------------------------------------------------------------- rules
@@ -512,14 +489,17 @@ def check_bounds(tool: dict, name: str) -> list[Finding]:
             continue
         types = schema_types(node)
         bounded_values = "enum" in node or "const" in node
-        if "string" in types and "maxLength" not in node and not bounded_values:
+        bounded_pattern = regex.bounds_length(node.get("pattern"))
+        if "string" in types and "maxLength" not in node and not bounded_values and not bounded_pattern:
             found.append(
                 Finding(
                     "SL003",
                     name,
                     path,
                     "string without maxLength: any length reaches the tool",
-                    "add maxLength (or an enum/const if the values are known)",
+                    "add maxLength, an enum/const if the values are known, or an anchored pattern "
+                    "whose repeats are bounded (^[a-z0-9]{1,64}$; outlines-core keeps a pattern only "
+                    "without minLength/maxLength beside it)",
                 )
             )
         if "array" in types and "maxItems" not in node and not bounded_values:
@@ -561,45 +541,25 @@ def check_bounds(tool: dict, name: str) -> list[Finding]:
     return found
 
 
-def check_local_models(tool: dict, name: str) -> list[Finding]:
-    """SL004: what grammar-based local-model runtimes reject in a tool's name and input schema."""
-    found = []
-
-    def add(path: str, message: str, fix: str) -> None:
-        found.append(Finding("SL004", name, path, message, fix))
-
+def check_local_models(tool: dict, name: str, engines: bool = False) -> list[Finding]:
+    """SL004: what an engine local runtimes constrain generation with rejects (high) or silently
+    weakens (medium) in the input schema. Built-in rules mirror the engines' measured verdicts;
+    with `engines`, the installed engines compile the schema and speak for themselves."""
     schema = tool.get("inputSchema")
     if not isinstance(schema, dict):
-        return found
-    for path, node, keyword in walk(schema, "/inputSchema"):
-        if isinstance(node, bool):
-            if not (keyword == "additionalProperties" and node is False):
-                add(
-                    path,
-                    f"boolean sub-schema ({str(node).lower()})",
-                    "replace it with an object schema ({} accepts anything; prefer a typed, bounded one)",
-                )
-            continue
-        if not isinstance(node, dict):
-            add(path, "sub-schema is not a JSON object", "replace it with an object schema")
-            continue
-        for kw in FORBIDDEN_KEYWORDS:
-            if kw in node:
-                add(
-                    path + pointer(kw),
-                    f"uses {kw}, which local-model runtimes do not support",
-                    "inline referenced schemas; drop $schema; express format as maxLength "
-                    "and an anchored pattern",
-                )
-        if "pattern" in node:
-            for problem in pattern_problems(node["pattern"]):
-                add(
-                    path + "/pattern",
-                    problem,
-                    "anchor it ^...$, spell classes out ([0-9] for \\d, [ \\t] for \\s, "
-                    "[A-Za-z0-9_] for \\w) and drop lookarounds",
-                )
-    return found
+        return []
+    problems = oracle.engine_problems(schema) if engines else oracle.builtin_problems(schema)
+    return [
+        Finding(
+            "SL004",
+            name,
+            problem.path,
+            problem.message,
+            problem.fix,
+            "high" if problem.impact == oracle.REJECTED else "medium",
+        )
+        for problem in problems
+    ]
 
 
 def check_side_effects(tool: dict, name: str) -> list[Finding]:
@@ -876,16 +836,37 @@ CHECKS: tuple[Callable[[dict, str], list[Finding]], ...] = (
 )
 
 
-def lint(tools: list[dict]) -> list[Finding]:
-    """Every finding for every tool, in tool order, then rule order."""
-    checks = CHECKS
+def lint(tools: list[dict], engines: bool = False) -> list[Finding]:
+    """Every finding for every tool, in tool order, then rule order. With `engines`, SL004
+    compiles each input schema with the installed engines instead of mirroring them."""
+    checks = [
+        functools.partial(check, engines=True) if engines and check is check_local_models else check
+        for check in CHECKS
+    ]
     findings = []
     for index, tool in enumerate(tools):
         name = tool.get("name")
         label = name if isinstance(name, str) and name else f"<tool #{index}>"
-        for check in checks:
-            findings.extend(check(tool, label))
+        found = [finding for check in checks for finding in check(tool, label)]
+        findings.extend(merge_schema_findings(found))
     return findings
+
+
+def merge_schema_findings(found: list[Finding]) -> list[Finding]:
+    """One finding per root cause: where SL006 (the schema is invalid or unsatisfiable) and SL004
+    (an engine rejects it) point at the same place, keep SL006, at the higher of the two
+    severities, and say what the engines do in its message."""
+    engines_at = {f.path: f for f in found if f.rule_id == "SL004"}
+    merged = []
+    taken = set()
+    for f in found:
+        other = engines_at.get(f.path) if f.rule_id == "SL006" else None
+        if other is not None and f.path not in taken:
+            taken.add(f.path)
+            level = max(f.severity, other.severity, key=RANK.__getitem__)
+            f = Finding(f.rule_id, f.tool, f.path, f"{f.message}; {other.message}", f.fix, level)
+        merged.append(f)
+    return [f for f in merged if not (f.rule_id == "SL004" and f.path in taken)]
 
 
 def fails(findings: list[Finding], fail_on: str) -> bool:
@@ -1235,6 +1216,12 @@ def parser() -> argparse.ArgumentParser:
         help="extra HTTP header for URL targets (repeatable), e.g. 'Authorization: Bearer ...'",
     )
     p.add_argument(
+        "--engines",
+        action="store_true",
+        help="SL004: compile every input schema with the installed engines (llguidance, "
+        "outlines-core) and report their own messages instead of the built-in mirror",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=TIMEOUT_SECONDS,
@@ -1258,6 +1245,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--timeout must be positive")
     target = "stdio:" + shlex.join(command) if command else args.target
     try:
+        if args.engines and not oracle.installed_engines():
+            raise Unreadable(
+                "--engines needs llguidance or outlines-core where speclint runs "
+                "(pip install llguidance outlines-core)"
+            )
         if command:
             from tools import speclint_stdio  # noqa: PLC0415 - imports this module
 
@@ -1267,7 +1259,7 @@ def main(argv: list[str] | None = None) -> int:
     except Unreadable as exc:
         print(f"speclint: {one_line(str(exc), 500)}", file=sys.stderr)
         return 2
-    findings = lint(tools)
+    findings = lint(tools, engines=args.engines)
     if args.format == "json":
         sys.stdout.write(render_json(findings, tools, target, args.fail_on))
     elif args.format == "sarif":

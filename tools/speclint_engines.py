@@ -391,7 +391,7 @@ def _string_findings(schema: dict, node: _Node) -> Iterator[Finding]:
 
 
 def _number_findings(schema: dict, path: str) -> Iterator[Finding]:
-    types = _declared_types(schema)
+    types = declared_types(schema)
     low, high = _number(schema.get("minimum")), _number(schema.get("maximum"))
     if "integer" in types:
         for kw, value, beyond in (
@@ -472,7 +472,7 @@ def _unsatisfiable(schema: dict) -> Iterator[tuple[str, str, tuple[str, ...]]]:
             yield kw, f"{kw} is empty", (LLAMA_CPP,)
     if schema.get("type") == []:
         yield "type", "type is an empty list", (LLAMA_CPP,)
-    declared = _declared_types(schema)
+    declared = declared_types(schema)
     for kw in ("enum", "const"):
         values = schema.get("enum") if kw == "enum" else [schema["const"]] if "const" in schema else None
         if (
@@ -487,7 +487,7 @@ def _unsatisfiable(schema: dict) -> Iterator[tuple[str, str, tuple[str, ...]]]:
         if isinstance(schema.get("allOf"), list)
         else []
     )
-    sets = [s for s in [declared, *(_declared_types(b) for b in branches)] if s]
+    sets = [s for s in [declared, *(declared_types(b) for b in branches)] if s]
     if len(sets) > 1 and not set.intersection(*(_widen(s) for s in sets)):
         yield "allOf", "its allOf branches declare types no value has at once", ()
 
@@ -510,7 +510,7 @@ def _disjoint(a: object, b: object) -> bool:
     """Mirrors llguidance's is_verifiably_disjoint_from: types, literal sets, a const discriminator."""
     if not isinstance(a, dict) or not isinstance(b, dict) or "$ref" in a or "$ref" in b:
         return False
-    ta, tb = _declared_types(a), _declared_types(b)
+    ta, tb = declared_types(a), declared_types(b)
     if ta and tb and not (_widen(ta) & _widen(tb)):
         return True
     la, lb = _literals(a), _literals(b)
@@ -606,7 +606,7 @@ def _outlines_reads_pattern(node: _Node) -> bool:
     return (
         OUTLINES in node.engines
         and first == "type"
-        and "string" in _declared_types(schema)
+        and "string" in declared_types(schema)
         and "minLength" not in schema
         and "maxLength" not in schema
     )
@@ -792,7 +792,7 @@ def _outlines_probes(root: dict, base: str) -> Iterator[tuple[str, dict]]:
             string = {"type": "string", "pattern": schema["pattern"]}
             yield f"{node.path}/pattern", {"type": "object", "properties": {"q": string}, "required": ["q"]}
         low, high = schema.get("minItems"), schema.get("maxItems")
-        if "array" in _declared_types(schema) and (_count(low) or _count(high)):
+        if "array" in declared_types(schema) and (_count(low) or _count(high)):
             low, high = low if _count(low) else 0, high if _count(high) else None
             if high is not None:
                 low, high = (min(low, 64), min(high, 64)) if low <= high else (min(low, 65), min(high, 64))
@@ -892,8 +892,8 @@ def _anchors(root: object) -> set[str]:
     return {node["$anchor"] for node in _every_object(root) if isinstance(node.get("$anchor"), str)}
 
 
-def _declared_types(schema: dict) -> set[str]:
-    """The types `schema` names in "type" (as speclint.schema_types, which this module cannot import)."""
+def declared_types(schema: dict) -> set[str]:
+    """The types `schema` names in "type" (speclint's rules use it too)."""
     declared = schema.get("type")
     if isinstance(declared, str):
         return {declared}
@@ -904,7 +904,7 @@ def _declared_types(schema: dict) -> set[str]:
 
 def _types(schema: dict) -> set[str]:
     """The types a schema may take: declared, or all of them when it declares none."""
-    return _declared_types(schema) or set(TYPES)
+    return declared_types(schema) or set(TYPES)
 
 
 def _widen(types: set[str]) -> set[str]:

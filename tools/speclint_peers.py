@@ -1,6 +1,8 @@
 """Run speclint's peers on the corpus, offline, and put their findings next to speclint's.
 
     python -m tools.speclint_peers --venv DIR [--out docs/speclint-peers.json]
+    python -m tools.speclint_peers --speclint-only      # refresh speclint's column only
+    python -m tools.speclint_peers --table              # the table docs/speclint.md shows
 
 Each peer is installed at a pinned version into its own virtualenv under DIR and run under
 ``unshare --net`` (a network namespace with nothing in it) on every dump of
@@ -268,6 +270,47 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+TOP_SEVERITY = ("high", "error")
+
+
+def total(counts: dict[str, dict[str, int]], prefix: str = "") -> str:
+    """ "N (H)": the findings under `prefix`, and how many of them at the peer's top severity."""
+    picked = [n for rule, n in counts.items() if rule.startswith(prefix)]
+    top = sum(n.get(level, 0) for n in picked for level in TOP_SEVERITY)
+    return f"{sum(sum(n.values()) for n in picked)} ({top})"
+
+
+def summary_table(results: dict) -> str:
+    """The docs' table: per server, speclint by rule and each peer's total, top severity in brackets."""
+    peers = [(f"{p['name']} {a}", p["name"], f"{a}/") for p in results["peers"] for a in p["columns"]]
+    peers += [(p["name"], p["name"], "") for p in results["peers"] if not p["columns"]]
+    lines = [
+        "| Server | Tools | speclint | speclint by rule | " + " | ".join(c[0] for c in peers) + " |",
+        "|" + " --- |" * (len(peers) + 4),
+    ]
+    for label, row in [*results["servers"].items(), ("**all**", results["all"])]:
+        cells = [total(row["speclint"]), cell(row["speclint"], "")]
+        cells += [total(row[name], prefix) for _, name, prefix in peers]
+        lines.append(f"| {label} | {row['tools']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def refresh_speclint(results: dict) -> dict:
+    """`results` with speclint's column recomputed on the corpus; the peers' columns are kept."""
+    every: list[Hit] = []
+    for dump in sorted(CORPUS.glob("*.json")):
+        document = json.loads(dump.read_text())
+        if "tools" not in document:
+            continue
+        hits = speclint_hits(document, dump)
+        results["servers"][document["server"]]["speclint"] = tally(hits)
+        results["findings"][document["server"]]["speclint"] = where(hits)
+        every += hits
+    results["all"]["speclint"] = tally(every)
+    results["speclint"] = speclint_source()
+    return results
+
+
 def describe(peer: Peer, versions: dict[str, str]) -> dict:
     """What the results file says of a peer: enough to run it again by hand."""
     command = peer.command(Path("$VENV"), STUB_TEMPLATE, Path("$OUT"))
@@ -322,14 +365,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", type=Path, help="directory for the peers' virtualenvs (kept and reused)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "speclint-peers.json")
+    parser.add_argument(
+        "--speclint-only",
+        action="store_true",
+        help="recompute speclint's column in --out and keep the peers' (no peer runs)",
+    )
+    parser.add_argument("--table", action="store_true", help="print the docs' table from --out and stop")
     parser.add_argument("--serve", type=Path, metavar="DUMP", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
         return 0
-    if args.venv is None:
-        parser.error("--venv is required")
-    results = compare(args.venv.resolve())
+    if args.table:
+        print(summary_table(json.loads(args.out.read_text())))
+        return 0
+    if args.speclint_only:
+        results = refresh_speclint(json.loads(args.out.read_text()))
+    elif args.venv is None:
+        parser.error("--venv is required (or --speclint-only / --table)")
+    else:
+        results = compare(args.venv.resolve())
     args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     print(table(results))
     return 0

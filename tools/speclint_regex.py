@@ -256,3 +256,31 @@ class _EcmaChecker:
         if escaped[0] == "c":
             return chr(ord(escaped[1]) % 32)
         return escaped
+
+
+def bounds_length(pattern: object) -> bool:
+    """Whether `pattern` alone bounds a string's length: valid, anchored ^...$ around the whole
+    expression (no top-level |), and no unbounded repeat (*, +, {n,}). Such a pattern needs no
+    maxLength, and outlines-core keeps a pattern only when no minLength/maxLength sits beside it."""
+    if not isinstance(pattern, str) or ecma_error(pattern) is not None:
+        return False
+    if not pattern.startswith("^") or not pattern.endswith("$") or pattern.endswith("\\$"):
+        return False
+    depth, i, in_class = 0, 1, False
+    while i < len(pattern) - 1:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c in "*+" or (c == "|" and depth == 0) or (c == "{" and re.match(r"\{\d+,\}", pattern[i:])):
+            return False
+        i += 1
+    return True
