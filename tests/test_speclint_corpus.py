@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import speclint
+from tests.support import ROOT
+from tools import speclint, speclint_peers
 from tools.speclint_corpus import SERVERS
 
 CORPUS = Path(__file__).parent / "fixtures" / "speclint_corpus"
@@ -145,3 +146,43 @@ def test_default_gate_passes_on_the_fully_annotated_read_only_servers(server, ca
     code = speclint.main([str(CORPUS / f"{server}.json")])
     out, _ = capsys.readouterr()
     assert code == 0, out
+
+
+HOSTILE = json.loads((CORPUS.parent / "speclint_hostile.json").read_text())["schemas"]
+
+
+def test_speclint_reports_every_crafted_schema_an_engine_rejects_at_high():
+    """End to end, through speclint.lint: a schema an engine rejects gets a high SL004 finding (or
+    the SL006 finding it merged into); one every engine accepts gets no SL004 at all."""
+    rejected = [case for case in HOSTILE if "rejected" in case["verdict"].values()]
+    clean = [case for case in HOSTILE if set(case["verdict"].values()) == {"ok"}]
+    caught, noisy = [], []
+    for case in rejected + clean:
+        findings = speclint.lint([{"name": "t", "inputSchema": case["schema"]}])
+        high = [f for f in findings if f.rule_id in ("SL004", "SL006") and f.severity == "high"]
+        if case in rejected and high:
+            caught.append(case["name"])
+        if case in clean and any(f.rule_id == "SL004" for f in findings):
+            noisy.append(case["name"])
+    assert len(caught) / len(rejected) >= 12 / 14, f"caught {len(caught)} of {len(rejected)}"
+    assert noisy == []
+
+
+# ---------------------------------------------------------------- the peer table in docs/speclint.md
+
+PEERS = json.loads((ROOT / "docs" / "speclint-peers.json").read_text())
+
+
+def test_the_peer_files_speclint_column_is_todays_speclint():
+    stale = {}
+    for path in DUMPS:
+        document = load(path)
+        hits = speclint_peers.speclint_hits(document, path)
+        if PEERS["servers"][document["server"]]["speclint"] != speclint_peers.tally(hits):
+            stale[document["server"]] = speclint_peers.tally(hits)
+    assert stale == {}, "run `python -m tools.speclint_peers --speclint-only` to refresh docs/speclint-peers.json"
+
+
+def test_docs_show_the_table_the_peer_file_makes():
+    page = (ROOT / "docs" / "speclint.md").read_text()
+    assert speclint_peers.summary_table(PEERS) in page, "paste `python -m tools.speclint_peers --table`"

@@ -1,62 +1,40 @@
 """speclint: a static spec check for MCP tools, before any agent calls them.
 
-    python -m tools.speclint TARGET [--format text|json|sarif] [--fail-on LEVEL] [--header 'Name: value']
+    python -m tools.speclint [--format text|json|sarif] [--fail-on LEVEL] [--engines] TARGET
+    python -m tools.speclint [options] -- COMMAND [ARG ...]
 
-TARGET is one of:
+TARGET is an MCP endpoint URL (Streamable HTTP: ``initialize``, ``notifications/initialized``, every
+``tools/list`` page; ``--header`` adds request headers), a JSON file holding a ``tools/list`` result
+(or a bare list, or a JSON-RPC response with one), or ``-`` for standard input. After ``--``, a
+command that starts a stdio server (``tools.speclint_stdio``).
 
-* an MCP endpoint URL (``http://`` or ``https://``, Streamable HTTP): speclint sends ``initialize``
-  (protocol 2025-06-18), the ``notifications/initialized`` notification, then ``tools/list``,
-  following ``nextCursor`` until the last page. It accepts JSON or ``text/event-stream`` answers and
-  carries the ``Mcp-Session-Id`` the server hands out. ``--header`` (repeatable) adds a request
-  header, e.g. ``--header 'Authorization: Bearer ...'`` for servers that need a token;
-* a JSON file holding a ``tools/list`` result (``{"tools": [...]}``), a bare list of tools, or a full
-  JSON-RPC response whose ``result`` is one;
-* ``-``: the same JSON on standard input.
+Rules (the rule's severity; a finding may be lower, as noted):
 
-Rules (severity in brackets). "Mutating" means not marked ``readOnlyHint: true``.
+SL001 mutating-without-idempotency-key [high]: a tool declared mutating (hints set, readOnlyHint not
+    true) or, without hints, inferred mutating from its words (``tools.speclint_words``), that is
+    not idempotentHint and takes no key named as in ``IDEMPOTENCY_KEY_NAMES``. High when its words
+    say each call adds another effect, medium when they say nothing either way, none when they
+    say a repeat is harmless.
+SL002 annotations-missing-or-contradicting [medium]: no behaviour hints; readOnlyHint true on a tool
+    whose name or description uses a mutating verb; idempotentHint true with an optional key.
+SL003 unbounded-input [medium]: strings without maxLength (or enum/const, or an anchored pattern
+    with bounded repeats), arrays without maxItems, open objects; numbers without a minimum or
+    maximum at low.
+SL004 local-model-incompatible-schema [high]: what llguidance, outlines-core or llama.cpp's
+    converter rejects (high) or silently weakens (medium), from ``tools.speclint_engines``'s
+    built-in rules or, with ``--engines``, the installed engines themselves.
+SL005 undisclosed-side-effects [low]: a mutating tool whose description uses none of
+    ``SIDE_EFFECT_WORDS``; a tool without outputSchema.
+SL006 invalid-or-unsatisfiable-schema [high]: a tool name outside ``TOOL_NAME_PATTERN``, no input
+    schema or a root that is not an object, an unknown type, bounds no value meets, a required
+    property that may not be given, a pattern invalid in ECMA-262 (or only in Python: medium), a
+    parameter without a type (medium). Where SL004 points at the same place, one SL006 finding.
+SL007 unconstrained-sensitive-string [medium]: a string parameter named or described as a path,
+    URL or command with no pattern, enum or const.
 
-SL001 mutating-without-idempotency-key [high]
-    A mutating tool, not marked ``idempotentHint: true``, whose input schema has no idempotency key
-    property (a root property named as in ``IDEMPOTENCY_KEY_NAMES``, case-insensitive). Agents
-    retry on timeouts; without a key the server cannot tell a retry from a second request.
-SL002 annotations-missing-or-contradicting [medium]
-    No ``annotations`` (or none of the four behaviour hints); ``readOnlyHint: true`` on a tool whose
-    name or description uses a mutating verb (``MUTATING_VERBS``); ``idempotentHint: true`` on a tool
-    whose idempotency key is not in ``required`` (the hint then overstates: a call without the key
-    is not idempotent).
-SL003 unbounded-input [medium]
-    Anywhere in the input schema (properties, items, anyOf/oneOf/allOf, additionalProperties,
-    $defs, ...): a string without ``maxLength`` (``enum``/``const`` strings are bounded), an array
-    without ``maxItems``, an object whose ``additionalProperties`` is not ``false``.
-SL004 local-model-incompatible-schema [high]
-    What grammar-based local-model runtimes reject in an input schema: a root type other than
-    ``"object"``, no root ``properties``, a ``pattern`` not anchored ``^...$`` or using ``\\d \\s \\w``
-    (any case) or lookarounds, ``format``, ``$ref``/``$defs``/``definitions``, ``$schema``, boolean
-    sub-schemas (``additionalProperties: false`` excepted), a tool name outside
-    ``^[a-zA-Z0-9_-]{1,64}$``.
-SL005 undisclosed-side-effects [low]
-    A mutating tool whose description uses none of ``SIDE_EFFECT_WORDS`` (it does not say what it
-    changes), or a tool without ``outputSchema`` (clients cannot validate its structured results).
-
-The word heuristics (SL002, SL005) are deliberately simple and conservative: whole words,
-case-insensitive. For SL002 a verb form counts unless the word right before it is in
-``NOT_A_VERB_AFTER`` (an article, a possessive, a negation or a read verb: "the post", "never
-sends", "lists charges"), or it is joined by "or", "and", "nor" or a comma to a denied verb
-(``NEGATIONS``: "does not create or delete"), and a name counts only when none of its words is a read verb
-(``get_post`` is fine). SL005 accepts any side-effect word anywhere in the description.
-
-SL003 and SL004 read ``inputSchema`` only: it is what callers fill in and what local runtimes
-compile; ``outputSchema`` is only checked for presence.
-
-Each finding names the rule, its severity, the tool, a JSON Pointer into the tool object (e.g.
-``/inputSchema/properties/name``), a one-line explanation and the fix. Output is text (default),
-``--format json`` or ``--format sarif`` (SARIF 2.1.0: one rule descriptor per rule, each result
-located by a logical location "<tool><JSON Pointer>", plus the file as physical location when
-TARGET is a file).
-
-Exit status: 0 when no finding is at or above ``--fail-on`` (info, low, medium, high — the default —
-or never), 1 when one is, 2 when the target could not be read (network error, HTTP error, not JSON,
-not a tools list, a JSON-RPC error), with a one-line message on stderr.
+Output: text, ``--format json`` or ``--format sarif`` (2.1.0). Exit status: 0 when nothing is at or
+above ``--fail-on`` (default high), 1 when something is, 2 when the target could not be read (one
+line on stderr). docs/speclint.md has the tables, the measurements and the peers.
 """
 
 from __future__ import annotations
