@@ -180,7 +180,8 @@ def test_the_peer_files_speclint_column_is_todays_speclint():
         hits = speclint_peers.speclint_hits(document, path)
         if PEERS["servers"][document["server"]]["speclint"] != speclint_peers.tally(hits):
             stale[document["server"]] = speclint_peers.tally(hits)
-    assert stale == {}, "run `python -m tools.speclint_peers --speclint-only` to refresh docs/speclint-peers.json"
+    refresh = "python -m tools.speclint_peers --speclint-only"
+    assert stale == {}, f"run `{refresh}` to refresh docs/speclint-peers.json"
 
 
 def test_docs_show_the_table_the_peer_file_makes():
