@@ -33,7 +33,7 @@ $(CHROMIUM):
 
 ## Start Azurite, the Brevo sandbox and the Functions host; Ctrl-C stops them all.
 run: install
-	$(PY) -m tools.run
+	$(PY) -m devstack.run
 
 ## Lint, then the whole suite (it starts its own Azurite, sandbox and dev hosts).
 test: install $(CHROMIUM)
@@ -50,7 +50,7 @@ soak: install
 
 ## The zip a publish uploads (the tree minus .funcignore), checked and written to dist/storefront.zip.
 package:
-	$(PYTHON) -m tools.package
+	$(PYTHON) -m ops.package
 
 lint: install
 	$(PY) -m ruff check .

@@ -88,7 +88,7 @@ class Stack:
         ]
         self.procs = [start_process(azurite, self.table, logs / "azurite.log")]
         port = free_port()
-        sandbox = [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(port)]
+        sandbox = [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)]
         self.procs.append(start_process(sandbox, port, logs / "sandbox.log"))
         self.sandbox = f"http://127.0.0.1:{port}"
         self.connection = connection_string(self.blob, self.table)
@@ -630,7 +630,7 @@ def main() -> int:
     logs = Path(tempfile.mkdtemp(prefix="storefront-bench-"))
     stack = Stack(logs)
     try:
-        from tools.seed_bundles import seed
+        from devstack.seed_bundles import seed
 
         seed(stack.connection)
         handlers = Handlers(stack)

@@ -38,7 +38,15 @@ class Host:
         with self._lock:
             self.starts += 1
             log = self._logs / f"host{self.index}-{self.starts}.log"
-            args = [sys.executable, "-m", "tools.devhost", "--port", str(self.port), "--app-dir", str(ROOT)]
+            args = [
+                sys.executable,
+                "-m",
+                "devstack.devhost",
+                "--port",
+                str(self.port),
+                "--app-dir",
+                str(ROOT),
+            ]
             proc = start_process(args, self.port, log, self._env)
             self.service = Service(proc, self.url, log)
             _wait_serving(self.service)

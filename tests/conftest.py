@@ -17,6 +17,8 @@ import requests
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import ContainerClient, ContentSettings
 
+from devstack.seed_bundles import sample_bundle
+from devstack.seed_bundles import seed as seed_bundles
 from shared.catalog import BUNDLES
 from tests.identity import self_signed_certificate
 from tests.support import (
@@ -29,8 +31,6 @@ from tests.support import (
     start_host,
     start_process,
 )
-from tools.seed_bundles import sample_bundle
-from tools.seed_bundles import seed as seed_bundles
 
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
 
@@ -129,7 +129,7 @@ def azurite_tls(logs, tmp_path_factory) -> Iterator[TlsStorage]:
 def sandbox(logs) -> Iterator[Service]:
     port = free_port()
     proc = start_process(
-        [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(port)], port, logs / "sandbox.log"
+        [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)], port, logs / "sandbox.log"
     )
     service = Service(proc, f"http://127.0.0.1:{port}", logs / "sandbox.log")
     yield service

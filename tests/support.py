@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from requests.adapters import HTTPAdapter
 
-from tools.run import DEV_ACCOUNT_KEY, storage_connection
+from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE_KEY = DEV_ACCOUNT_KEY
@@ -286,7 +286,7 @@ def start_host(log_dir: Path, env: dict[str, str]) -> Service:
     log_path = log_dir / f"devhost-{port}.log"
     full_env = {**dev_settings(), **env}
     proc = start_process(
-        [sys.executable, "-m", "tools.devhost", "--port", str(port), "--app-dir", str(ROOT)],
+        [sys.executable, "-m", "devstack.devhost", "--port", str(port), "--app-dir", str(ROOT)],
         port,
         log_path,
         full_env,

@@ -56,7 +56,7 @@ def agent(logs, azurite, sandbox) -> Iterator[Service]:
         "STOREFRONT_RATE_LIMIT_PER_HOUR": "5",
     }
     log = logs / f"devhost-a2a-{port}.log"
-    args = [sys.executable, "-m", "tools.devhost", "--port", str(port), "--app-dir", str(ROOT)]
+    args = [sys.executable, "-m", "devstack.devhost", "--port", str(port), "--app-dir", str(ROOT)]
     service = Service(start_process(args, port, log, env), base, log, env)
     yield service
     service.stop()

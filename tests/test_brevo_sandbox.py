@@ -1,7 +1,7 @@
-"""Black-box tests for tools/brevo_sandbox.py over real HTTP.
+"""Black-box tests for devstack/brevo_sandbox.py over real HTTP.
 
 The module-scoped ``sandbox_url`` fixture runs its own ``python -m
-tools.brevo_sandbox`` subprocess (not the suite's shared one from conftest), so
+devstack.brevo_sandbox`` subprocess (not the suite's shared one from conftest), so
 every test here can reset it and start from an empty sandbox.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import requests
 
+from devstack.brevo_sandbox import make_server
 from tests.support import free_port
-from tools.brevo_sandbox import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
 API_KEY = {"api-key": "test-key"}
@@ -45,7 +45,7 @@ def _read_line(stream: Any, timeout: float) -> str:
 def _start_sandbox(stderr: Any, *extra: str) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(port), *extra],
+        [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port), *extra],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=stderr,

@@ -1,4 +1,4 @@
-"""Behaviour of tools/devhost.py, the repo's stand-in for ``func start``.
+"""Behaviour of devstack/devhost.py, the repo's stand-in for ``func start``.
 
 Most tests talk to one dev host subprocess serving tests/fixtures/devhost_app,
 started with DEVHOST_PRESET already in its environment.
@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from devstack.devhost import RouteTemplate, make_server
 from tests.support import free_port
-from tools.devhost import RouteTemplate, make_server
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_APP = REPO / "tests" / "fixtures" / "devhost_app"
@@ -76,7 +76,7 @@ def _wait_for_start(host: DevHost) -> None:
 def running_devhost(app_dir: Path, logs: Path, env: dict[str, str]) -> Iterator[DevHost]:
     port = free_port()
     stdout_path, stderr_path = logs / "stdout.txt", logs / "stderr.txt"
-    command = [sys.executable, "-m", "tools.devhost", "--app-dir", str(app_dir)]
+    command = [sys.executable, "-m", "devstack.devhost", "--app-dir", str(app_dir)]
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         process = subprocess.Popen([*command, "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=err)
     host = DevHost(process, port, stdout_path, stderr_path)

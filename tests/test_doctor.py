@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ops import package
 from tests.support import ROOT
-from tools import package
 
 DOCTOR = Path(sys.executable).with_name("azure-functions-doctor")
 SHELL_SETTINGS = (

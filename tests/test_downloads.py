@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from jose import jwt
 
+from devstack.seed_bundles import sample_bundle, seed
 from shared.catalog import BUNDLES, find_bundle
 from shared.downloads import MAX_TOKEN_LENGTH, Downloads
 from shared.errors import BundleUnavailable, Forbidden, InvalidToken, NotConfigured
@@ -28,7 +29,6 @@ from shared.tokens import AUDIENCE, TokenSigner
 from tests.support import AZURITE_KEY, public_pem
 from tests.support import new_ec_key as new_key
 from tests.support import private_pem as pem
-from tools.seed_bundles import sample_bundle, seed
 
 ISSUER = "https://store.example.net"
 BUNDLE = "agent-starter-kit"

@@ -1,4 +1,4 @@
-"""The package `make package` builds (tools/package.py), as Azure runs it: unpacked on its own, with
+"""The package `make package` builds (ops/package.py), as Azure runs it: unpacked on its own, with
 requirements.txt alone installed into a clean virtualenv, `function_app` imported from it and indexed.
 
 `FUNCTIONS` is the contract: a function added to, renamed in or removed from function_app.py, or a
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ops import package
 from tests.support import ROOT
-from tools import package
 
 EVERY_METHOD = sorted(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
 
@@ -81,7 +81,7 @@ print(json.dumps({
 """
 
 # The development trees, which the app must never find at run time.
-DEV_TREES = ("tools", "tests", "bench", "soak")
+DEV_TREES = ("devstack", "ops", "tools", "tests", "bench", "soak")
 
 
 def dev_requirements() -> set[str]:

@@ -17,18 +17,18 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from jose import jwt
 
+from devstack.seed_bundles import sample_bundle
 from shared.catalog import BUNDLES
 from shared.keys import KeySet, public_jwk
 from shared.tokens import AUDIENCE
 from tests.support import ROOT, Buyer, dev_settings, new_ec_key, private_pem, run_module
-from tools.seed_bundles import sample_bundle
 
 DEV_KEY = dev_settings()["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")
 ISSUER = dev_settings()["STOREFRONT_PUBLIC_BASE_URL"]
 
 
 def verify_tool(*args: str) -> subprocess.CompletedProcess:
-    return run_module("tools.verify_receipt", *args)
+    return run_module("ops.verify_receipt", *args)
 
 
 def receipt_url(host_url: str, receipt: dict) -> str:

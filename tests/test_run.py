@@ -1,4 +1,4 @@
-"""`make run` (tools/run.py) as a newcomer uses it: everything starts, the MCP Python SDK buys twice
+"""`make run` (devstack/run.py) as a newcomer uses it: everything starts, the MCP Python SDK buys twice
 with one key, one email arrives with a working download link, and Ctrl-C stops it all."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import requests
 from mcp import Client
 
+from devstack.run import host_name, settings_file, settings_for_func
 from tests.support import ROOT, free_port, free_ports, unique_email, unique_key
-from tools.run import host_name, settings_file, settings_for_func
 
 
 def _listening(port: int) -> bool:
@@ -44,7 +44,7 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
     command = [
         sys.executable,
         "-m",
-        "tools.run",
+        "devstack.run",
         "--port",
         str(host_port),
         "--sandbox-port",
@@ -81,7 +81,7 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
     if shutil.which("func"):
         assert "  Functions host:  func start (Azure Functions Core Tools)\n" in banner
     else:
-        assert "  Functions host:  the repo's dev host (python -m tools.devhost)" in banner
+        assert "  Functions host:  the repo's dev host (python -m devstack.devhost)" in banner
     assert f"  Settings:        {settings_file(ROOT, shutil.which('func') is not None)}\n" in banner
     assert f"http://localhost:{sandbox_port}/" in banner
     assert first.is_error is False
@@ -129,5 +129,5 @@ def test_the_banner_names_the_settings_file_each_host_reads(tmp_path):
 def test_the_banner_names_the_host_that_was_started():
     assert host_name(core_tools=True) == "func start (Azure Functions Core Tools)"
     assert host_name(core_tools=False) == (
-        "the repo's dev host (python -m tools.devhost), as Azure Functions Core Tools is not installed"
+        "the repo's dev host (python -m devstack.devhost), as Azure Functions Core Tools is not installed"
     )

@@ -1,4 +1,4 @@
-"""tools.verify_receipt's choice of keys for a receipt URL, against a stand-in store: the domain-root
+"""ops.verify_receipt's choice of keys for a receipt URL, against a stand-in store: the domain-root
 JWKS first, the /api/ one only where a store not yet upgraded lacks the root one."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from ops import verify_receipt
 from shared import signatures
 from shared.keys import KeySet
 from shared.receipts import encode
-from tools import verify_receipt
 
 RECEIPT_PATH = "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy"
 ROOT_JWKS, API_JWKS = "/.well-known/jwks.json", "/api/.well-known/jwks.json"

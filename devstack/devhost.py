@@ -1,6 +1,6 @@
 """Local development host for an Azure Functions Python v2 app, in place of ``func start``.
 
-Usage: ``python -m tools.devhost [--host H] [--port P] [--app-dir DIR]``
+Usage: ``python -m devstack.devhost [--host H] [--port P] [--app-dir DIR]``
 
 It serves the HTTP functions of ``DIR/function_app.py`` the way the Functions
 host does locally, and promises:
@@ -679,7 +679,7 @@ def banner(server: DevServer) -> str:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tools.devhost", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devstack.devhost", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7071)
     parser.add_argument("--app-dir", default=".", help="directory holding function_app.py (default: .)")

@@ -1,6 +1,6 @@
 """Brevo sandbox: a local, in-memory stand-in for Brevo's HTTP API v3.
 
-Run ``python -m tools.brevo_sandbox [--host H] [--port P] [--api-key K]`` and
+Run ``python -m devstack.brevo_sandbox [--host H] [--port P] [--api-key K]`` and
 point the Brevo client at ``http://H:P/v3``. Standard library only.
 
 What it promises:
@@ -1042,7 +1042,7 @@ def make_server(host: str, port: int, api_key: str | None = None) -> ThreadingHT
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.brevo_sandbox",
+        prog="python -m devstack.brevo_sandbox",
         description="Local stand-in for Brevo's HTTP API v3.",
     )
     parser.add_argument("--host", default="127.0.0.1")

@@ -1,6 +1,6 @@
 """The zip that a publish uploads, built here so it can be read and tested before Azure runs it.
 
-    python -m tools.package [--output PATH]        (`make package`; default dist/storefront.zip)
+    python -m ops.package [--output PATH]        (`make package`; default dist/storefront.zip)
 
 The zip holds the tree minus what `.funcignore` excludes and the names Core Tools never ships (the
 folders `.git` and `.vscode`, the files `.funcignore`, `.gitignore`, `local.settings.json` and
@@ -171,7 +171,7 @@ def _listing(title: str, paths: Iterable[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.package", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.package", description=__doc__.split("\n")[0])
     parser.add_argument("--output", type=Path, default=ROOT / DEFAULT_OUTPUT)
     output = parser.parse_args(argv).output.resolve()
     try:

@@ -1,7 +1,7 @@
 """Put a sample file for every catalog bundle into Blob storage, so the download link in a
 sandbox email fetches a real file. `make run` calls it; tests call `seed()` directly.
 
-    python -m tools.seed_bundles [--connection-string CS] [--container NAME]
+    python -m devstack.seed_bundles [--connection-string CS] [--container NAME]
 
 Without options it uses AzureWebJobsStorage and STOREFRONT_BUNDLES_CONTAINER from the
 environment, then local.settings.json (or its .example), as the Functions host would.
@@ -20,8 +20,8 @@ from pathlib import Path
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import ContainerClient, ContentSettings
 
+from devstack.devhost import read_settings
 from shared.catalog import BUNDLES, Bundle
-from tools.devhost import read_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
 """Verify a storefront receipt: was it issued by the store, and is every byte as issued?
 
-    python -m tools.verify_receipt RECEIPT_URL_OR_FILE [--jwks URL_OR_FILE] [--allow-reformatted]
+    python -m ops.verify_receipt RECEIPT_URL_OR_FILE [--jwks URL_OR_FILE] [--allow-reformatted]
 
 RECEIPT is a receipt URL (`.../api/receipts/rcpt_...`) or a saved receipt file. For a URL the JWKS
 defaults to `/.well-known/jwks.json` on that same host, the store you chose to ask, or, where that
@@ -89,9 +89,7 @@ def _is_key_set(body: bytes) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.verify_receipt", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m ops.verify_receipt", description=__doc__.splitlines()[0])
     parser.add_argument("receipt", help="receipt URL or file")
     parser.add_argument("--jwks", help="JWKS URL or file (default: the store's, by the receipt's host)")
     parser.add_argument(

@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from tools import seed_bundles
-from tools.devhost import SETTINGS_FILES
+from devstack import seed_bundles
+from devstack.devhost import SETTINGS_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
@@ -91,7 +91,7 @@ def settings_file(root: Path, core_tools: bool) -> str:
 def host_name(core_tools: bool) -> str:
     if core_tools:
         return "func start (Azure Functions Core Tools)"
-    return "the repo's dev host (python -m tools.devhost), as Azure Functions Core Tools is not installed"
+    return "the repo's dev host (python -m devstack.devhost), as Azure Functions Core Tools is not installed"
 
 
 def commands(
@@ -106,11 +106,11 @@ def commands(
         *("--queueHost", "127.0.0.1", "--queuePort", str(storage_port + 1)),
         *("--tableHost", "127.0.0.1", "--tablePort", str(storage_port + 2)),
     ]
-    sandbox = [sys.executable, "-m", "tools.brevo_sandbox", "--port", str(sandbox_port)]
+    sandbox = [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(sandbox_port)]
     if core_tools:
         host = ["func", "start", "--port", str(host_port)]
     else:
-        host = [sys.executable, "-m", "tools.devhost", "--port", str(host_port)]
+        host = [sys.executable, "-m", "devstack.devhost", "--port", str(host_port)]
     return [
         ("Azurite", azurite, storage_port + 2),
         ("Brevo sandbox", sandbox, sandbox_port),

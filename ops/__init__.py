@@ -1,0 +1,2 @@
+"""Operator and release tools: verify a receipt's signature, build the zip a publish uploads.
+Never deployed."""
