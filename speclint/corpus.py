@@ -5,7 +5,7 @@ temporary directory, a dummy token; nothing that makes it use the network), aske
 `tools/list` through the MCP SDK's client, and written as one JSON file:
 `{"server", "package", "version", "ecosystem", "tools"}`. The CI never runs this; it reads the dumps.
 
-    python -m tools.speclint_corpus --out tests/fixtures/speclint_corpus
+    python -m speclint.corpus --out tests/fixtures/speclint_corpus
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
 """speclint: a static spec check for MCP tools, before any agent calls them.
 
-    python -m tools.speclint [--format text|json|sarif] [--fail-on LEVEL] [--engines] TARGET
-    python -m tools.speclint [options] -- COMMAND [ARG ...]
+    python -m speclint [--format text|json|sarif] [--fail-on LEVEL] [--engines] TARGET
+    python -m speclint [options] -- COMMAND [ARG ...]
 
 TARGET is an MCP endpoint URL (Streamable HTTP: ``initialize``, ``notifications/initialized``, every
 ``tools/list`` page; ``--header`` adds request headers), a JSON file holding a ``tools/list`` result
 (or a bare list, or a JSON-RPC response with one), or ``-`` for standard input. After ``--``, a
-command that starts a stdio server (``tools.speclint_stdio``).
+command that starts a stdio server (``speclint.stdio``).
 
 Rules (the rule's severity; a finding may be lower, as noted):
 
 SL001 mutating-without-idempotency-key [high]: a tool declared mutating (hints set, readOnlyHint not
-    true) or, without hints, inferred mutating from its words (``tools.speclint_words``), that is
+    true) or, without hints, inferred mutating from its words (``speclint.words``), that is
     not idempotentHint and takes no key named as in ``IDEMPOTENCY_KEY_NAMES``. High when its words
     say each call adds another effect, medium when they say nothing either way, none when they
     say a repeat is harmless.
@@ -21,7 +21,7 @@ SL003 unbounded-input [medium]: strings without maxLength (or enum/const, or an 
     with bounded repeats), arrays without maxItems, open objects; numbers without a minimum or
     maximum at low.
 SL004 local-model-incompatible-schema [high]: what llguidance, outlines-core or llama.cpp's
-    converter rejects (high) or silently weakens (medium), from ``tools.speclint_engines``'s
+    converter rejects (high) or silently weakens (medium), from ``speclint.engines``'s
     built-in rules or, with ``--engines``, the installed engines themselves.
 SL005 undisclosed-side-effects [low]: a mutating tool whose description uses none of
     ``SIDE_EFFECT_WORDS``; a tool without outputSchema.
@@ -53,9 +53,8 @@ from pathlib import Path
 
 import requests
 
-from tools import speclint_engines as oracle
-from tools import speclint_regex as regex
-from tools import speclint_words as words
+from speclint import engines as oracle
+from speclint import patterns, words
 
 __version__ = "0.1.0"
 
@@ -467,7 +466,7 @@ def check_bounds(tool: dict, name: str) -> list[Finding]:
             continue
         types = schema_types(node)
         bounded_values = "enum" in node or "const" in node
-        bounded_pattern = regex.bounds_length(node.get("pattern"))
+        bounded_pattern = patterns.bounds_length(node.get("pattern"))
         if "string" in types and "maxLength" not in node and not bounded_values and not bounded_pattern:
             found.append(
                 Finding(
@@ -694,7 +693,7 @@ def check_schema_validity(tool: dict, name: str) -> list[Finding]:
 def _pattern_findings(pattern: object, path: str, name: str) -> list[Finding]:
     if not isinstance(pattern, str):
         return [Finding("SL006", name, path, "pattern is not a string", "make it a string")]
-    ecma = regex.ecma_error(pattern)
+    ecma = patterns.ecma_error(pattern)
     if ecma is not None:
         return [
             Finding(
@@ -707,7 +706,7 @@ def _pattern_findings(pattern: object, path: str, name: str) -> list[Finding]:
                 "escape only syntax characters, no possessive quantifiers or atomic groups",
             )
         ]
-    python = regex.python_error(pattern)
+    python = patterns.python_error(pattern)
     if python is not None:
         return [
             Finding(
@@ -1170,7 +1169,7 @@ def header(value: str) -> tuple[str, str]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m tools.speclint",
+        prog="speclint",
         usage="%(prog)s [options] TARGET\n       %(prog)s [options] -- COMMAND [ARG ...]",
         description="Static spec check for MCP tools: idempotency keys, annotations, input bounds, "
         "local-model compatibility, valid schemas, disclosed side effects. TARGET is an MCP "
@@ -1229,9 +1228,9 @@ def main(argv: list[str] | None = None) -> int:
                 "(pip install llguidance outlines-core)"
             )
         if command:
-            from tools import speclint_stdio  # noqa: PLC0415 - imports this module
+            from speclint import stdio  # noqa: PLC0415 - it imports this module
 
-            tools = speclint_stdio.list_tools(command, args.timeout)
+            tools = stdio.list_tools(command, args.timeout)
         else:
             tools = read_target(args.target, dict(args.header), args.timeout)
     except Unreadable as exc:
@@ -1245,11 +1244,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sys.stdout.write(render_text(findings, tools, args.fail_on))
     return 1 if fails(findings, args.fail_on) else 0
-
-
-if __name__ == "__main__":
-    # Run the module as tools.speclint, not __main__, so that its Unreadable is the one that the
-    # stdio client (which imports tools.speclint) raises.
-    from tools import speclint
-
-    sys.exit(speclint.main())

@@ -1,8 +1,8 @@
 """Run speclint's peers on the corpus, offline, and put their findings next to speclint's.
 
-    python -m tools.speclint_peers --venv DIR [--out docs/speclint-peers.json]
-    python -m tools.speclint_peers --speclint-only      # refresh speclint's column only
-    python -m tools.speclint_peers --table              # the table docs/speclint.md shows
+    python -m speclint.peers --venv DIR [--out docs/speclint-peers.json]
+    python -m speclint.peers --speclint-only      # refresh speclint's column only
+    python -m speclint.peers --table              # the table docs/speclint.md shows
 
 Each peer is installed at a pinned version into its own virtualenv under DIR and run under
 ``unshare --net`` (a network namespace with nothing in it) on every dump of
@@ -169,7 +169,7 @@ def stub_command(dump: Path) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--serve", str(dump)]
 
 
-STUB_TEMPLATE = ["python", "tools/speclint_peers.py", "--serve", "$DUMP"]
+STUB_TEMPLATE = ["python", "speclint/peers.py", "--serve", "$DUMP"]
 
 
 def pip(venv: Path, *args: str) -> str:
@@ -214,7 +214,7 @@ def run(peer: Peer, venv: Path, dump: Path) -> list[Hit]:
 
 def speclint_hits(document: dict, dump: Path) -> list[Hit]:
     # Imported here: the stub server runs this file as a script, where `tools` is not importable.
-    from tools import speclint
+    from speclint import core as speclint
 
     findings = speclint.lint(speclint.tools_from(document, str(dump)))
     return [Hit(f.tool, f.rule_id, f.severity, f"{f.path}: {f.message}") for f in findings]
@@ -224,7 +224,7 @@ def speclint_source() -> dict:
     """The commit speclint ran from, and its files that differ from it (the column counts those)."""
     git = ["git", "-C", str(ROOT)]
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    files = ["tools/speclint.py", "tools/speclint_*.py", ":!tools/speclint_peers.py"]
+    files = ["speclint", ":!speclint/peers.py", ":!speclint/corpus.py"]
     status = subprocess.run([*git, "status", "--porcelain", "--", *files], capture_output=True, text=True)
     return {"commit": commit.strip(), "uncommitted": sorted(line[3:] for line in status.stdout.splitlines())}
 
@@ -348,7 +348,7 @@ def compare(venvs: Path) -> dict:
             every[name] += found
     tools = sum(row["tools"] for row in servers.values())
     return {
-        "generated_by": "python -m tools.speclint_peers",
+        "generated_by": "python -m speclint.peers",
         "corpus": str(CORPUS.relative_to(ROOT)),
         "network": "none: every peer ran under `unshare --net`",
         "stub_server": shlex.join(STUB_TEMPLATE),

@@ -9,7 +9,7 @@ group so that the children of ``npx`` or a shell wrapper go too. POSIX only.
 Servers are not all tidy, so on stdout speclint skips lines that are not JSON-RPC (banners, JSON
 logs; at most ``MAX_NOISE_BYTES``), skips notifications and answers the server's own requests
 (``ping`` with ``{}``, anything else with "method not found"). Whatever goes wrong raises
-``tools.speclint.Unreadable`` with a one-line message: the command cannot start, the server exits
+``speclint.Unreadable`` with a one-line message: the command cannot start, the server exits
 or closes stdout before answering (with its exit status and the tail of its stderr), no answer
 before the deadline, a JSON-RPC error, a line over ``MAX_LINE_BYTES``, pagination that does not end.
 """
@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from tools.speclint import (
+from speclint.core import (
     PROTOCOL_VERSION,
     Unreadable,
     __version__,
