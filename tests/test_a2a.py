@@ -625,12 +625,12 @@ def test_the_endpoint_answers_other_methods_405_with_allow_post(agent, method):
     assert "/.well-known/agent-card.json" in answer.json()["error"]["message"]
 
 
-# --- the README's snippet -------------------------------------------------------------------------
+# --- the snippet in docs/clients.md -----------------------------------------------------------------
 
 
-def test_the_readme_snippet_buys_once_and_replays_with_the_official_client(agent, mail):
-    readme = (ROOT / "README.md").read_text()
-    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "a2a.client" in b]
+def test_the_docs_snippet_buys_once_and_replays_with_the_official_client(agent, mail):
+    doc = (ROOT / "docs" / "clients.md").read_text()
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "a2a.client" in b]
     email = unique_email("a2a-readme")
     code = snippet.replace("http://localhost:7071", agent.url).replace("ada@example.org", email)
 

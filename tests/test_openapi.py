@@ -171,10 +171,10 @@ def test_the_document_never_changes_the_schemas_the_mcp_tool_publishes():
     assert _document()["components"]["schemas"]["PurchaseRequest"] == mcp.TOOL["inputSchema"]
 
 
-def test_the_readme_check_fetches_and_validates_the_served_document(host, tmp_path):
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_check_fetches_and_validates_the_served_document(host, tmp_path):
+    doc = (ROOT / "docs" / "clients.md").read_text()
     lines = [
-        line for line in readme.splitlines() if "openapi.json" in line and line.startswith(("curl", ".venv"))
+        line for line in doc.splitlines() if "openapi.json" in line and line.startswith(("curl", ".venv"))
     ]
     script = "\n".join(
         line.replace("http://localhost:7071", host.url).replace(".venv/", f"{ROOT}/.venv/") for line in lines

@@ -518,13 +518,13 @@ class _Recording(dict):
         return super().get(name, default)
 
 
-def test_the_readme_settings_table_lists_exactly_the_settings_the_app_reads():
+def test_the_configuration_doc_lists_exactly_the_settings_the_app_reads():
     env = _Recording()
     Settings.from_env(env)
     env_identity = _Recording({"AzureWebJobsStorage__accountName": "acct"})
     Settings.from_env(env_identity)
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme.split("### Settings", 1)[1].split("\n\n", 3)[2]
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    table = doc.split("## Settings", 1)[1].split("\n\n", 2)[1]
     rows = set(re.findall(r"^\| `([A-Za-z_]+)` \|", table, flags=re.MULTILINE))
     # Set by Azure, not by the operator: the table names WEBSITE_HOSTNAME as a default.
     platform = {"WEBSITE_HOSTNAME", "IDENTITY_ENDPOINT"}

@@ -1,0 +1,384 @@
+"""The README and docs/ as a reader meets them: every relative link and #anchor resolves, and every
+snippet a reader is meant to run is run by the suite.
+
+The convention (docs/development.md#snippets): a fenced `sh`, `bash` or `python` block is run on the
+reader's machine against `make run`. Each one is listed in SNIPPETS with the tests that run it,
+most of them here against a dev host; a block that needs Azure, a real account or the reader's own
+values carries `<!-- not run: reason -->` on the line above its fence. Every fence names its language.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from shared import api
+from shared.settings import SECRET_SETTINGS, Settings
+from tests.support import ROOT, unique_email, unique_key
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUNNABLE = {"sh", "bash", "shell", "zsh", "python", "py"}
+NOT_RUN = re.compile(r"^<!-- not run: (\S.*\S) -->$")
+LOCAL_URL = "http://localhost:7071"
+VENV_PYTHON = ".venv/bin/python"
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    lang: str
+    body: str
+    above: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A runnable block (found by a string only it contains) and the tests that run it. A synopsis
+    with placeholders names one test per form it shows."""
+
+    page: str
+    marker: str
+    tests: tuple[str, ...]
+
+
+SNIPPETS = (
+    Snippet(
+        "README.md",
+        "make run    #",
+        (
+            "tests/test_docs.py::test_make_run_and_make_test_are_the_makefile_targets_they_describe",
+            "tests/test_run.py::test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_ctrl_c",
+        ),
+    ),
+    Snippet(
+        "README.md",
+        "from mcp import Client",
+        ("tests/test_docs.py::test_the_try_it_snippet_replays_one_receipt",),
+    ),
+    Snippet(
+        "README.md",
+        "# Plain HTTP purchase",
+        ("tests/test_clients.py::test_readme_curl_examples_run_as_written",),
+    ),
+    Snippet(
+        "docs/clients.md",
+        "npx @modelcontextprotocol/inspector",
+        ("tests/test_clients.py::test_inspector_cli_initializes_lists_and_calls_with_and_without_a_key",),
+    ),
+    Snippet(
+        "docs/clients.md",
+        "from a2a.client import",
+        ("tests/test_a2a.py::test_the_docs_snippet_buys_once_and_replays_with_the_official_client",),
+    ),
+    Snippet(
+        "docs/clients.md",
+        "openapi_spec_validator",
+        ("tests/test_openapi.py::test_the_docs_check_fetches_and_validates_the_served_document",),
+    ),
+    Snippet(
+        "docs/receipts.md",
+        "ops.verify_receipt",
+        ("tests/test_docs.py::test_the_verify_receipt_snippet_says_valid_online_and_offline",),
+    ),
+    Snippet(
+        "docs/development.md",
+        "admin/functions/reap_idempotency_keys",
+        ("tests/test_docs.py::test_the_timer_snippet_runs_both_timers_on_the_dev_host",),
+    ),
+    Snippet(
+        "docs/speclint.md",
+        "-m speclint http://localhost:7071/api/a2a/mcp",
+        (
+            "tests/test_speclint.py::test_live_dev_host_passes_with_fail_on_low",
+            "tests/test_speclint.py::test_url_target_follows_next_cursor_and_carries_the_session",
+            "tests/test_speclint_stdio.py::test_lists_every_page_of_a_python_sdk_server",
+            "tests/test_speclint.py::test_accepted_file_shapes",
+            "tests/test_speclint.py::test_dash_reads_standard_input",
+        ),
+    ),
+    Snippet(
+        "docs/speclint.md",
+        '"$MCP_URL"',
+        (
+            "tests/test_speclint.py::test_url_target_follows_next_cursor_and_carries_the_session",
+            "tests/test_speclint.py::test_fail_on_thresholds_with_a_high_finding",
+            "tests/test_speclint.py::test_sarif_output_is_sarif_2_1_0",
+        ),
+    ),
+)
+
+
+def blocks(page: Path) -> list[Block]:
+    """The fenced blocks of a page, with the line just above each fence."""
+    found, lines, i = [], page.read_text().splitlines(), 0
+    while i < len(lines):
+        opening = re.match(r"^(`{3,}|~{3,})(.*)$", lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence, start = opening[1], i
+        i += 1
+        while i < len(lines) and not lines[i].startswith(fence):
+            i += 1
+        body = "\n".join(lines[start + 1 : i]) + "\n"
+        above = lines[start - 1] if start else ""
+        found.append(Block(page, start + 1, opening[2].strip().split(" ")[0], body, above))
+        i += 1
+    return found
+
+
+def runnable(page: Path) -> list[Block]:
+    return [b for b in blocks(page) if b.lang in RUNNABLE and not NOT_RUN.match(b.above)]
+
+
+def snippet(page: str, marker: str) -> str:
+    (block,) = [b for b in runnable(ROOT / page) if marker in b.body]
+    return block.body
+
+
+def localized(code: str, base_url: str) -> str:
+    return code.replace(LOCAL_URL, base_url).replace(VENV_PYTHON, str(ROOT / VENV_PYTHON))
+
+
+# --- the snippet registry -------------------------------------------------------------------------
+
+
+def test_every_fence_names_its_language():
+    bare = [b.where for page in PAGES for b in blocks(page) if not b.lang]
+    assert not bare, f"fences without a language (use text for output and layouts): {bare}"
+
+
+def test_every_runnable_block_is_run_by_the_suite():
+    unknown = []
+    for page in PAGES:
+        name = str(page.relative_to(ROOT))
+        for block in runnable(page):
+            entries = [s for s in SNIPPETS if s.page == name and s.marker in block.body]
+            if len(entries) != 1:
+                unknown.append((block.where, len(entries)))
+    assert not unknown, (
+        f"runnable blocks without exactly one SNIPPETS entry: {unknown}; add the test that runs it, "
+        "or mark the block <!-- not run: reason --> (docs/development.md#snippets)"
+    )
+
+
+@pytest.mark.parametrize("entry", SNIPPETS, ids=lambda s: f"{s.page}:{s.marker}")
+def test_every_registry_entry_matches_one_block_and_names_real_tests(entry):
+    matching = [b for b in runnable(ROOT / entry.page) if entry.marker in b.body]
+    assert len(matching) == 1, f"{entry.page}: {len(matching)} runnable blocks contain {entry.marker!r}"
+    for test in entry.tests:
+        path, name = test.split("::")
+        assert re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.M), (
+            f"{test} does not exist"
+        )
+
+
+def test_not_run_markers_stand_only_above_runnable_blocks():
+    for page in PAGES:
+        inside = {n for b in blocks(page) for n in range(b.line, b.line + b.body.count("\n") + 2)}
+        lines = enumerate(page.read_text().splitlines(), 1)
+        markers = {n for n, line in lines if line.startswith("<!-- not run") and n not in inside}
+        above = {b.line - 1 for b in blocks(page) if b.lang in RUNNABLE and NOT_RUN.match(b.above)}
+        assert markers == above, f"{page.name}: a not-run marker without a reason or a block below it"
+
+
+# --- links and anchors ----------------------------------------------------------------------------
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: markup dropped, lower case, punctuation but `-` and `_`
+    removed, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text).replace("`", "")
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def prose(page: Path) -> str:
+    """The page without its fenced blocks and inline code spans."""
+    text = page.read_text()
+    for block in blocks(page):
+        text = text.replace(block.body, "\n")
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def anchors(page: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    found = set(re.findall(r'<a (?:id|name)="([^"]+)"', page.read_text()))
+    for heading in re.findall(r"^#{1,6} (.+?)#*$", prose(page), re.M):
+        base = slug(heading)
+        count = seen.get(base, 0)
+        found.add(base if count == 0 else f"{base}-{count}")
+        seen[base] = count + 1
+    return found
+
+
+def resolve(page: Path, target: str) -> str | None:
+    """Why `target`, linked from `page`, does not resolve; None when it does."""
+    path, _, anchor = target.partition("#")
+    file = (page.parent / path).resolve() if path else page
+    if ROOT not in file.parents and file != ROOT:
+        return "outside the repository"
+    if not file.exists():
+        return "no such file"
+    if anchor and file.suffix == ".md" and anchor not in anchors(file):
+        return f"no heading #{anchor} in {file.relative_to(ROOT)}"
+    if anchor and file.suffix != ".md" and not re.fullmatch(r"L\d+(-L\d+)?", anchor):
+        return "an anchor into a file that is not Markdown"
+    return None
+
+
+def links(page: Path) -> list[str]:
+    targets = re.findall(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", prose(page))
+    targets += re.findall(r'<(?:a|img)\s[^>]*(?:href|src)="([^"]+)"', prose(page))
+    return [t for t in targets if not re.match(r"^([a-z][a-z0-9+.-]*:|//)", t, re.I)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_and_anchor_resolves(page):
+    broken = {target: why for target in links(page) if (why := resolve(page, target))}
+    assert not broken, broken
+
+
+def test_the_slug_follows_githubs_rules():
+    assert slug("Finance views: the receipt page and the day's listing") == (
+        "finance-views-the-receipt-page-and-the-days-listing"
+    )
+    assert slug("What the suite proves, client by client") == "what-the-suite-proves-client-by-client"
+    assert slug("`make run` and A2A 1.0") == "make-run-and-a2a-10"
+
+
+def test_the_docs_link_in_every_error_body_resolves():
+    assert resolve(ROOT / "README.md", api.DOCS) is None, api.DOCS
+
+
+def test_the_readme_stays_short_and_links_every_docs_page():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    for page in (ROOT / "docs").glob("*.md"):
+        assert f"(docs/{page.name})" in readme, f"the README has no line for docs/{page.name}"
+
+
+# --- the configuration table ----------------------------------------------------------------------
+
+
+def configuration_rows() -> dict[str, list[str]]:
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| (.*) \|$", doc, re.M)
+    return {name: [cell.strip() for cell in rest.split(" | ")] for name, rest in rows}
+
+
+def test_the_configuration_table_marks_exactly_the_codes_secrets():
+    secret = {name for name, cells in configuration_rows().items() if cells[1] == "**yes**"}
+    assert secret == set(SECRET_SETTINGS)
+
+
+def test_the_configuration_table_gives_the_codes_defaults():
+    default = Settings.from_env({})
+    for name, cells in configuration_rows().items():
+        written = re.fullmatch(r"`([^`]*)`(?: \(.*\))?", cells[0])
+        if written and not name.startswith("AzureWebJobsStorage"):
+            assert Settings.from_env({name: written[1]}) == default, f"{name}: {cells[0]} is not the default"
+
+
+# --- the performance page -------------------------------------------------------------------------
+
+
+def test_the_performance_page_quotes_the_recorded_run():
+    page = (ROOT / "docs" / "performance.md").read_text()
+    results = json.loads((ROOT / "bench" / "results.json").read_text())
+    for path, figures in results["latency"].items():
+        line = re.search(
+            rf"^  {path} +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+)", page, re.M
+        )
+        assert line, f"no latency line for {path}"
+        assert [float(x) for x in line.groups()] == [
+            figures["path"]["p50_ms"],
+            figures["floor"]["p50_ms"],
+            figures["ratio_p50"],
+            figures["path"]["p99_ms"],
+            figures["floor"]["p99_ms"],
+            figures["ratio_p99"],
+        ], f"{path}: docs/performance.md differs from bench/results.json"
+    cold = results["cold_start"]
+    assert (
+        f"import function_app {cold['import_function_app_ms']} ms / third-party only "
+        f"{cold['import_third_party_ms']} ms = {cold['ratio']}"
+    ) in page
+
+
+# --- the snippets this file runs ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def docs_host(host_factory) -> str:
+    """A host of its own, like a reader's `make run`: every snippet calls from 127.0.0.1, whose quota
+    on the shared hosts' governance table must stay untouched."""
+    return host_factory(
+        STOREFRONT_RATE_LIMIT_PER_HOUR="1000", STOREFRONT_GOVERNANCE_TABLE="governancedocs"
+    ).url
+
+
+def bash(script: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_make_run_and_make_test_are_the_makefile_targets_they_describe():
+    done = subprocess.run(
+        ["make", "-n", "-W", "requirements.txt", "run", "test"], cwd=ROOT, capture_output=True, text=True
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "-m devstack.run" in done.stdout
+    assert "-m ruff check ." in done.stdout and "-m pytest" in done.stdout
+
+
+def test_the_try_it_snippet_replays_one_receipt(docs_host, mail, tmp_path):
+    email = unique_email("try-it")
+    code = localized(snippet("README.md", "from mcp import Client"), docs_host)
+    code = code.replace("ada@example.org", email).replace("order-2026-0001", unique_key())
+
+    done = bash(code, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+    assert len(mail.emails_to(email)) == 1
+
+
+def test_the_verify_receipt_snippet_says_valid_online_and_offline(docs_host, tmp_path):
+    code = localized(snippet("docs/receipts.md", "ops.verify_receipt"), docs_host)
+    code = code.replace("ada@example.org", unique_email("verify")).replace("order-2026-0005", unique_key())
+
+    done = bash(code, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    verdicts = done.stdout.splitlines()
+    assert len(verdicts) == 2 and all(v.startswith("VALID: receipt rcpt_") for v in verdicts), done.stdout
+    assert (tmp_path / "saved-receipt.json").exists() and (tmp_path / "saved-jwks.json").exists()
+
+
+def test_the_timer_snippet_runs_both_timers_on_the_dev_host(docs_host, tmp_path):
+    code = localized(snippet("docs/development.md", "admin/functions/reap_idempotency_keys"), docs_host)
+
+    done = bash(code, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["202", "202"]
