@@ -2,12 +2,17 @@
 
     python -m speclint TARGET | -- COMMAND [ARG ...]     (or the `speclint` console script)
 
-The rules live in speclint.core; speclint.words reads what a tool does from its words,
-speclint.engines what local-model engines reject, speclint.patterns which regex dialects a pattern
-compiles in, speclint.stdio talks to stdio servers. speclint.corpus and speclint.peers are the
-scripts that dump real servers and run peer linters for the measurements; CI runs neither.
+speclint.cli is the command line: speclint.load reads the target (speclint.stdio talks to stdio
+servers), speclint.rules runs the rules (speclint.behaviour and speclint.schema_rules, over
+speclint.schema) into speclint.findings, and speclint.output prints them. speclint.words reads what
+a tool does from its words, speclint.engines what local-model engines reject, speclint.patterns
+which regex dialects a pattern compiles in. speclint.corpus and speclint.peers are the scripts that
+dump real servers and run peer linters for the measurements; CI runs neither.
 """
 
-from speclint.core import RULES, Finding, Rule, Unreadable, __version__, lint, main, tools_from
+from speclint.cli import main
+from speclint.findings import RULES, Finding, Rule, __version__
+from speclint.load import Unreadable, tools_from
+from speclint.rules import lint
 
 __all__ = ["RULES", "Finding", "Rule", "Unreadable", "__version__", "lint", "main", "tools_from"]

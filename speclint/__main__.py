@@ -1,7 +1,7 @@
-"""`python -m speclint`: the command line (speclint.core.main)."""
+"""`python -m speclint`: the command line (speclint.cli.main)."""
 
 import sys
 
-from speclint.core import main
+from speclint.cli import main
 
 sys.exit(main())

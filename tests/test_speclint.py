@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from shared.mcp import TOOL, TOOLS
-from speclint import core as speclint
+from speclint.behaviour import IDEMPOTENCY_KEY_NAMES, check_annotations
+from speclint.cli import main
+from speclint.findings import RULE_BY_ID, Finding
+from speclint.output import SARIF_LEVEL
+from speclint.rules import lint
+from speclint.schema_rules import check_bounds, check_local_models
 from tests.support import free_port, run_module
 
 FIXTURES = Path(__file__).parent / "fixtures" / "speclint"
@@ -24,12 +29,12 @@ def load(name: str) -> list[dict]:
     return json.loads((FIXTURES / name).read_text())["tools"]
 
 
-def triples(findings: list[speclint.Finding]) -> set[tuple[str, str, str, str]]:
+def triples(findings: list[Finding]) -> set[tuple[str, str, str, str]]:
     return {(f.rule_id, f.severity, f.tool, f.path) for f in findings}
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = speclint.main(list(argv))
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -49,7 +54,7 @@ def pre_idempotency_tool() -> dict:
 
 
 def test_clean_manifest_has_no_findings():
-    assert speclint.lint(load("clean.json")) == []
+    assert lint(load("clean.json")) == []
 
 
 EXPECTED = {
@@ -153,7 +158,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("fixture", sorted(EXPECTED))
 def test_each_rule_fires_on_its_crafted_manifest(fixture):
-    findings = speclint.lint(load(fixture))
+    findings = lint(load(fixture))
 
     assert triples(findings) == EXPECTED[fixture]
     assert len(findings) == len(EXPECTED[fixture])  # one finding per problem, no duplicates
@@ -175,16 +180,16 @@ def test_each_rule_fires_on_its_crafted_manifest(fixture):
     ],
 )
 def test_rules_have_stable_ids_slugs_and_severities(rule_id, slug, severity):
-    rule = speclint.RULE_BY_ID[rule_id]
+    rule = RULE_BY_ID[rule_id]
     assert (rule.slug, rule.severity) == (slug, severity)
     assert rule.rationale and rule.fix and rule.title
 
 
-@pytest.mark.parametrize("name", speclint.IDEMPOTENCY_KEY_NAMES)
+@pytest.mark.parametrize("name", IDEMPOTENCY_KEY_NAMES)
 def test_every_documented_key_name_counts_in_any_case(name):
     tool = load("sl001_no_idempotency_key.json")[0]
     tool["inputSchema"]["properties"][name.upper()] = {"type": "string", "maxLength": 64}
-    assert speclint.lint([tool]) == []
+    assert lint([tool]) == []
 
 
 def test_readonly_contradiction_ignores_nouns_and_denials():
@@ -199,7 +204,7 @@ def test_readonly_contradiction_ignores_nouns_and_denials():
         "Returns the bundle_id to pass to purchase_free_bundle.",
     ):
         tool["description"] = description
-        assert speclint.check_annotations(tool, "get_post") == []
+        assert check_annotations(tool, "get_post") == []
     for description in (
         "Fetches a post, then sends it to the author.",
         "Does not create a draft; it sends the post.",
@@ -209,7 +214,7 @@ def test_readonly_contradiction_ignores_nouns_and_denials():
         "Reads the post. Then it sends a copy to the author",
     ):
         tool["description"] = description
-        assert triples(speclint.check_annotations(tool, "get_post")) == {
+        assert triples(check_annotations(tool, "get_post")) == {
             ("SL002", "medium", "get_post", "/annotations/readOnlyHint")
         }, description
 
@@ -219,7 +224,7 @@ def test_readonly_contradiction_ignores_nouns_and_denials():
 
 def test_storefront_tool_before_idempotency_keys_is_high(tmp_path, capsys):
     tool = pre_idempotency_tool()
-    findings = speclint.lint([tool])
+    findings = lint([tool])
     assert ("SL001", "high", "purchase_free_bundle", "/inputSchema/properties") in triples(findings)
 
     manifest = tmp_path / "tools.json"
@@ -232,7 +237,7 @@ def test_storefront_tool_before_idempotency_keys_is_high(tmp_path, capsys):
 
 def test_storefront_tools_today_have_no_finding_at_any_severity():
     assert [tool["name"] for tool in TOOLS] == ["purchase_free_bundle", "list_bundles"]
-    assert speclint.lint(list(TOOLS)) == []
+    assert lint(list(TOOLS)) == []
 
 
 def test_live_dev_host_passes_with_fail_on_low(host):
@@ -385,7 +390,7 @@ def test_sarif_output_is_sarif_2_1_0(capsys):
     for result in run_["results"]:
         assert result["ruleId"] in rule_ids
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
-        assert result["level"] == speclint.SARIF_LEVEL[result["properties"]["severity"]]
+        assert result["level"] == SARIF_LEVEL[result["properties"]["severity"]]
         logical = result["locations"][0]["logicalLocations"][0]
         assert logical["fullyQualifiedName"] == logical["name"] + result["properties"]["jsonPointer"]
         assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == manifest.as_posix()
@@ -651,12 +656,12 @@ def _object(**properties: object) -> dict:
     ],
 )
 def test_open_objects_are_unbounded_input(schema):
-    found = speclint.check_bounds({"name": "t", "inputSchema": schema}, "t")
+    found = check_bounds({"name": "t", "inputSchema": schema}, "t")
     assert any("additionalProperties" in f.message for f in found)
 
 
 def sl004(schema: dict, engines: bool = False) -> list[tuple[str, str, str]]:
-    found = speclint.check_local_models({"name": "t", "inputSchema": schema}, "t", engines=engines)
+    found = check_local_models({"name": "t", "inputSchema": schema}, "t", engines=engines)
     return [(f.severity, f.path, f.message) for f in found]
 
 
@@ -718,12 +723,12 @@ def test_engines_option_reports_the_engines_own_messages(tmp_path, capsys):
 
 def test_a_schema_no_call_satisfies_is_one_finding_not_two():
     tool = {"name": "t", "inputSchema": _object(a={"type": "string", "minLength": 5, "maxLength": 3})}
-    found = [f for f in speclint.lint([tool]) if f.path == "/inputSchema/properties/a/minLength"]
+    found = [f for f in lint([tool]) if f.path == "/inputSchema/properties/a/minLength"]
     assert [(f.rule_id, f.severity) for f in found] == [("SL006", "high")]
     assert "unsatisfiable" in found[0].message and "outlines-core" in found[0].message
 
 
 def test_a_typeless_parameter_takes_the_engines_higher_severity():
     tool = {"name": "t", "inputSchema": _object(a={"description": "anything"})}
-    found = [f for f in speclint.lint([tool]) if f.path == "/inputSchema/properties/a"]
+    found = [f for f in lint([tool]) if f.path == "/inputSchema/properties/a"]
     assert [(f.rule_id, f.severity) for f in found] == [("SL006", "high")]

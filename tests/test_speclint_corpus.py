@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from speclint import core as speclint
 from speclint import peers as speclint_peers
+from speclint.cli import main
 from speclint.corpus import SERVERS
+from speclint.findings import Finding
+from speclint.load import tools_from
+from speclint.rules import lint
 from tests.support import ROOT
 
 CORPUS = Path(__file__).parent / "fixtures" / "speclint_corpus"
@@ -75,16 +78,16 @@ def test_labels_use_every_class():
 
 @pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.stem)
 def test_speclint_lints_every_real_schema_without_crashing(path: Path):
-    tools = speclint.tools_from(load(path), str(path))
-    findings = speclint.lint(tools)
-    assert all(isinstance(f, speclint.Finding) for f in findings)
+    tools = tools_from(load(path), str(path))
+    findings = lint(tools)
+    assert all(isinstance(f, Finding) for f in findings)
     assert {f.tool for f in findings} <= {tool["name"] for tool in tools}
 
 
 @pytest.mark.parametrize("output_format", ["text", "json", "sarif"])
 @pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.stem)
 def test_speclint_cli_renders_every_real_manifest(path: Path, output_format: str, capsys):
-    code = speclint.main([str(path), "--format", output_format, "--fail-on", "never"])
+    code = main([str(path), "--format", output_format, "--fail-on", "never"])
     out, err = capsys.readouterr()
     assert code == 0
     assert err == ""
@@ -95,16 +98,16 @@ def test_speclint_cli_renders_every_real_manifest(path: Path, output_format: str
 # ---------------------------------------------------------------- targets on the corpus
 
 
-def corpus_findings() -> list[tuple[str, speclint.Finding]]:
+def corpus_findings() -> list[tuple[str, Finding]]:
     """(server, finding) for every finding on every dump."""
     out = []
     for path in DUMPS:
         document = load(path)
-        out.extend((document["server"], f) for f in speclint.lint(document["tools"]))
+        out.extend((document["server"], f) for f in lint(document["tools"]))
     return out
 
 
-def label(server: str, finding: speclint.Finding) -> str:
+def label(server: str, finding: Finding) -> str:
     return LABELS[f"{server}/{finding.tool}"]["label"]
 
 
@@ -144,7 +147,7 @@ def test_no_other_rule_is_high_on_the_corpus():
 
 @pytest.mark.parametrize("server", ["time", "fetch", "sequential-thinking"])
 def test_default_gate_passes_on_the_fully_annotated_read_only_servers(server, capsys):
-    code = speclint.main([str(CORPUS / f"{server}.json")])
+    code = main([str(CORPUS / f"{server}.json")])
     out, _ = capsys.readouterr()
     assert code == 0, out
 
@@ -153,13 +156,13 @@ HOSTILE = json.loads((CORPUS.parent / "speclint_hostile.json").read_text())["sch
 
 
 def test_speclint_reports_every_crafted_schema_an_engine_rejects_at_high():
-    """End to end, through speclint.lint: a schema an engine rejects gets a high SL004 finding (or
+    """End to end, through lint: a schema an engine rejects gets a high SL004 finding (or
     the SL006 finding it merged into); one every engine accepts gets no SL004 at all."""
     rejected = [case for case in HOSTILE if "rejected" in case["verdict"].values()]
     clean = [case for case in HOSTILE if set(case["verdict"].values()) == {"ok"}]
     caught, noisy = [], []
     for case in rejected + clean:
-        findings = speclint.lint([{"name": "t", "inputSchema": case["schema"]}])
+        findings = lint([{"name": "t", "inputSchema": case["schema"]}])
         high = [f for f in findings if f.rule_id in ("SL004", "SL006") and f.severity == "high"]
         if case in rejected and high:
             caught.append(case["name"])

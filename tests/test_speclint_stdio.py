@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from speclint import stdio as speclint_stdio
-from speclint.core import Unreadable
+from speclint.load import Unreadable
 from speclint.stdio import list_tools
 from tests.support import ROOT, run_module
 

@@ -1,0 +1,113 @@
+"""speclint's command line: read the target, lint its tools, print the report, exit with the verdict.
+
+    python -m speclint [--format text|json|sarif] [--fail-on LEVEL] [--engines] TARGET
+    python -m speclint [options] -- COMMAND [ARG ...]
+
+TARGET is an MCP endpoint URL (Streamable HTTP: ``initialize``, ``notifications/initialized``, every
+``tools/list`` page; ``--header`` adds request headers), a JSON file holding a ``tools/list`` result
+(or a bare list, or a JSON-RPC response with one), or ``-`` for standard input. After ``--``, a
+command that starts a stdio server (``speclint.stdio``). The rules are listed in ``speclint.rules``.
+
+Output: text, ``--format json`` or ``--format sarif`` (2.1.0). Exit status: 0 when nothing is at or
+above ``--fail-on`` (default high), 1 when something is, 2 when the target could not be read (one
+line on stderr). docs/speclint.md has the tables, the measurements and the peers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from speclint import engines as oracle
+from speclint import stdio
+from speclint.findings import SEVERITIES, fails
+from speclint.load import Unreadable, one_line, read_target
+from speclint.output import render_json, render_sarif, render_text
+from speclint.rules import lint
+
+TIMEOUT_SECONDS = 30
+
+
+def header(value: str) -> tuple[str, str]:
+    name, sep, content = value.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected 'Name: value', got {value!r}")
+    return name.strip(), content.strip()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="speclint",
+        usage="%(prog)s [options] TARGET\n       %(prog)s [options] -- COMMAND [ARG ...]",
+        description="Static spec check for MCP tools: idempotency keys, annotations, input bounds, "
+        "local-model compatibility, valid schemas, disclosed side effects. TARGET is an MCP "
+        "endpoint URL, a tools/list JSON file or - for stdin; after --, a command that starts a "
+        "stdio MCP server.",
+    )
+    p.add_argument("target", metavar="TARGET", nargs="?", help="MCP endpoint URL, tools/list JSON file, or -")
+    p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format")
+    p.add_argument(
+        "--fail-on",
+        choices=(*SEVERITIES, "never"),
+        default="high",
+        help="exit 1 when a finding is at or above this severity (default: high)",
+    )
+    p.add_argument(
+        "--header",
+        type=header,
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="extra HTTP header for URL targets (repeatable), e.g. 'Authorization: Bearer ...'",
+    )
+    p.add_argument(
+        "--engines",
+        action="store_true",
+        help="SL004: compile every input schema with the installed engines (llguidance, "
+        "outlines-core) and report their own messages instead of the built-in mirror",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"give up on a URL or a stdio server after this long (default: {TIMEOUT_SECONDS})",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1 :]
+    p = parser()
+    args = p.parse_args(argv)
+    if bool(command) == bool(args.target):
+        p.error("give one TARGET, or a command after --")
+    if args.timeout <= 0:
+        p.error("--timeout must be positive")
+    target = "stdio:" + shlex.join(command) if command else args.target
+    try:
+        if args.engines and not oracle.installed_engines():
+            raise Unreadable(
+                "--engines needs llguidance or outlines-core where speclint runs "
+                "(pip install llguidance outlines-core)"
+            )
+        if command:
+            tools = stdio.list_tools(command, args.timeout)
+        else:
+            tools = read_target(args.target, dict(args.header), args.timeout)
+    except Unreadable as exc:
+        print(f"speclint: {one_line(str(exc), 500)}", file=sys.stderr)
+        return 2
+    findings = lint(tools, engines=args.engines)
+    if args.format == "json":
+        sys.stdout.write(render_json(findings, tools, target, args.fail_on))
+    elif args.format == "sarif":
+        sys.stdout.write(render_sarif(findings, target))
+    else:
+        sys.stdout.write(render_text(findings, tools, args.fail_on))
+    return 1 if fails(findings, args.fail_on) else 0

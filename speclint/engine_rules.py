@@ -1,0 +1,503 @@
+"""The built-in rules: what the engines were measured to reject or weaken in a schema, found without
+running them (``tests/fixtures/speclint_hostile.json`` holds the measurements). Patterns are judged
+in ``speclint.engine_patterns``."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+
+from speclint.engine_nodes import (
+    ENGINES,
+    LLAMA_CPP,
+    LLAMA_MAX_REPETITION,
+    LLGUIDANCE,
+    OUTLINES,
+    OUTLINES_KEYS,
+    REJECTED,
+    WEAKENED,
+    Node,
+    Problem,
+    Verdict,
+    declared_types,
+    escape,
+    every_object,
+    is_count,
+    nodes,
+    one_line,
+    outlines_reads_pattern,
+)
+from speclint.engine_patterns import pattern_verdicts
+
+# llguidance answers 'Unimplemented keys: [...]' for these (parser/src/json/schema.rs keeps the
+# list of keywords it implements; these validation keywords are not in it).
+LLG_UNIMPLEMENTED = {
+    "if": "it cannot make one part of the value depend on another",
+    "then": "it cannot make one part of the value depend on another",
+    "else": "it cannot make one part of the value depend on another",
+    "not": "it cannot exclude values from a grammar",
+    "uniqueItems": "it cannot constrain generation to distinct items",
+    "contains": "it cannot require an item matching a sub-schema somewhere in an array",
+    "minContains": "it cannot count items matching a sub-schema",
+    "maxContains": "it cannot count items matching a sub-schema",
+    "dependentRequired": "it cannot make one property require another",
+    "dependentSchemas": "it cannot apply a schema only when a property is present",
+    "dependencies": "it cannot make one property require another",
+    "propertyNames": "it cannot constrain the keys of a map",
+    "unevaluatedProperties": "it does not track which properties were evaluated",
+    "unevaluatedItems": "it does not track which items were evaluated",
+    "$dynamicRef": "it does not resolve dynamic references",
+    "$dynamicAnchor": "it does not resolve dynamic references",
+    "$recursiveRef": "it does not resolve recursive references (2019-09)",
+    "$recursiveAnchor": "it does not resolve recursive references (2019-09)",
+}
+# Formats each engine compiles; llguidance and outlines-core reject any other name on a string.
+# llama.cpp rejects none: it constrains date, time, date-time and uuid and ignores the rest.
+LLG_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"}
+)
+OUTLINES_FORMATS = frozenset({"date-time", "date", "time", "uuid", "email", "uri"})
+
+TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
+COUNT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
+
+# Bounds past these make llguidance fail to build its number regex ("Failed to generate regex for
+# integer range") and make llama.cpp's build_min_max_int emit a grammar its parser cannot load.
+I64_MAX = 2**63 - 1
+LLAMA_ONE_SIDED_INT = 10**15
+
+
+def builtin_problems(schema: object, base: str = "/inputSchema") -> list[Problem]:
+    """Problems the engines were measured to have with `schema`, found without running them."""
+    if not isinstance(schema, dict):
+        return [_problem(base, {OUTLINES: REJECTED, LLAMA_CPP: REJECTED}, "the schema is not an object")]
+    found: dict[tuple[str, str], Problem] = {}
+    for node in nodes(schema, base):
+        for path, verdicts, what, fix in _node_findings(node, schema):
+            _add(found, path, verdicts, what, fix)
+    return list(found.values())
+
+
+def _node_findings(node: Node, root: dict) -> Iterator[Verdict]:
+    for where, verdicts, what, fix in _schema_findings(node, root):
+        kept = {engine: impact for engine, impact in verdicts.items() if engine in node.engines}
+        if kept:
+            yield where, kept, what, fix
+
+
+def _schema_findings(node: Node, root: dict) -> Iterator[Verdict]:
+    schema, path = node.schema, node.path
+    if isinstance(schema, bool):
+        if node.keyword in ("properties", "items", "prefixItems", "anyOf", "oneOf", "allOf"):
+            yield (
+                path,
+                {OUTLINES: REJECTED, LLAMA_CPP: REJECTED},
+                f"reject the boolean sub-schema {str(schema).lower()} (they compile only schema objects)",
+                "write an object schema: {} for any value, a typed one for a real constraint, "
+                "or drop the property",
+            )
+        return
+    if not isinstance(schema, dict):
+        return
+    yield from _keyword_findings(schema, path)
+    yield from _structure_findings(schema, node)
+    yield from _ref_findings(schema, path, root)
+    yield from _type_findings(schema, path)
+    yield from _count_findings(schema, path)
+    yield from _string_findings(schema, node)
+    yield from _number_findings(schema, path)
+    yield from _unsatisfiable_findings(schema, node)
+    yield from _one_of_findings(schema, path)
+
+
+def _keyword_findings(schema: dict, path: str) -> Iterator[Verdict]:
+    for kw, why in LLG_UNIMPLEMENTED.items():
+        if kw in schema:
+            yield (
+                f"{path}/{escape(kw)}",
+                {LLGUIDANCE: REJECTED},
+                f"rejects {kw}: {why}",
+                f"drop {kw} and check it on the server; say it in the description",
+            )
+
+
+def _structure_findings(schema: dict, node: Node) -> Iterator[Verdict]:
+    if schema and not any(k in schema for k in OUTLINES_KEYS):
+        yield (
+            node.path,
+            {OUTLINES: REJECTED},
+            "rejects a sub-schema with none of type, properties, enum, const, $ref, anyOf, oneOf, "
+            "allOf, prefixItems (Unsupported JSON Schema structure)",
+            'give it a "type" (or write {} for any value)',
+        )
+    if isinstance(schema.get("items"), list):
+        yield (
+            f"{node.path}/items",
+            {OUTLINES: REJECTED},
+            "rejects items given as a list (the draft-07 tuple form)",
+            "use prefixItems for a tuple, or one items schema",
+        )
+    branches = schema.get("allOf")
+    if "properties" not in schema and isinstance(branches, list) and len(branches) > 1:
+        yield (
+            f"{node.path}/allOf",
+            {OUTLINES: WEAKENED},
+            "compiles allOf as its branches' grammars back to back: every value it generates is "
+            "the branches' values in a row (not JSON), not their intersection",
+            "merge the branches into one schema (one properties, one required)",
+        )
+
+
+def _ref_findings(schema: dict, path: str, root: dict) -> Iterator[Verdict]:
+    ref = schema.get("$ref")
+    if not isinstance(ref, str):
+        return
+    where = f"{path}/$ref"
+    if ref.startswith("#/"):
+        if not _resolves(root, ref):
+            yield (
+                where,
+                dict.fromkeys(ENGINES, REJECTED),
+                f"reject $ref {ref}: it points at nothing in this schema",
+                "point it at an existing $defs entry",
+            )
+    elif ref == "#":
+        yield (
+            where,
+            {LLAMA_CPP: REJECTED},
+            "rejects $ref '#' (only references into #/... are supported)",
+            "move the recursive part into $defs and reference #/$defs/<name>",
+        )
+    elif ref.startswith("#"):
+        engines = {OUTLINES: REJECTED, LLAMA_CPP: REJECTED}
+        if ref[1:] not in _anchors(root):
+            engines[LLGUIDANCE] = REJECTED
+        yield (
+            where,
+            engines,
+            f"reject $ref {ref}: references to an $anchor are not supported",
+            "reference the definition by pointer, #/$defs/<name>",
+        )
+    else:
+        yield (
+            where,
+            dict.fromkeys(ENGINES, REJECTED),
+            f"reject $ref {ref}: they never fetch another document",
+            "inline the referenced schema under $defs and reference #/$defs/<name>",
+        )
+
+
+def _type_findings(schema: dict, path: str) -> Iterator[Verdict]:
+    declared = schema.get("type")
+    names = declared if isinstance(declared, list) else [declared] if isinstance(declared, str) else []
+    for name in names:
+        if isinstance(name, str) and name not in TYPES:
+            yield (
+                f"{path}/type",
+                dict.fromkeys(ENGINES, REJECTED),
+                f"reject type {name!r}, which JSON Schema does not have",
+                f"use one of {', '.join(sorted(TYPES))}",
+            )
+
+
+def _count_findings(schema: dict, path: str) -> Iterator[Verdict]:
+    types = _types(schema)
+    for kw in COUNT_KEYWORDS:
+        if kw in schema and not is_count(schema[kw]):
+            engines = {LLGUIDANCE: REJECTED}
+            if kw in ("minLength", "maxLength") and "string" in types or kw in ("minItems", "maxItems"):
+                engines[LLAMA_CPP] = REJECTED
+            yield (
+                f"{path}/{kw}",
+                engines,
+                f"reject {kw} {schema[kw]!r}: it must be a non-negative integer",
+                f"write {kw} as a whole number",
+            )
+    min_length, min_items = schema.get("minLength"), schema.get("minItems")
+    if is_count(min_length) and min_length > LLAMA_MAX_REPETITION and "string" in types:
+        yield (
+            f"{path}/minLength",
+            {LLAMA_CPP: REJECTED},
+            f"rejects minLength {min_length}: its grammar parser refuses to repeat a character "
+            f"more than {LLAMA_MAX_REPETITION} times",
+            f"lower minLength to {LLAMA_MAX_REPETITION} or less",
+        )
+    if is_count(min_items) and min_items > LLAMA_MAX_REPETITION + 1:
+        yield (
+            f"{path}/minItems",
+            {LLAMA_CPP: REJECTED},
+            f"rejects minItems {min_items}: its grammar parser refuses to repeat an item more "
+            f"than {LLAMA_MAX_REPETITION} times",
+            f"lower minItems to {LLAMA_MAX_REPETITION} or less",
+        )
+
+
+def _string_findings(schema: dict, node: Node) -> Iterator[Verdict]:
+    path, types = node.path, _types(schema)
+    if "string" not in types:
+        return
+    fmt = schema.get("format")
+    has_length = "minLength" in schema or "maxLength" in schema
+    pattern = schema.get("pattern")
+    if isinstance(fmt, str):
+        engines = {}
+        if fmt not in LLG_FORMATS:
+            engines[LLGUIDANCE] = REJECTED
+        if fmt not in OUTLINES_FORMATS and not has_length and not isinstance(pattern, str):
+            engines[OUTLINES] = REJECTED
+        if engines:
+            yield (
+                f"{path}/format",
+                engines,
+                f"reject format {fmt!r}, which they do not know",
+                f"drop format and say {fmt!r} in the description (llguidance knows "
+                f"{', '.join(sorted(LLG_FORMATS))}; outlines-core {', '.join(sorted(OUTLINES_FORMATS))})",
+            )
+    if has_length and (isinstance(pattern, str) or isinstance(fmt, str) and fmt in OUTLINES_FORMATS):
+        what = "pattern" if isinstance(pattern, str) else "format"
+        yield (
+            f"{path}/{what}",
+            {OUTLINES: WEAKENED},
+            f"drops this {what} without a word when minLength or maxLength is present and "
+            "accepts any string of that length",
+            "put the length into an anchored pattern (^[a-z0-9]{1,64}$) and drop minLength/maxLength",
+        )
+    if isinstance(pattern, str):
+        yield from pattern_verdicts(pattern, f"{path}/pattern", outlines_reads_pattern(node))
+
+
+def _number_findings(schema: dict, path: str) -> Iterator[Verdict]:
+    types = declared_types(schema)
+    low, high = _number(schema.get("minimum")), _number(schema.get("maximum"))
+    if "integer" in types:
+        for kw, value, beyond in (
+            ("minimum", low, low is not None and (low >= I64_MAX or low <= -I64_MAX)),
+            ("maximum", high, high is not None and high <= -I64_MAX),
+        ):
+            if beyond:
+                yield (
+                    f"{path}/{kw}",
+                    {LLGUIDANCE: REJECTED},
+                    f"rejects integer {kw} {value!r}: it cannot build a regex for a range past 64 bits",
+                    f"drop {kw} or keep it within ±{I64_MAX}",
+                )
+        one_sided = (
+            (low is not None and high is None and low > LLAMA_ONE_SIDED_INT and "minimum")
+            or (high is not None and low is None and high < -LLAMA_ONE_SIDED_INT and "maximum")
+            or (high is not None and high > I64_MAX and "maximum")
+        )
+        if one_sided:
+            yield (
+                f"{path}/{one_sided}",
+                {LLAMA_CPP: REJECTED},
+                f"rejects integer {one_sided} {schema[one_sided]!r}: its range grammar for a bound "
+                "that large does not load",
+                "give the integer both bounds, each within ±10^15, or drop the bound",
+            )
+    elif "number" in types:
+        for kw, value in (("minimum", low), ("maximum", high)):
+            if value is not None and abs(value) >= 2.0**63:
+                yield (
+                    f"{path}/{kw}",
+                    {LLGUIDANCE: REJECTED},
+                    f"rejects number {kw} {value!r}: it cannot build a regex for a float range that wide",
+                    f"drop {kw} or keep it within ±9.2e18",
+                )
+
+
+def _unsatisfiable_findings(schema: dict, node: Node) -> Iterator[Verdict]:
+    """Schemas no value satisfies; llguidance rejects them where a valid value must hold one."""
+    for kw, why, always in _unsatisfiable(schema):
+        engines = dict.fromkeys(always, REJECTED)
+        if node.required:
+            engines[LLGUIDANCE] = REJECTED
+        if engines:
+            yield (
+                f"{node.path}/{kw}",
+                engines,
+                f"reject a schema no value satisfies ({why})",
+                "fix the bounds or the types so that some value fits",
+            )
+    names = schema.get("required")
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    if node.required and isinstance(names, list) and schema.get("additionalProperties") is False:
+        missing = [n for n in names if isinstance(n, str) and n not in props]
+        if missing:
+            yield (
+                f"{node.path}/required",
+                {LLGUIDANCE: REJECTED},
+                f"rejects required {missing[0]!r}: it is not in properties and additionalProperties "
+                "is false, so no value can hold it",
+                f"declare {missing[0]!r} under properties or drop it from required",
+            )
+
+
+def _unsatisfiable(schema: dict) -> Iterator[tuple[str, str, tuple[str, ...]]]:
+    """(keyword, why, engines that reject it even where it is optional)."""
+    types = _types(schema)
+    lo, hi = schema.get("minLength"), schema.get("maxLength")
+    if is_count(lo) and is_count(hi) and lo > hi and "string" in types:
+        yield "minLength", f"minLength {lo} > maxLength {hi}", (OUTLINES, LLAMA_CPP)
+    lo, hi = schema.get("minItems"), schema.get("maxItems")
+    if is_count(lo) and is_count(hi) and lo > hi:
+        yield "minItems", f"minItems {lo} > maxItems {hi}", (OUTLINES,)
+    if types & {"integer", "number"} and _empty_range(schema, "integer" in types and "number" not in types):
+        yield "minimum", "the bounds leave no number", ()
+    for kw in ("enum", "anyOf", "oneOf"):
+        if schema.get(kw) == []:
+            yield kw, f"{kw} is empty", (LLAMA_CPP,)
+    if schema.get("type") == []:
+        yield "type", "type is an empty list", (LLAMA_CPP,)
+    declared = declared_types(schema)
+    for kw in ("enum", "const"):
+        values = schema.get("enum") if kw == "enum" else [schema["const"]] if "const" in schema else None
+        if (
+            declared
+            and isinstance(values, list)
+            and values
+            and not any(_json_type(v) & declared for v in values)
+        ):
+            yield kw, f"no {kw} value is of type {'/'.join(sorted(declared))}", ()
+    branches = (
+        [b for b in schema.get("allOf", []) if isinstance(b, dict)]
+        if isinstance(schema.get("allOf"), list)
+        else []
+    )
+    sets = [s for s in [declared, *(declared_types(b) for b in branches)] if s]
+    if len(sets) > 1 and not set.intersection(*(_widen(s) for s in sets)):
+        yield "allOf", "its allOf branches declare types no value has at once", ()
+
+
+def _one_of_findings(schema: dict, path: str) -> Iterator[Verdict]:
+    branches = schema.get("oneOf")
+    if not isinstance(branches, list) or len(branches) < 2:
+        return
+    pairs = ((a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
+    if not all(_disjoint(a, b) for a, b in pairs):
+        yield (
+            f"{path}/oneOf",
+            {LLGUIDANCE: REJECTED},
+            "rejects oneOf whose branches it cannot prove disjoint (it cannot generate 'exactly one')",
+            "use anyOf, or make the branches differ by type or by a const discriminator property",
+        )
+
+
+def _disjoint(a: object, b: object) -> bool:
+    """Mirrors llguidance's is_verifiably_disjoint_from: types, literal sets, a const discriminator."""
+    if not isinstance(a, dict) or not isinstance(b, dict) or "$ref" in a or "$ref" in b:
+        return False
+    ta, tb = declared_types(a), declared_types(b)
+    if ta and tb and not (_widen(ta) & _widen(tb)):
+        return True
+    la, lb = _literals(a), _literals(b)
+    if la is not None and lb is not None and not (la & lb):
+        return True
+    pa = a.get("properties") if isinstance(a.get("properties"), dict) else {}
+    pb = b.get("properties") if isinstance(b.get("properties"), dict) else {}
+    ra = a.get("required") if isinstance(a.get("required"), list) else []
+    rb = b.get("required") if isinstance(b.get("required"), list) else []
+    return any(name in ra and name in rb and _disjoint(pa[name], pb[name]) for name in set(pa) & set(pb))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _add(
+    found: dict[tuple[str, str], Problem], path: str, verdicts: dict[str, str], what: str, fix: str
+) -> None:
+    for impact in (REJECTED, WEAKENED):
+        engines = tuple(e for e in ENGINES if verdicts.get(e) == impact)
+        if not engines:
+            continue
+        key = (path, impact)
+        if key in found:
+            old = found[key]
+            message = one_line(f"{old.message}; {_names(engines)} {what}")
+            engines = tuple(e for e in ENGINES if e in old.engines or e in engines)
+            found[key] = Problem(path, engines, impact, message, old.fix)
+        else:
+            found[key] = Problem(path, engines, impact, one_line(f"{_names(engines)} {what}"), fix)
+
+
+def _problem(path: str, verdicts: dict[str, str], what: str) -> Problem:
+    engines = tuple(e for e in ENGINES if e in verdicts)
+    return Problem(
+        path, engines, REJECTED, f"{_names(engines)} reject it: {what}", 'write {"type": "object", ...}'
+    )
+
+
+def _names(engines: tuple[str, ...]) -> str:
+    return engines[0] if len(engines) == 1 else ", ".join(engines[:-1]) + " and " + engines[-1]
+
+
+def _resolves(root: dict, ref: str) -> bool:
+    node: object = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
+
+
+def _anchors(root: object) -> set[str]:
+    return {node["$anchor"] for node in every_object(root) if isinstance(node.get("$anchor"), str)}
+
+
+def _types(schema: dict) -> set[str]:
+    """The types a schema may take: declared, or all of them when it declares none."""
+    return declared_types(schema) or set(TYPES)
+
+
+def _widen(types: set[str]) -> set[str]:
+    return types | {"number"} if "integer" in types else types | {"integer"} if "number" in types else types
+
+
+def _json_type(value: object) -> set[str]:
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, int):
+        return {"integer", "number"}
+    if isinstance(value, float):
+        return {"number", "integer"} if value.is_integer() else {"number"}
+    if isinstance(value, str):
+        return {"string"}
+    return {"array"} if isinstance(value, list) else {"object"}
+
+
+def _literals(schema: dict) -> set[str] | None:
+    if "const" in schema:
+        return {json.dumps(schema["const"], sort_keys=True)}
+    if isinstance(schema.get("enum"), list):
+        return {json.dumps(v, sort_keys=True) for v in schema["enum"]}
+    return None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def _empty_range(schema: dict, integer: bool) -> bool:
+    low, high = _number(schema.get("minimum")), _number(schema.get("maximum"))
+    xlow, xhigh = _number(schema.get("exclusiveMinimum")), _number(schema.get("exclusiveMaximum"))
+    if integer:
+        bounds = [math.ceil(low) if low is not None else None, math.floor(high) if high is not None else None]
+        if xlow is not None:
+            bounds[0] = max(b for b in (bounds[0], math.floor(xlow) + 1) if b is not None)
+        if xhigh is not None:
+            bounds[1] = min(b for b in (bounds[1], math.ceil(xhigh) - 1) if b is not None)
+        return None not in bounds and bounds[0] > bounds[1]
+    lows = [(v, x) for v, x in ((low, False), (xlow, True)) if v is not None]
+    highs = [(v, x) for v, x in ((high, False), (xhigh, True)) if v is not None]
+    if not lows or not highs:
+        return False
+    (lo, lo_x), (hi, hi_x) = max(lows), min(highs)
+    return lo > hi or lo == hi and (lo_x or hi_x)

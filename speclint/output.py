@@ -1,0 +1,89 @@
+"""The three report formats: text for people, JSON for scripts, SARIF 2.1.0 for code-scanning tools."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from speclint.findings import RULES, SEVERITIES, Finding, __version__, fails
+
+SARIF_LEVEL = {"high": "error", "medium": "warning", "low": "note", "info": "note"}
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+
+
+def summary(findings: list[Finding]) -> dict[str, int]:
+    return {severity: sum(f.severity == severity for f in findings) for severity in reversed(SEVERITIES)}
+
+
+def render_text(findings: list[Finding], tools: list[dict], fail_on: str) -> str:
+    lines = []
+    for f in findings:
+        lines.append(f"{f.severity.upper():<7}{f.rule_id} {f.rule.slug}  {f.tool}  {f.path}")
+        lines.append(f"       {f.message}")
+        lines.append(f"       fix: {f.fix}")
+    count = f"{len(tools)} tool{'s' if len(tools) != 1 else ''} checked"
+    if findings:
+        totals = ", ".join(f"{n} {severity}" for severity, n in summary(findings).items())
+        verdict = "FAIL" if fails(findings, fail_on) else "pass"
+        lines.append(
+            f"speclint: {count}, {len(findings)} finding(s): {totals} (--fail-on {fail_on}: {verdict})"
+        )
+    else:
+        lines.append(f"speclint: {count}, no findings")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(findings: list[Finding], tools: list[dict], target: str, fail_on: str) -> str:
+    report = {
+        "tool": "speclint",
+        "version": __version__,
+        "target": target,
+        "tools_checked": len(tools),
+        "fail_on": fail_on,
+        "failed": fails(findings, fail_on),
+        "summary": summary(findings),
+        "findings": [f.as_dict() for f in findings],
+    }
+    return json.dumps(report, indent=2) + "\n"
+
+
+def render_sarif(findings: list[Finding], target: str) -> str:
+    rule_index = {rule.id: i for i, rule in enumerate(RULES)}
+    is_file = target != "-" and not target.startswith(("http://", "https://", "stdio:"))
+    results = []
+    for f in findings:
+        location: dict = {"logicalLocations": [{"name": f.tool, "fullyQualifiedName": f"{f.tool}{f.path}"}]}
+        if is_file:
+            location["physicalLocation"] = {"artifactLocation": {"uri": Path(target).as_posix()}}
+        fingerprint = hashlib.sha256(f"{f.rule_id}\0{f.tool}\0{f.path}".encode()).hexdigest()
+        results.append(
+            {
+                "ruleId": f.rule_id,
+                "ruleIndex": rule_index[f.rule_id],
+                "level": SARIF_LEVEL[f.severity],
+                "message": {"text": f"{f.tool} {f.path}: {f.message}. Fix: {f.fix}."},
+                "locations": [location],
+                "partialFingerprints": {"speclintFinding/v1": fingerprint},
+                "properties": {"severity": f.severity, "tool": f.tool, "jsonPointer": f.path, "fix": f.fix},
+            }
+        )
+    rules = [
+        {
+            "id": rule.id,
+            "name": rule.slug,
+            "shortDescription": {"text": rule.title},
+            "fullDescription": {"text": rule.rationale},
+            "help": {"text": rule.fix},
+            "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+            "properties": {"severity": rule.severity, "tags": ["mcp", "tool-spec"]},
+        }
+        for rule in RULES
+    ]
+    run: dict = {
+        "tool": {"driver": {"name": "speclint", "version": __version__, "rules": rules}},
+        "results": results,
+    }
+    if is_file:
+        run["artifacts"] = [{"location": {"uri": Path(target).as_posix()}}]
+    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2) + "\n"

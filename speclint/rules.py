@@ -1,0 +1,85 @@
+"""The rule set: each tool checked by every rule in order, and one finding per root cause.
+
+SL001 mutating-without-idempotency-key [high]: a tool declared mutating (hints set, readOnlyHint not
+    true) or, without hints, inferred mutating from its words (``speclint.words``), that is
+    not idempotentHint and takes no key named as in ``behaviour.IDEMPOTENCY_KEY_NAMES``. High when
+    its words say each call adds another effect, medium when they say nothing either way, none when
+    they say a repeat is harmless.
+SL002 annotations-missing-or-contradicting [medium]: no behaviour hints; readOnlyHint true on a tool
+    whose name or description uses a mutating verb; idempotentHint true with an optional key.
+SL003 unbounded-input [medium]: strings without maxLength (or enum/const, or an anchored pattern
+    with bounded repeats), arrays without maxItems, open objects; numbers without a minimum or
+    maximum at low.
+SL004 local-model-incompatible-schema [high]: what llguidance, outlines-core or llama.cpp's
+    converter rejects (high) or silently weakens (medium), from ``speclint.engines``'s
+    built-in rules or, with ``--engines``, the installed engines themselves.
+SL005 undisclosed-side-effects [low]: a mutating tool whose description uses none of
+    ``behaviour.SIDE_EFFECT_WORDS``; a tool without outputSchema.
+SL006 invalid-or-unsatisfiable-schema [high]: a tool name outside ``schema_rules.TOOL_NAME_PATTERN``,
+    no input schema or a root that is not an object, an unknown type, bounds no value meets, a
+    required property that may not be given, a pattern invalid in ECMA-262 (or only in Python:
+    medium), a parameter without a type (medium). Where SL004 points at the same place, one SL006
+    finding.
+SL007 unconstrained-sensitive-string [medium]: a string parameter named or described as a path,
+    URL or command with no pattern, enum or const.
+
+SL001, SL002 and SL005 live in ``speclint.behaviour``, the schema rules in ``speclint.schema_rules``;
+the records and severities in ``speclint.findings``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from speclint.behaviour import check_annotations, check_idempotency_key, check_side_effects
+from speclint.findings import RANK, Finding
+from speclint.schema_rules import (
+    check_bounds,
+    check_local_models,
+    check_schema_validity,
+    check_sensitive_strings,
+)
+
+CHECKS: tuple[Callable[[dict, str], list[Finding]], ...] = (
+    check_idempotency_key,
+    check_annotations,
+    check_bounds,
+    check_local_models,
+    check_side_effects,
+    check_schema_validity,
+    check_sensitive_strings,
+)
+
+
+def lint(tools: list[dict], engines: bool = False) -> list[Finding]:
+    """Every finding for every tool, in tool order, then rule order. With `engines`, SL004
+    compiles each input schema with the installed engines instead of mirroring them."""
+    checks = [
+        functools.partial(check, engines=True) if engines and check is check_local_models else check
+        for check in CHECKS
+    ]
+    findings = []
+    for index, tool in enumerate(tools):
+        name = tool.get("name")
+        label = name if isinstance(name, str) and name else f"<tool #{index}>"
+        found = [finding for check in checks for finding in check(tool, label)]
+        findings.extend(merge_schema_findings(found))
+    return findings
+
+
+def merge_schema_findings(found: list[Finding]) -> list[Finding]:
+    """One finding per root cause: where SL006 (the schema is invalid or unsatisfiable) and SL004
+    (an engine rejects it) point at the same place, keep SL006, at the higher of the two
+    severities, and say what the engines do in its message."""
+    engines_at = {f.path: f for f in found if f.rule_id == "SL004"}
+    merged = []
+    taken = set()
+    for f in found:
+        other = engines_at.get(f.path) if f.rule_id == "SL006" else None
+        if other is not None and f.path not in taken:
+            taken.add(f.path)
+            level = max(f.severity, other.severity, key=RANK.__getitem__)
+            f = Finding(f.rule_id, f.tool, f.path, f"{f.message}; {other.message}", f.fix, level)
+        merged.append(f)
+    return [f for f in merged if not (f.rule_id == "SL004" and f.path in taken)]
