@@ -36,6 +36,9 @@ def header(value: str) -> tuple[str, str]:
     return name.strip(), content.strip()
 
 
+MAX_TIMEOUT_SECONDS = 3600.0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="speclint",
@@ -87,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if bool(command) == bool(args.target):
         p.error("give one TARGET, or a command after --")
-    if args.timeout <= 0:
-        p.error("--timeout must be positive")
+    if not 0 < args.timeout <= MAX_TIMEOUT_SECONDS:  # also refuses nan and inf
+        p.error(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g} seconds")
     target = "stdio:" + shlex.join(command) if command else args.target
     try:
         if args.engines and not oracle.installed_engines():

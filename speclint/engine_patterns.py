@@ -15,6 +15,7 @@ from speclint.engine_nodes import (
     WEAKENED,
     Verdict,
 )
+from speclint.patterns import repetition_count
 
 _LOOKAROUND_RE = re.compile(r"\(\?(?:=|!|<=|<!|>)")
 # llama.cpp's gbnf_escape_length: the escapes its grammar literals and classes can hold.
@@ -22,7 +23,6 @@ _GBNF_ESCAPE_RE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]
 _LLAMA_LITERAL_ESCAPES = set("^$.[]()|{}*+?")
 _QUANTIFIERS = set("*+?{")
 _COUNT_RE = re.compile(r"\{(\d+)(?:,(\d*))?\}")
-_LLAMA_COUNT_RE = re.compile(r"\s*(\d+)\s*|\s*(\d*)\s*,\s*(\d*)\s*")
 
 
 def pattern_verdicts(pattern: str, path: str, outlines_reads: bool) -> Iterator[Verdict]:
@@ -78,12 +78,12 @@ def _unsupported_regex(pattern: str) -> str:
             if depth < 0:
                 return "unbalanced parentheses"
         elif c == "{":
-            count = _COUNT_RE.match(pattern, i)
-            if not count:
+            brace = _COUNT_RE.match(pattern, i)
+            if not brace:
                 return "a '{' that opens no repetition count"
-            low, high = count.group(1), count.group(2)
-            if high and int(low or 0) > int(high):
-                return f"the repetition count {count.group(0)} has its minimum above its maximum"
+            low, high = brace.group(1), brace.group(2)
+            if high and repetition_count(low or "0") > repetition_count(high):
+                return f"the repetition count {brace.group(0)} has its minimum above its maximum"
         i += 1
     if in_class:
         return "an unterminated character class"
@@ -138,13 +138,12 @@ def _llama_pattern(pattern: str) -> tuple[str, str]:
             end = body.find("}", i)
             if end < 0:
                 return WEAKENED, "unterminated curly brackets"
-            count = _LLAMA_COUNT_RE.fullmatch(body, i + 1, end)
-            if not count:
+            bounds = _llama_count(body[i + 1 : end])
+            if bounds is None:
                 return WEAKENED, "invalid number in curly brackets"
             if not can_repeat:
                 return REJECTED, "nothing to repeat"
-            low = int(count.group(1) or count.group(2) or 0)
-            high = int(count.group(1) or count.group(3) or -1)
+            low, high = bounds
             if low > LLAMA_MAX_REPETITION:
                 return REJECTED, f"a count over {LLAMA_MAX_REPETITION}, which its grammar parser refuses"
             if 0 <= high < low:
@@ -168,6 +167,18 @@ def _llama_pattern(pattern: str) -> tuple[str, str]:
     if depth:
         return REJECTED, "unbalanced parentheses"
     return "", ""
+
+
+def _llama_count(inner: str) -> tuple[int, int] | None:
+    """llama.cpp's reading of a {n}, {n,} or {n,m} body (spaces allowed around each number):
+    (low, high), high -1 when open; None when it is no count. Split by hand, not by a regex, as
+    a backtracking regex over runs of spaces took seconds on a 4 KB pattern."""
+    parts = [part.strip() for part in inner.split(",")]
+    if len(parts) > 2 or not all(part == "" or (part.isascii() and part.isdigit()) for part in parts):
+        return None
+    if len(parts) == 1:
+        return (repetition_count(parts[0]),) * 2 if parts[0] else None
+    return repetition_count(parts[0] or "0"), repetition_count(parts[1]) if parts[1] else -1
 
 
 def _llama_class(body: str, start: int) -> tuple[int, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -73,15 +74,42 @@ def rpc_error_text(error: object) -> str:
     return one_line(repr(error))
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
+def printable(text: object) -> str:
+    """`text` safe for a terminal: control, format (bidi overrides) and unpaired surrogate
+    characters, which a hostile server may put in a tool name, become \\uXXXX escapes."""
+    return "".join(c if c.isprintable() or c == " " else f"\\u{ord(c):04x}" for c in str(text))
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    return printable(" ".join(str(text).split()))[:limit]
+
+
+class NotFinite(ValueError):
+    """A JSON number the rules cannot compare or round (NaN, Infinity, 1e400)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotFinite(f"number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise NotFinite(f"{name} is not a JSON number")
+
+
+def loads(data: bytes | str) -> object:
+    """JSON as the rules can read it: NaN, Infinity and numbers beyond a float (1e400) are refused
+    (ValueError), so no rule meets a number it cannot compare or round."""
+    return json.loads(data, parse_float=_finite, parse_constant=_no_constant)
 
 
 def parse_json(data: bytes | str, source: str) -> object:
     try:
-        return json.loads(data)
+        return loads(data)
     except (ValueError, RecursionError) as exc:
-        raise Unreadable(f"{source} is not JSON ({one_line(str(exc), 120)})") from None
+        raise Unreadable(f"{source} is not JSON the rules can read ({one_line(str(exc), 120)})") from None
 
 
 def read_target(target: str, headers: dict[str, str], timeout: float) -> list[dict]:

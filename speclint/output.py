@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from speclint.findings import RULES, SEVERITIES, Finding, __version__, fails
+from speclint.load import printable
 
 SARIF_LEVEL = {"high": "error", "medium": "warning", "low": "note", "info": "note"}
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -31,7 +32,9 @@ def render_text(findings: list[Finding], tools: list[dict], fail_on: str) -> str
         )
     else:
         lines.append(f"speclint: {count}, no findings")
-    return "\n".join(lines) + "\n"
+    # Tool names, parameter names and patterns come from the server: no escape sequence of theirs
+    # reaches the terminal.
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def render_json(findings: list[Finding], tools: list[dict], target: str, fail_on: str) -> str:
@@ -56,7 +59,9 @@ def render_sarif(findings: list[Finding], target: str) -> str:
         location: dict = {"logicalLocations": [{"name": f.tool, "fullyQualifiedName": f"{f.tool}{f.path}"}]}
         if is_file:
             location["physicalLocation"] = {"artifactLocation": {"uri": Path(target).as_posix()}}
-        fingerprint = hashlib.sha256(f"{f.rule_id}\0{f.tool}\0{f.path}".encode()).hexdigest()
+        fingerprint = hashlib.sha256(
+            f"{f.rule_id}\0{f.tool}\0{f.path}".encode("utf-8", "surrogatepass")
+        ).hexdigest()
         results.append(
             {
                 "ruleId": f.rule_id,

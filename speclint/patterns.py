@@ -23,13 +23,19 @@ GROUP_OPENERS = (("(?:", False), ("(?=", True), ("(?!", True), ("(?<=", True), (
 _PROPERTY = re.compile(r"[pP]\{[A-Za-z_]+(=[A-Za-z0-9_]+)?\}")
 
 
+def repetition_count(digits: str) -> int:
+    """A repetition count or group number written in `pattern`, capped where it stops mattering:
+    Python refuses to convert a 4,300-digit string, and a hostile pattern may hold one."""
+    return int(digits) if len(digits) <= 18 else 10**18
+
+
 def python_error(pattern: str) -> str | None:
     """Python's `re` error for `pattern`, or None when it compiles."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # FutureWarning on nested sets is not an error
             re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
+    except (re.error, RecursionError, OverflowError, ValueError) as exc:
         return str(exc).split("\n")[0]
     return None
 
@@ -143,7 +149,7 @@ class _EcmaChecker:
             if not match:
                 self.fail("incomplete quantifier")
             low, has_comma, high = match.group(1), match.group(2), match.group(3)
-            if has_comma and high and int(high) < int(low):
+            if has_comma and high and repetition_count(high) < repetition_count(low):
                 self.fail("numbers out of order in {} quantifier")
             self.i = match.end()
         else:
@@ -164,7 +170,7 @@ class _EcmaChecker:
             return False
         if c.isdigit() and c != "0":
             match = re.compile(r"\d+").match(self.p, self.i)
-            self.backrefs.append(int(match.group(0)))
+            self.backrefs.append(repetition_count(match.group(0)))
             self.i = match.end()
             return True
         if c == "k":

@@ -182,7 +182,7 @@ def check_schema_validity(tool: dict, name: str) -> list[Finding]:
             continue
         declared = node.get("type")
         listed = declared if isinstance(declared, list) else [declared]
-        unknown = [t for t in listed if t is not None and t not in JSON_TYPES]
+        unknown = [t for t in listed if t is not None and not (isinstance(t, str) and t in JSON_TYPES)]
         if unknown:
             add(
                 path + "/type",

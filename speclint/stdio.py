@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from speclint.findings import __version__
-from speclint.load import PROTOCOL_VERSION, Unreadable, all_pages, one_line, rpc_error_text
+from speclint.load import PROTOCOL_VERSION, NotFinite, Unreadable, all_pages, loads, one_line, rpc_error_text
 
 MAX_LINE_BYTES = 16 << 20  # one message; a longer line is an error, never an ever-growing buffer
 MAX_NOISE_BYTES = 1 << 20  # stdout that is not JSON-RPC, skipped before giving up
@@ -141,7 +141,11 @@ class StdioServer:
         while True:
             line = self._line(method)
             try:
-                message = json.loads(line)
+                message = loads(line)
+            except NotFinite as exc:
+                raise Unreadable(
+                    f"{self.name} answered {method} with JSON the rules cannot read ({exc})"
+                ) from None
             except (ValueError, RecursionError):
                 message = None
             if isinstance(message, dict) and message.get("jsonrpc") == "2.0":

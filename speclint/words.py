@@ -126,15 +126,16 @@ def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
     found: list[str] = []
     denied_chain = False  # the previous verb was denied, and this one is joined to it ("or", ",")
     previous_end = 0
+    prior_word = ""  # the token before this one, lower-cased ("" at the start)
+    # One pass, looking back only to the previous token: descriptions come from the server, and
+    # re-scanning the text before every word made a 500 KB description take 16 s.
     for match in _WORD_RE.finditer(text):
-        word = match.group(0)
-        word = word.lower() if word.isalpha() or "'" in word and word.replace("'", "").isalpha() else ""
+        token = match.group(0)
+        word = token.lower() if token.isalpha() or "'" in token and token.replace("'", "").isalpha() else ""
         verb = base_form(word)
         between = text[previous_end : match.start()]
-        before = text[: match.start()].rstrip()
-        prior = _WORD_RE.findall(before[-40:])
-        prior_word = prior[-1].lower() if prior else ""
-        clause_start = not before or before[-1] in _CLAUSE_BREAKS
+        gap = between.rstrip()
+        clause_start = gap[-1] in _CLAUSE_BREAKS if gap else previous_end == 0
         joined = denied_chain and re.fullmatch(r"[\s,]*(?:(?:or|and|nor)\s+)?", between, re.IGNORECASE)
         if verb in vocabulary:
             if prior_word in NEGATIONS or joined:
@@ -144,11 +145,10 @@ def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
                 denied_chain = False
             else:
                 denied_chain = False
-            previous_end = match.end()
-            continue
-        if word not in NEGATIONS and word not in {"or", "and", "nor", "does", "do", "will", "is"}:
+        elif word not in NEGATIONS and word not in {"or", "and", "nor", "does", "do", "will", "is"}:
             denied_chain = False
         previous_end = match.end()
+        prior_word = token.lower()
     return found
 
 

@@ -732,3 +732,82 @@ def test_a_typeless_parameter_takes_the_engines_higher_severity():
     tool = {"name": "t", "inputSchema": _object(a={"description": "anything"})}
     found = [f for f in lint([tool]) if f.path == "/inputSchema/properties/a"]
     assert [(f.rule_id, f.severity) for f in found] == [("SL006", "high")]
+
+
+# ---------------------------------------------------------------- hostile tool lists
+
+
+def _listing(schema: dict, **tool: object) -> str:
+    return json.dumps({"tools": [{"name": "t", "inputSchema": schema, **tool}]})
+
+
+def _with_pattern(pattern: str) -> str:
+    return _listing(_object(a={"type": "string", "pattern": pattern}))
+
+
+def _with_bound(literal: str) -> str:
+    return _listing(_object(n={"type": "integer", "maximum": 1})).replace(
+        '"maximum": 1', f'"maximum": {literal}'
+    )
+
+
+HOSTILE_LISTS = {
+    "nan-bound": _with_bound("NaN"),
+    "huge-bound": _with_bound("1e400"),
+    "type-object": _listing(_object(a={"type": {"x": 1}})),
+    "type-list-of-lists": _listing(_object(a={"type": [[]]})),
+    "5000-digit-count": _with_pattern("^a{1," + "9" * 5000 + "}$"),
+    "5000-digit-backref": _with_pattern("^(a)\\" + "9" * 5000 + "$"),
+    "superscript-ref": _listing(
+        {"type": "object", "required": ["a"], "properties": {"a": {"$ref": "#/required/²"}}}
+    ),
+    "spaces-in-count": _with_pattern("^a{" + " " * 2000 + "," + " " * 2000 + "x}$"),
+    "long-description": _listing(_object(), description="a " * 250_000),
+    "lone-surrogate-name": '{"tools":[{"name":"\\ud800","inputSchema":{"type":"object"}}]}',
+}
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "sarif"])
+@pytest.mark.parametrize("case", sorted(HOSTILE_LISTS))
+def test_a_hostile_tool_list_is_linted_or_refused_in_one_line_never_a_traceback(
+    tmp_path, case, output_format
+):
+    manifest = tmp_path / "tools.json"
+    manifest.write_text(HOSTILE_LISTS[case])
+
+    done = run_cli(str(manifest), "--format", output_format, "--fail-on", "never")
+    assert done.returncode in (0, 2), done.stderr
+    assert "Traceback" not in done.stderr
+    if done.returncode == 2:
+        assert done.stdout == "" and done.stderr.count("\n") == 1
+    elif output_format != "text":
+        json.loads(done.stdout)
+
+
+def test_non_finite_numbers_are_refused_as_unreadable():
+    done = run_cli("-", stdin=HOSTILE_LISTS["huge-bound"])
+    assert done.returncode == 2
+    assert "out of range" in done.stderr
+
+
+def test_escape_sequences_from_the_server_never_reach_the_terminal(tmp_path):
+    evil = "wipe\x1b[2J\x1b]0;owned\x07\u202egnp.exe"
+    tool = {
+        "name": evil,
+        "description": "Sends \x1b[31mmail\x1b[0m.",
+        "inputSchema": _object(**{evil: {"type": "string"}}),
+    }
+    manifest = tmp_path / "tools.json"
+    manifest.write_text(json.dumps({"tools": [tool]}))
+
+    done = run_cli(str(manifest), "--fail-on", "never")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\u202e" not in done.stdout
+    assert "wipe\\u001b[2J" in done.stdout and "\\u202e" in done.stdout
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf", "1e308"])
+def test_timeout_must_be_a_sensible_number_of_seconds(timeout):
+    done = run_cli("--timeout", timeout, "tools.json")
+    assert done.returncode == 2
+    assert "--timeout must be" in done.stderr and "Traceback" not in done.stderr
