@@ -98,6 +98,9 @@ VERB_POSITION_AFTER = frozenset(
 # Identifiers (purchase_free_bundle, getItem, v2) are tokens too, so their parts are never verbs.
 _WORD_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_']*")
 # A comma is not a break: "branches, commits and tags" lists nouns far more often than verbs.
+_OBJECT_FOLLOWS = re.compile(
+    r"\s+(?:the|a|an|each|every|all|your|their|its|this|that|these|those|one|any)\b", re.IGNORECASE
+)
 _CLAUSE_BREAKS = ".!?;:\n(-*•"
 
 
@@ -137,6 +140,11 @@ def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
         gap = between.rstrip()
         clause_start = gap[-1] in _CLAUSE_BREAKS if gap else previous_end == 0
         joined = denied_chain and re.fullmatch(r"[\s,]*(?:(?:or|and|nor)\s+)?", between, re.IGNORECASE)
+        # "Messages posted in a channel": a plural record noun opening a sentence is its subject,
+        # unless an object follows it ("Emails the owner").
+        plural_noun = clause_start and word != verb and verb in RECORD_NOUNS
+        if plural_noun and not _OBJECT_FOLLOWS.match(text, match.end()):
+            verb = ""
         if verb in vocabulary:
             if prior_word in NEGATIONS or joined:
                 denied_chain = True
@@ -162,25 +170,35 @@ class Inference:
 
 
 def name_verb(name_words: list[str]) -> str | None:
-    """The name's verb: its first word that is a known verb (`slack_post_message` -> "post")."""
-    return next((w for w in name_words if w in READ_VERBS or w in MUTATING_VERBS), None)
+    """The name's verb: its first word that is a known verb (`slack_post_message` -> "post").
+
+    Two kinds of names put a noun first. OpenAPI-generated ones spell the HTTP method
+    (`API-post-search`), and "post" says nothing there; and a record noun before a read verb is
+    its object (`order_status`, `message_search`)."""
+    if len(name_words) > 2 and name_words[0] in ("api", "http") and name_words[1] == "post":
+        name_words = name_words[2:]
+    verbs = [w for w in name_words if w in READ_VERBS or w in MUTATING_VERBS]
+    if verbs and verbs[0] in RECORD_NOUNS:
+        read = next((w for w in verbs[1:] if w in READ_VERBS), None)
+        if read is not None:
+            return read
+    return verbs[0] if verbs else None
 
 
 def retry_of(name: str, description: str) -> tuple[str, str]:
     """Whether repeating a mutating call is harmless: ("safe" | "unsafe" | "unknown", evidence)."""
+    # The name's verb decides, not any word of it: slack_delete_message deletes a message.
     name_words = words(name)
-    for i, word in enumerate(name_words):
-        if word in APPEND_VERBS:
-            return "unsafe", f"{word!r} in the name"
-        if word in CREATE_VERBS:
-            nouns = [w for w in _nouns(name_words[i + 1 :]) if w in RECORD_NOUNS]
-            if nouns:  # the last one is the head: add_issue_comment adds a comment
-                noun = nouns[-1]
-                return "unsafe", f"{word!r} a new {noun!r} in the name"
+    verb = name_verb(name_words)
+    if verb in APPEND_VERBS:
+        return "unsafe", f"{verb!r} in the name"
+    if verb in CREATE_VERBS:
+        nouns = [w for w in _nouns(name_words[name_words.index(verb) + 1 :]) if w in RECORD_NOUNS]
+        if nouns:  # the last one is the head: add_issue_comment adds a comment
+            return "unsafe", f"{verb!r} a new {nouns[-1]!r} in the name"
     appended = verbs_in_text(description, APPEND_VERBS)
     if appended:
         return "unsafe", f"{appended[0]!r} in the description"
-    verb = name_verb(name_words)
     where = "name"
     if verb is None or verb in READ_VERBS:
         mutating = verbs_in_text(description, MUTATING_VERBS)

@@ -53,6 +53,16 @@ def test_names_split_on_separators_and_camel_case(name, split):
         ("directory_tree", "Get a recursive tree view of files.", "reads", "safe"),
         ("outbox", "Sends the queued emails.", "mutates", "unsafe"),
         ("sequentialthinking", "A detailed tool for dynamic problem-solving.", "unknown", "unknown"),
+        # the name's verb decides, not a record noun after it
+        ("slack_delete_message", "Delete a message from a channel.", "mutates", "safe"),
+        ("cancel_workflow_run", "Cancel a workflow run.", "mutates", "safe"),
+        ("update_issue_comment", "Update a comment on an issue.", "mutates", "safe"),
+        # noun-first names and OpenAPI-generated ones
+        ("order_status", "Status of an order.", "reads", "safe"),
+        ("API-post-search", "Search pages by title.", "reads", "safe"),
+        # a plural record noun opening the description is its subject, not a verb
+        ("channel_digest", "Messages posted in a channel in the last 24 hours.", "unknown", "unknown"),
+        ("owner_alert", "Emails the owner when a build breaks.", "mutates", "unsafe"),
     ],
 )
 def test_inference_table(name, description, effect, retry):
