@@ -58,12 +58,14 @@ RULES = (
         "SL004",
         "local-model-incompatible-schema",
         "high",
-        "Schema that local-model runtimes reject",
-        "Grammar-based local-model runtimes compile the input schema to a grammar and reject (or "
-        "silently mishandle) these constructs, so local agents cannot call the tool.",
-        "Use a root type: object with properties, anchored ^...$ patterns with explicit classes "
-        "([0-9], not \\d), no format, $ref, $defs or $schema, no boolean sub-schemas, and a tool "
-        "name matching ^[a-zA-Z0-9_-]{1,64}$.",
+        "Schema that local-model engines reject or weaken",
+        "Local runtimes compile the input schema into a grammar with llguidance, outlines-core or "
+        "llama.cpp's converter; what one rejects cannot be called from that runtime, and what one "
+        "weakens lets the model send values the schema forbids.",
+        "Rewrite the construct the finding names: no if/then/else, not, uniqueItems, contains or "
+        "propertyNames; anchored patterns with explicit classes ([0-9], not \\d) and no "
+        "lookarounds or backreferences; a pattern that bounds the length instead of "
+        "minLength/maxLength beside it. $schema, local $ref/$defs and common formats are fine.",
     ),
     Rule(
         "SL005",

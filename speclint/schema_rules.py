@@ -82,11 +82,17 @@ def check_bounds(tool: dict, name: str) -> list[Finding]:
 def check_local_models(tool: dict, name: str, engines: bool = False) -> list[Finding]:
     """SL004: what an engine local runtimes constrain generation with rejects (high) or silently
     weakens (medium) in the input schema. Built-in rules mirror the engines' measured verdicts;
-    with `engines`, the installed engines compile the schema and speak for themselves."""
+    with `engines`, the installed engines compile the schema and speak for themselves, and the
+    built-in rules still speak for llama.cpp's converter, which never runs here."""
     schema = tool.get("inputSchema")
     if not isinstance(schema, dict):
         return []
-    problems = oracle.engine_problems(schema) if engines else oracle.builtin_problems(schema)
+    if engines:
+        llama_only = (oracle.LLAMA_CPP,)
+        problems = oracle.engine_problems(schema)
+        problems += [p for p in oracle.builtin_problems(schema) if p.engines == llama_only]
+    else:
+        problems = oracle.builtin_problems(schema)
     return [
         Finding(
             "SL004",

@@ -721,6 +721,15 @@ def test_engines_option_reports_the_engines_own_messages(tmp_path, capsys):
     assert any("uniqueItems" in f["message"] for f in findings)
 
 
+def test_engines_option_keeps_llama_cpps_verdicts_which_no_installed_engine_gives():
+    schema = _pattern("^\\d{5}$")  # llguidance and outlines-core accept it; llama.cpp drops it
+
+    assert sl004(schema, engines=True) == sl004(schema)
+    assert [severity for severity, _, message in sl004(schema, engines=True) if "llama.cpp" in message] == [
+        "medium"
+    ]
+
+
 def test_a_schema_no_call_satisfies_is_one_finding_not_two():
     tool = {"name": "t", "inputSchema": _object(a={"type": "string", "minLength": 5, "maxLength": 3})}
     found = [f for f in lint([tool]) if f.path == "/inputSchema/properties/a/minLength"]
