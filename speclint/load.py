@@ -8,15 +8,18 @@ import contextlib
 import json
 import math
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import requests
+import urllib3
 
 from speclint.findings import __version__
 
 PROTOCOL_VERSION = "2025-06-18"
 MAX_PAGES = 1000
+MAX_BODY_BYTES = 64 << 20  # one answer; a bigger one is refused, never buffered whole
 
 
 class Unreadable(Exception):
@@ -142,8 +145,10 @@ class McpClient:
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self.next_id = 0
+        self.deadline = time.monotonic() + timeout
 
     def list_tools(self) -> list[dict]:
+        self.deadline = time.monotonic() + self.timeout
         try:
             initialized = self.request(
                 "initialize",
@@ -178,10 +183,30 @@ class McpClient:
     def _post(self, message: dict) -> requests.Response:
         try:
             return self.http.post(
-                self.url, data=json.dumps(message), headers=self._headers(), timeout=self.timeout, stream=True
+                self.url, data=json.dumps(message), headers=self._headers(), timeout=self._left(), stream=True
             )
         except requests.RequestException as exc:
             raise Unreadable(f"cannot reach {self.url} ({message['method']}): {type(exc).__name__}") from None
+
+    def _left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise Unreadable(
+                f"{self.url} did not finish listing tools in time ({self.timeout:g}s for the whole exchange)"
+            )
+        return left
+
+    def _chunks(self, response: requests.Response, method: str) -> Iterator[bytes]:
+        """The body as it arrives, within the deadline and MAX_BODY_BYTES: a server that trickles
+        bytes or sends keep-alives forever resets no read timeout here."""
+        received = 0
+        # read1 returns what has arrived; iter_content would wait for a whole 64 KiB chunk.
+        while chunk := response.raw.read1(1 << 16, decode_content=True):
+            received += len(chunk)
+            if received > MAX_BODY_BYTES:
+                raise Unreadable(f"{method} answer from {self.url} is over {MAX_BODY_BYTES >> 20} MiB")
+            self._left()
+            yield chunk
 
     def notify(self, method: str) -> None:
         response = self._post({"jsonrpc": "2.0", "method": method})
@@ -219,8 +244,8 @@ class McpClient:
         try:
             if media_type == "text/event-stream":
                 return self._from_event_stream(response, request_id, method)
-            return parse_json(response.content, f"{method} answer from {self.url}")
-        except requests.RequestException as exc:
+            return parse_json(b"".join(self._chunks(response, method)), f"{method} answer from {self.url}")
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:  # raw reads raise urllib3's
             raise Unreadable(f"{method} answer from {self.url} broke off: {type(exc).__name__}") from None
         except Unreadable:
             if response.status_code // 100 != 2:
@@ -232,7 +257,7 @@ class McpClient:
         source = f"{method} event stream from {self.url}"
         buffer = b""
         data: list[str] = []
-        for chunk in response.iter_content(chunk_size=None):
+        for chunk in self._chunks(response, method):
             buffer += chunk
             while b"\n" in buffer:
                 raw, buffer = buffer.split(b"\n", 1)

@@ -3,10 +3,12 @@ idempotency keys, the latter live over HTTP), the output formats, the exit codes
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -500,8 +502,16 @@ def test_default_fail_on_is_high(capsys):
 class FakeMcp:
     """A tiny MCP server: sessions, two pages of tools/list, optionally as an event stream."""
 
-    def __init__(self, pages: dict, sse: bool = False, list_error: dict | None = None, status: int = 200):
+    def __init__(
+        self,
+        pages: dict,
+        sse: bool = False,
+        list_error: dict | None = None,
+        status: int = 200,
+        stall: str = "",
+    ):
         self.pages, self.sse, self.list_error, self.status = pages, sse, list_error, status
+        self.stall = stall  # tools/list never completes: "keep-alive", "trickle" (bytes keep coming), "cut"
         self.seen: list[tuple[str, str, dict, dict]] = []  # (HTTP method, RPC method, params, headers)
         fake = self
 
@@ -554,6 +564,9 @@ class FakeMcp:
             body = {"jsonrpc": "2.0", "id": rpc_id, "result": result}
             handler._send(200, json.dumps(body).encode(), "application/json", {"Mcp-Session-Id": "sess-42"})
             return
+        if self.stall:
+            self.stall_forever(handler)
+            return
         if self.list_error is not None:
             body = {"jsonrpc": "2.0", "id": rpc_id, "error": self.list_error}
         else:
@@ -566,6 +579,28 @@ class FakeMcp:
         stream = ": keep-alive\r\n\r\n" + f"event: message\r\ndata: {json.dumps(progress)}\r\n\r\n"
         stream += "event: message\r\n" + "".join(f"data: {line}\r\n" for line in text.splitlines()) + "\r\n"
         handler._send(200, stream.encode(), "text/event-stream")
+
+    def stall_forever(self, handler) -> None:
+        """Bytes every 0.2 s and never the answer: SSE keep-alive comments, or a JSON body one
+        byte at a time. Each read finishes quickly, so only a deadline ends the exchange."""
+        keep_alive = self.stall == "keep-alive"
+        if self.stall == "cut":  # a body shorter than its Content-Length, then the connection closes
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", "1000")
+            handler.end_headers()
+            handler.wfile.write(b'{"jsonrpc": "2.0", ')
+            handler.close_connection = True
+            return
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream" if keep_alive else "application/json")
+        handler.send_header("Content-Length", str(10**9))
+        handler.end_headers()
+        with contextlib.suppress(OSError):
+            for _ in range(600):
+                handler.wfile.write(b": ping\n\n" if keep_alive else b" ")
+                handler.wfile.flush()
+                time.sleep(0.2)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -617,6 +652,23 @@ def test_url_target_follows_next_cursor_and_carries_the_session(fake_mcp, capsys
     for _, _, _, headers in server.seen[1:]:
         assert headers["Mcp-Session-Id"] == "sess-42"
         assert headers["MCP-Protocol-Version"] == "2025-06-18"
+
+
+@pytest.mark.parametrize("stall", ["keep-alive", "trickle"])
+def test_a_server_that_keeps_sending_but_never_answers_is_given_up_on_at_the_deadline(fake_mcp, stall):
+    server = fake_mcp(pages=two_pages(), stall=stall)
+
+    done = run_cli(server.url, "--timeout", "1.5")
+    assert done.returncode == 2
+    assert "did not finish listing tools in time (1.5s for the whole exchange)" in done.stderr
+
+
+def test_an_answer_cut_short_exits_2_with_one_line(fake_mcp):
+    server = fake_mcp(pages=two_pages(), stall="cut")
+
+    done = run_cli(server.url, "--timeout", "5")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "tools/list answer from" in done.stderr and "broke off" in done.stderr
 
 
 def test_json_rpc_error_from_the_server_exits_2(fake_mcp, capsys):
