@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from collections.abc import Iterator
 
 from speclint.engine_nodes import (
@@ -19,6 +20,7 @@ from speclint.engine_nodes import (
     one_line,
     outlines_reads_pattern,
 )
+from speclint.patterns import repetition_count
 
 
 def installed_engines() -> list[str]:
@@ -99,7 +101,7 @@ def _outlines_probes(root: dict, base: str) -> Iterator[tuple[str, dict]]:
         if not isinstance(schema, dict) or OUTLINES not in node.engines:
             continue
         if isinstance(schema.get("pattern"), str) and outlines_reads_pattern(node):
-            string = {"type": "string", "pattern": schema["pattern"]}
+            string = {"type": "string", "pattern": probe_pattern(schema["pattern"])}
             yield f"{node.path}/pattern", {"type": "object", "properties": {"q": string}, "required": ["q"]}
         low, high = schema.get("minItems"), schema.get("maxItems")
         if "array" in declared_types(schema) and (is_count(low) or is_count(high)):
@@ -108,6 +110,27 @@ def _outlines_probes(root: dict, base: str) -> Iterator[tuple[str, dict]]:
                 low, high = (min(low, 64), min(high, 64)) if low <= high else (min(low, 65), min(high, 64))
             counts = {"minItems": min(low, 64)} if high is None else {"minItems": low, "maxItems": high}
             yield f"{node.path}/minItems", {"type": "array", "items": {"type": "null"}, **counts}
+
+
+_BRACE_COUNT = re.compile(r"(?<!\\)\{(\d+)(,(\d*))?\}")
+PROBE_COUNT = 8
+
+
+def probe_pattern(pattern: str) -> str:
+    """`pattern` with every {m,n} count at most PROBE_COUNT, their order kept: what Index refuses
+    (lookarounds, backreferences, \\b, inverted counts) stays, and a DFA that repeats a class a
+    hundred times inside a hundred repeats (minutes and gigabytes in Index) stays small."""
+
+    def clamp(brace: re.Match) -> str:
+        low = repetition_count(brace.group(1))
+        if brace.group(2) is None or not brace.group(3):
+            return f"{{{min(low, PROBE_COUNT)}{brace.group(2) or ''}}}"
+        high = repetition_count(brace.group(3))
+        if low > high:
+            return f"{{{PROBE_COUNT + 1},{PROBE_COUNT}}}"
+        return f"{{{min(low, PROBE_COUNT)},{min(high, PROBE_COUNT)}}}"
+
+    return _BRACE_COUNT.sub(clamp, pattern)
 
 
 def _outlines_ignored(root: dict, base: str, regex: str, build) -> Iterator[tuple[str, str, str]]:

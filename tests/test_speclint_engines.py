@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from speclint.engine_runs import probe_pattern
 from speclint.engines import (
     ENGINES,
     LLAMA_CPP,
@@ -25,6 +26,7 @@ from speclint.engines import (
     engine_problems,
     installed_engines,
 )
+from tests.support import fresh_python
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOSTILE = json.loads((FIXTURES / "speclint_hostile.json").read_text(encoding="utf-8"))["schemas"]
@@ -189,3 +191,32 @@ def test_engine_problems_stay_fast_even_on_free_form_values():
     assert mean < 0.05 and worst < 0.5, (
         f"engine_problems: {mean * 1000:.1f} ms mean, {worst * 1000:.0f} ms worst"
     )
+
+
+def test_engine_problems_finish_on_patterns_whose_dfa_explodes():
+    """Index on '^([a-z]{1,100} ?){1,100}$' ran for minutes and took gigabytes; the probe clamps
+    counts (keeping their order), so this finishes, in a fresh interpreter with a time limit."""
+    code = (
+        "from speclint.engines import engine_problems\n"
+        "for pattern in ('^([a-z]{1,100} ?){1,100}$', '^(a{1,200}){1,200}$', '^[ab]*a[ab]{20}$'):\n"
+        "    schema = {'type': 'object', 'properties': {'q': {'type': 'string', 'pattern': pattern}},"
+        " 'required': ['q']}\n"
+        "    assert engine_problems(schema) == [], pattern\n"
+        "print('done')\n"
+    )
+    done = fresh_python(code, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("pattern", "probe"),
+    [
+        ("a{3}", "a{3}"),
+        ("a{30,}", "a{8,}"),
+        ("a{5,100}", "a{5,8}"),
+        ("a{10,9}", "a{9,8}"),
+        ("\\{50}", "\\{50}"),
+    ],
+)
+def test_probes_clamp_counts_but_keep_an_inverted_one_inverted(pattern, probe):
+    assert probe_pattern(pattern) == probe
