@@ -267,7 +267,7 @@ SENSITIVE = (
         frozenset(
             {"path", "paths", "filepath", "filename", "file", "files", "dir", "directory", "folder", "cwd"}
         ),
-        re.compile(r"\b(?:file ?paths?|paths? to|directory|folder)\b", re.IGNORECASE),
+        re.compile(r"\b(?:file ?paths?|(?<!JSON )(?<!json )paths? to|directory|folder)\b", re.IGNORECASE),
         "a caller can name any path the server can reach (../../etc/passwd, ~/.ssh)",
     ),
     (
@@ -275,14 +275,12 @@ SENSITIVE = (
         frozenset(
             {"url", "urls", "uri", "link", "href", "endpoint", "webhook", "host", "hostname", "callback"}
         ),
-        re.compile(r"\bUR[LI]s?\b"),
+        re.compile(r"\bUR[LI]s?\b(?! slug)"),
         "a caller can point the server at any host, internal ones included (SSRF)",
     ),
     (
         "command or code",
-        frozenset(
-            {"command", "cmd", "shell", "script", "exec", "sql", "statement", "code", "expression", "eval"}
-        ),
+        frozenset({"command", "cmd", "shell", "script", "exec", "sql", "statement", "expression", "eval"}),
         re.compile(r"\b(?:shell|command line|SQL|(?:script|code|command)s? to (?:run|execute))\b"),
         "a caller can run anything the server's interpreter can (injection)",
     ),
@@ -291,6 +289,7 @@ SENSITIVE = (
 
 FILE_WORDS = frozenset({"file", "files", "directory", "directories", "dir", "folder", "path", "paths"})
 MOVE_WORDS = frozenset({"source", "destination", "dest", "src", "from", "to"})
+NOT_A_PATH = frozenset({"sort", "order", "direction"})
 URL_FORMATS = ("uri", "url", "iri", "hostname")
 
 
@@ -321,6 +320,8 @@ def check_sensitive_strings(tool: dict, name: str) -> list[Finding]:
         if "string" not in schema_types(node) or any(key in node for key in ("enum", "const", "pattern")):
             continue
         named = set(words.words(parameter))
+        if named & NOT_A_PATH:  # sort_dir, order_dir: a direction
+            named -= {"dir"}
         for kind, names, described, risk in SENSITIVE:
             fmt = node.get("format") if kind == "URL" else None
             moved = kind == "filesystem path" and about_files and named & MOVE_WORDS
