@@ -5,7 +5,7 @@ Each invariant gives the number of things it checked and its violations, one lin
 fulfilled receipt is any the store issued: one an agent got with a 200, or one in Blob storage
 (an answer lost to a killed host still counts).
 
-One documented exception is let through (README, Idempotency semantics): a purchase without a
+One documented exception is let through (docs/idempotency.md): a purchase without a
 key whose Table and Blob both went down before its receipt was stored gets its 200, but the
 receipt "cannot be on record". It is let through only where the host logged it ("answered but
 not on record") and the soak's own fault timeline agrees that both stores were faulted during

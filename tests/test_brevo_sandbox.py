@@ -1,4 +1,4 @@
-"""Black-box tests for devstack/brevo_sandbox.py over real HTTP.
+"""Black-box tests for the Brevo sandbox (devstack/brevo_sandbox/) over real HTTP.
 
 The module-scoped ``sandbox_url`` fixture runs its own ``python -m
 devstack.brevo_sandbox`` subprocess (not the suite's shared one from conftest), so

@@ -4,8 +4,8 @@ against the session's dev host, on a receipt bought through the real purchase fl
 Checks what a person sees (sections, the six checks, the signature verdict, the billing figures),
 that the pages fit a phone and print, that they load nothing but themselves, and runs axe-core
 (WCAG 2.0 and 2.1 A/AA rules, and its best practices) on each page. Screenshots go to pytest's
-tmp_path; with STOREFRONT_SCREENSHOT_DIR set (e.g. `STOREFRONT_SCREENSHOT_DIR=docs`), the README's
-two screenshots are written there too.
+tmp_path; with STOREFRONT_SCREENSHOT_DIR set (e.g. `STOREFRONT_SCREENSHOT_DIR=docs`), the two
+screenshots docs/receipts.md shows are written there too.
 """
 
 from __future__ import annotations
