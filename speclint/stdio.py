@@ -97,6 +97,15 @@ class StdioServer:
                     self._answer(message, method)
             elif message.get("id") == request_id and not isinstance(message.get("id"), bool):
                 break
+            elif "error" in message and message.get("id") is None:
+                break  # the server could not read the request: its error says why
+            else:
+                # Requests go one at a time, so any other answer is wrong; waiting for the right
+                # one would only run out the clock and lose the reason.
+                raise Unreadable(
+                    f"{self.name} answered {method} with id {one_line(repr(message.get('id')), 40)}, "
+                    f"not {request_id}"
+                )
         if "error" in message:
             raise Unreadable(
                 f"{self.name} answered {method} with JSON-RPC error {rpc_error_text(message['error'])}"

@@ -150,6 +150,17 @@ def test_a_json_rpc_error_is_reported():
 
 @pytest.mark.parametrize(
     ("mode", "complaint"),
+    [
+        ("string-id", "answered tools/list with id '2', not 2"),
+        ("parse-error", "answered tools/list with JSON-RPC error -32700 Parse error"),
+    ],
+)
+def test_a_wrong_answer_is_reported_at_once_not_waited_out(mode, complaint):
+    assert unreadable([*RAW_SERVER, mode], timeout=30).endswith(complaint)
+
+
+@pytest.mark.parametrize(
+    ("mode", "complaint"),
     [("endless", "(more than 1000 pages)"), ("repeat", "(cursor 'page-2' again)")],
 )
 def test_pagination_that_does_not_end_is_an_error(mode, complaint):
