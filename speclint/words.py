@@ -8,10 +8,11 @@ Declared annotations answer the first question when a server sets them; the word
             mutates  a mutating verb in the name, or in the description's first verb when the
                      name has none (create_issue, slack_post_message)
             unknown  neither (sequentialthinking): nothing is inferred
-    retry   unsafe   an append verb (send, post, reply, append, push, toggle, edit, execute, ...)
-                     in the name or in a verb position of the description, or a create verb
-                     (create, add, new, make, ...) whose object is a record that every call adds
-                     anew (issue, comment, message, review, row, ...)
+    retry   unsafe   an append verb (send, post, reply, append, push, toggle, edit, execute,
+                     deploy, retry, ...) in the name or in a verb position of the description, a
+                     create verb (create, add, new, make, ...) whose object is a record that every
+                     call adds anew (issue, comment, message, review, row, ...), or "start" with a
+                     run as its object (start_build, start_workflow_run)
             safe     a verb that sets a state (update, delete, move, merge, checkout, ...) or a
                      create verb whose object is a named resource a repeat collides with (branch,
                      repository, directory, table, ...), and no append verb anywhere
@@ -44,6 +45,7 @@ APPEND_VERBS = frozenset(
         "message", "invite", "tweet", "insert", "execute", "run", "trigger", "launch", "schedule",
         "enqueue", "book", "charge", "pay", "buy", "purchase", "order", "transfer", "refund",
         "increment", "decrement", "toggle", "edit", "upload", "broadcast", "dispatch", "forward",
+        "deploy", "redeploy", "retry", "rerun", "resend", "replay",
     }
 )  # fmt: skip
 # A repeat leaves the state the first call set, or is refused because it already holds.
@@ -54,7 +56,7 @@ STATE_VERBS = frozenset(
         "disable", "lock", "unlock", "checkout", "switch", "merge", "mkdir", "ensure", "stage",
         "unstage", "mark", "assign", "unassign", "star", "unstar", "follow", "unfollow", "pin",
         "unpin", "subscribe", "unsubscribe", "approve", "cancel", "revoke", "grant", "install",
-        "uninstall", "start", "stop", "restart", "deploy", "fork", "commit", "apply", "sync",
+        "uninstall", "start", "stop", "restart", "fork", "commit", "apply", "sync",
     }
 )  # fmt: skip
 # Whether these repeat depends on what they make: see RECORD_NOUNS and NAMED_NOUNS.
@@ -75,14 +77,23 @@ NAMED_NOUNS = frozenset(
         "container", "index", "label", "tag", "namespace", "topic", "queue", "schema", "view",
     }
 )  # fmt: skip
+# What "start" makes anew each call (start_build, start_workflow_run); other things it starts hold
+# a state a repeat leaves alone (start_server, start_instance).
+RUN_NOUNS = frozenset(
+    {"build", "run", "job", "workflow", "pipeline", "task", "scan", "crawl", "test", "session",
+     "backup", "migration", "deployment", "export", "import", "conversation", "thread", "execution"}
+)  # fmt: skip
 MUTATING_VERBS = APPEND_VERBS | STATE_VERBS | CREATE_VERBS
 # Verbs of running something: a read-only tool may well say it runs a query or triggers a
 # notification, so they never contradict readOnlyHint (they still count as mutating otherwise).
 PROCESS_VERBS = frozenset(
     {"run", "execute", "trigger", "launch", "start", "stop", "restart", "schedule", "sync", "apply",
-     "generate", "record", "register", "notify", "dispatch"}
+     "generate", "record", "register", "notify", "dispatch", "retry", "rerun", "replay"}
 )  # fmt: skip
 CONTRADICTING_VERBS = MUTATING_VERBS - PROCESS_VERBS
+
+# Verbs counted only in a name (retry_job): a description says "safe to retry" of reads too.
+NAME_ONLY_VERBS = frozenset({"retry", "rerun", "replay"})
 
 NEGATIONS = frozenset({"not", "never", "without", "doesn't", "don't", "won't", "cannot", "can't", "no"})
 # A verb form right after one of these words is in a verb position.
@@ -145,7 +156,7 @@ def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
         plural_noun = clause_start and word != verb and verb in RECORD_NOUNS
         if plural_noun and not _OBJECT_FOLLOWS.match(text, match.end()):
             verb = ""
-        if verb in vocabulary:
+        if verb in vocabulary and verb not in NAME_ONLY_VERBS:
             if prior_word in NEGATIONS or joined:
                 denied_chain = True
             elif clause_start or prior_word in VERB_POSITION_AFTER:
@@ -196,6 +207,10 @@ def retry_of(name: str, description: str) -> tuple[str, str]:
         nouns = [w for w in _nouns(name_words[name_words.index(verb) + 1 :]) if w in RECORD_NOUNS]
         if nouns:  # the last one is the head: add_issue_comment adds a comment
             return "unsafe", f"{verb!r} a new {nouns[-1]!r} in the name"
+    if verb == "start":
+        runs = [w for w in _nouns(name_words[name_words.index(verb) + 1 :]) if w in RUN_NOUNS]
+        if runs:  # start_build starts another build each call
+            return "unsafe", f"'start' a new {runs[-1]!r} in the name"
     appended = verbs_in_text(description, APPEND_VERBS)
     if appended:
         return "unsafe", f"{appended[0]!r} in the description"

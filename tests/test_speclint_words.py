@@ -57,6 +57,15 @@ def test_names_split_on_separators_and_camel_case(name, split):
         ("slack_delete_message", "Delete a message from a channel.", "mutates", "safe"),
         ("cancel_workflow_run", "Cancel a workflow run.", "mutates", "safe"),
         ("update_issue_comment", "Update a comment on an issue.", "mutates", "safe"),
+        # "start" makes a new run each call; other things it starts hold a state
+        ("start_build", "Start a new build for the project.", "mutates", "unsafe"),
+        ("start_workflow_run", "", "mutates", "unsafe"),
+        ("start_instance", "Start a stopped instance.", "mutates", "safe"),
+        # each deploy rolls out again; retrying a job runs it again
+        ("deploy_app", "Deploy the app to production.", "mutates", "unsafe"),
+        ("retry_job", "Retry a failed job.", "mutates", "unsafe"),
+        # ... but "retry" in a description is advice, not a verb of the tool
+        ("report_card", "Returns the report card. Safe to retry.", "unknown", "unknown"),
         # noun-first names and OpenAPI-generated ones
         ("order_status", "Status of an order.", "reads", "safe"),
         ("API-post-search", "Search pages by title.", "reads", "safe"),
