@@ -68,20 +68,24 @@ I64_MAX = 2**63 - 1
 LLAMA_ONE_SIDED_INT = 10**15
 
 
-def builtin_problems(schema: object, base: str = "/inputSchema") -> list[Problem]:
-    """Problems the engines were measured to have with `schema`, found without running them."""
+def builtin_problems(
+    schema: object, base: str = "/inputSchema", engines: tuple[str, ...] = ENGINES
+) -> list[Problem]:
+    """Problems the engines were measured to have with `schema`, found without running them:
+    those of `engines` only (llama.cpp's alone beside the installed engines' own verdicts)."""
     if not isinstance(schema, dict):
-        return [_problem(base, {OUTLINES: REJECTED, LLAMA_CPP: REJECTED}, "the schema is not an object")]
+        verdicts = {e: REJECTED for e in (OUTLINES, LLAMA_CPP) if e in engines}
+        return [_problem(base, verdicts, "the schema is not an object")] if verdicts else []
     found: dict[tuple[str, str], Problem] = {}
     for node in nodes(schema, base):
-        for path, verdicts, what, fix in _node_findings(node, schema):
+        for path, verdicts, what, fix in _node_findings(node, schema, frozenset(engines)):
             _add(found, path, verdicts, what, fix)
     return list(found.values())
 
 
-def _node_findings(node: Node, root: dict) -> Iterator[Verdict]:
+def _node_findings(node: Node, root: dict, wanted: frozenset[str]) -> Iterator[Verdict]:
     for where, verdicts, what, fix in _schema_findings(node, root):
-        kept = {engine: impact for engine, impact in verdicts.items() if engine in node.engines}
+        kept = {e: impact for e, impact in verdicts.items() if e in node.engines and e in wanted}
         if kept:
             yield where, kept, what, fix
 

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 
 from speclint.engine_nodes import (
+    ENGINES,
     LLGUIDANCE,
     OUTLINES,
     REJECTED,
@@ -47,6 +48,40 @@ def engine_problems(schema: object, base: str = "/inputSchema") -> list[Problem]
                 old = found[key]
                 merged = one_line(f"{old.message}; {engine}: {message}")
                 found[key] = Problem(path, (*old.engines, engine), impact, merged, _ENGINE_FIX)
+    return list(found.values())
+
+
+def located(problems: list[Problem], builtin: list[Problem], base: str = "/inputSchema") -> list[Problem]:
+    """`problems` from the engines, with each one at `base` moved to where the built-in rules put
+    the same engine's verdict of the same impact, when they put it in one place: llguidance names
+    the key it refuses, not where it is, and a finding at the schema's root beside one at the
+    pattern reads as two problems. Problems at one (path, impact) are then joined into one."""
+    out = []
+    for problem in problems:
+        if problem.path == base:
+            places = {
+                p.path
+                for p in builtin
+                if p.impact == problem.impact and set(problem.engines) <= set(p.engines)
+            }
+            if len(places) == 1:
+                problem = Problem(places.pop(), problem.engines, problem.impact, problem.message, problem.fix)
+        out.append(problem)
+    return joined(out)
+
+
+def joined(problems: list[Problem]) -> list[Problem]:
+    """One problem per (path, impact), naming every engine and saying what each does."""
+    found: dict[tuple[str, str], Problem] = {}
+    for problem in problems:
+        key = (problem.path, problem.impact)
+        old = found.get(key)
+        if old is None:
+            found[key] = problem
+            continue
+        engines = tuple(e for e in ENGINES if e in old.engines or e in problem.engines)
+        message = one_line(f"{old.message}; {problem.message}")
+        found[key] = Problem(old.path, engines, old.impact, message, old.fix)
     return list(found.values())
 
 

@@ -39,7 +39,7 @@ from speclint.engine_nodes import (
     declared_types,
 )
 from speclint.engine_rules import builtin_problems
-from speclint.engine_runs import engine_problems, installed_engines
+from speclint.engine_runs import engine_problems, installed_engines, joined, located
 
 __all__ = [
     "ENGINES",
@@ -53,4 +53,6 @@ __all__ = [
     "declared_types",
     "engine_problems",
     "installed_engines",
+    "joined",
+    "located",
 ]

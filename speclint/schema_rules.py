@@ -88,9 +88,8 @@ def check_local_models(tool: dict, name: str, engines: bool = False) -> list[Fin
     if not isinstance(schema, dict):
         return []
     if engines:
-        llama_only = (oracle.LLAMA_CPP,)
-        problems = oracle.engine_problems(schema)
-        problems += [p for p in oracle.builtin_problems(schema) if p.engines == llama_only]
+        ran = oracle.located(oracle.engine_problems(schema), oracle.builtin_problems(schema))
+        problems = oracle.joined(ran + oracle.builtin_problems(schema, engines=(oracle.LLAMA_CPP,)))
     else:
         problems = oracle.builtin_problems(schema)
     return [

@@ -789,6 +789,27 @@ def test_a_schema_no_call_satisfies_is_one_finding_not_two():
     assert "unsatisfiable" in found[0].message and "outlines-core" in found[0].message
 
 
+def test_engines_option_puts_an_engines_refusal_where_the_problem_is_not_at_the_root():
+    """llguidance names the key it refuses, not its place: its finding moves to the pattern, so a
+    backreference is one high finding there, and llama.cpp's verdict on it is still reported."""
+    found = sl004(_pattern("(a)\\1"), engines=True)
+    at = {(severity, path) for severity, path, _ in found}
+
+    pattern = "/inputSchema/properties/a/pattern"
+    assert at == {("high", pattern), ("medium", pattern)}
+    messages = " ".join(message for _, _, message in found)
+    assert "llguidance: regex parse error" in messages and "llama.cpp drops pattern" in messages
+
+
+def test_engines_option_gives_one_finding_for_a_pattern_no_one_can_parse():
+    tool = {"name": "t", "inputSchema": _object(a={"type": "string", "pattern": "^[a-$"})}
+    found = [f for f in lint([tool], engines=True) if f.rule_id in ("SL004", "SL006")]
+
+    pattern = "/inputSchema/properties/a/pattern"
+    assert [(f.rule_id, f.severity, f.path) for f in found] == [("SL006", "high", pattern)]
+    assert "llguidance" in found[0].message
+
+
 def test_a_typeless_parameter_takes_the_engines_higher_severity():
     tool = {"name": "t", "inputSchema": _object(a={"description": "anything"})}
     found = [f for f in lint([tool]) if f.path == "/inputSchema/properties/a"]
