@@ -9,7 +9,6 @@ its recorded verdicts are the oracle for the built-in rules alone.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -176,21 +175,28 @@ def test_an_optional_unsatisfiable_property_is_dropped_by_llguidance_not_rejecte
     assert verdicts(builtin_problems(schema))[LLGUIDANCE] == REJECTED
 
 
-def test_engine_problems_stay_fast_even_on_free_form_values():
+def test_engines_option_finishes_on_every_schema_here_including_free_form_values(tmp_path):
+    """outlines-core's Index over a whole schema's regex takes ~5 s for one free-form value ({}):
+    a tools list with a few dozen of them would take minutes. engine_problems builds Index on
+    probes only, so every corpus and crafted schema and the free-form ones finish in a fresh
+    interpreter under a bound a whole-regex Index would blow many times over. (A hang guard,
+    not a speed claim.)"""
+    schemas_file = tmp_path / "schemas.json"
+    code = (
+        "import json, pathlib\n"
+        "from speclint.engines import engine_problems\n"
+        f"schemas = json.loads(pathlib.Path({str(schemas_file)!r}).read_text())\n"
+        "print(sum(1 for schema in schemas if engine_problems(schema)))\n"
+    )
     free_form = {
         "type": "object",
         "properties": {"any": {}, "map": {"type": "object"}, "list": {"type": "array"}},
     }
-    schemas = [schema for _, schema in CORPUS] + [case["schema"] for case in HOSTILE] + [free_form]
-    times = []
-    for schema in schemas:
-        started = time.perf_counter()
-        engine_problems(schema)
-        times.append(time.perf_counter() - started)
-    mean, worst = sum(times) / len(times), max(times)
-    assert mean < 0.05 and worst < 0.5, (
-        f"engine_problems: {mean * 1000:.1f} ms mean, {worst * 1000:.0f} ms worst"
-    )
+    schemas = [schema for _, schema in CORPUS] + [case["schema"] for case in HOSTILE] + [free_form] * 20
+    schemas_file.write_text(json.dumps(schemas))
+    done = fresh_python(code, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0  # the crafted schemas still get their verdicts
 
 
 def test_engine_problems_finish_on_patterns_whose_dfa_explodes():
