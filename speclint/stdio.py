@@ -4,7 +4,8 @@ The MCP stdio transport is newline-delimited JSON-RPC 2.0 on the server's stdin 
 stderr is a log. speclint sends ``initialize``, the ``notifications/initialized`` notification and
 ``tools/list`` (every page), all within one deadline, then shuts the server down as the transport
 spec asks: close its stdin, wait, SIGTERM, wait, SIGKILL, each sent to the server's whole process
-group so that the children of ``npx`` or a shell wrapper go too. POSIX only.
+group so that the children of ``npx`` or a shell wrapper go too, and to any descendant that left the
+group (found in /proc on Linux). The waits fit in what is left of the deadline. POSIX only.
 
 Servers are not all tidy, so on stdout speclint skips lines that are not JSON-RPC (banners, JSON
 logs; at most ``MAX_NOISE_BYTES``), skips notifications and answers the server's own requests
@@ -36,6 +37,7 @@ STDERR_TAIL_CHARS = 300
 CLOSE_GRACE_SECONDS = 2.0  # after closing stdin, before SIGTERM
 TERM_GRACE_SECONDS = 2.0  # after SIGTERM, before SIGKILL
 KILL_WAIT_SECONDS = 2.0  # after SIGKILL, before giving up on the group
+SHUTDOWN_FLOOR_SECONDS = 0.25  # the least each wait gets once the deadline has passed
 METHOD_NOT_FOUND = -32601
 _CHUNK = 1 << 16
 
@@ -119,11 +121,14 @@ class StdioServer:
 
     def stop(self) -> None:
         """Close stdin (and stdout, so a server writing on its way out fails instead of blocking),
-        then wait, SIGTERM and SIGKILL the process group until none of it runs."""
+        then wait, SIGTERM and SIGKILL the process group, and any descendant that left it, until
+        none of it runs. Each wait is cut to what is left of the deadline, but never below
+        SHUTDOWN_FLOOR_SECONDS: a server that ran out the clock gets a moment, not two seconds."""
+        escaped = descendants_outside_group(self.process.pid)
         for closable in (self.process.stdin, self.process.stdout, self._readable, self._writable):
             with contextlib.suppress(OSError):
                 closable.close()
-        stop_group(self.process)
+        stop_group(self.process, escaped, self.deadline)
 
     def _answer(self, request: dict, method: str) -> None:
         """Answer a server-to-client request, so a server waiting for it does not hang."""
@@ -263,8 +268,14 @@ def exit_status(returncode: int) -> str:
     return f"status {returncode}"
 
 
-def stop_group(process: subprocess.Popen) -> None:
-    """Wait for the group to end, then SIGTERM it, then SIGKILL it; the leader is always reaped."""
+def stop_group(
+    process: subprocess.Popen, escaped: dict[int, str] | None = None, deadline: float | None = None
+) -> None:
+    """Wait for the group to end, then SIGTERM it, then SIGKILL it; the leader is always reaped.
+    `escaped` processes (descendants in another group, by pid and start time) are signalled too;
+    with a `deadline`, the waits before SIGKILL are cut to what is left of it (at least
+    SHUTDOWN_FLOOR_SECONDS each)."""
+    escaped = escaped or {}
     steps = (
         (None, CLOSE_GRACE_SECONDS),
         (signal.SIGTERM, TERM_GRACE_SECONDS),
@@ -274,22 +285,75 @@ def stop_group(process: subprocess.Popen) -> None:
         if signal_number is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal_number)
-        if group_ended(process, grace):
+            for pid, started in escaped.items():
+                if start_time(pid) == started:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal_number)
+        if deadline is not None and signal_number != signal.SIGKILL:
+            grace = min(grace, max(deadline - time.monotonic(), SHUTDOWN_FLOOR_SECONDS))
+        if group_ended(process, grace, escaped):
             return
 
 
-def group_ended(process: subprocess.Popen, grace: float) -> bool:
-    """Whether the leader (reaped here) and every other process of its group end within `grace`."""
+def group_ended(process: subprocess.Popen, grace: float, escaped: dict[int, str] | None = None) -> bool:
+    """Whether the leader (reaped here), every other process of its group and every `escaped`
+    one end within `grace`."""
     deadline = time.monotonic() + grace
     try:
         process.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         return False
-    while group_running(process.pid):
+    while group_running(process.pid) or any(
+        start_time(pid) == started and running(pid) for pid, started in (escaped or {}).items()
+    ):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
     return True
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat's fields from the state on (state, ppid, pgrp, ...), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> str | None:
+    """When `pid` started, in clock ticks since boot: a pid reused by another process differs."""
+    fields = _stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None
+
+
+def running(pid: int) -> bool:
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in "ZX"
+
+
+def descendants_outside_group(leader: int) -> dict[int, str]:
+    """The leader's descendants that left its process group (setsid, a new session), by pid and
+    start time: a signal to the group does not reach them. Found through /proc (Linux) while
+    their parents live; a daemon whose parent already exited is out of reach."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return {}
+    children: dict[str, list[str]] = {}
+    groups: dict[str, str] = {}
+    for entry in proc.iterdir():
+        fields = _stat(entry.name) if entry.name.isdigit() else None
+        if fields and len(fields) > 19:
+            children.setdefault(fields[1], []).append(entry.name)
+            groups[entry.name] = fields[2]
+    found: dict[int, str] = {}
+    queue = list(children.get(str(leader), []))
+    while queue:
+        pid = queue.pop()
+        queue.extend(children.get(pid, []))
+        if groups.get(pid) != str(leader) and (started := start_time(int(pid))) is not None:
+            found[int(pid)] = started
+    return found
 
 
 def group_running(pgid: int) -> bool:
@@ -305,13 +369,7 @@ def group_running(pgid: int) -> bool:
     if not proc.is_dir():
         return True
     for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, _parent, group = stat[stat.rfind(")") + 2 :].split()[:3]
-        if group == str(pgid) and state not in "ZX":
+        fields = _stat(entry.name) if entry.name.isdigit() else None
+        if fields and fields[2] == str(pgid) and fields[0] not in "ZX":
             return True
     return False

@@ -142,6 +142,36 @@ def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_with_its_chil
     assert not running(child_pid)
 
 
+def test_a_child_that_left_the_process_group_is_killed_too(tmp_path, monkeypatch):
+    """setsid takes a process out of the group a signal to the group reaches; speclint finds it
+    among the server's descendants before stopping it and signals it by pid."""
+    monkeypatch.setattr(speclint_stdio, "CLOSE_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(speclint_stdio, "TERM_GRACE_SECONDS", 0.2)
+    pidfile = tmp_path / "pids"
+
+    tools = list_tools([*RAW_SERVER, "escapes", str(pidfile)], timeout=10)
+
+    assert [tool["name"] for tool in tools] == ["read_record"]
+    server_pid, _, child_pid = pids(pidfile)
+    assert reaped(server_pid)
+    assert not running(child_pid)
+
+
+def test_a_server_that_runs_out_the_clock_and_ignores_sigterm_is_not_waited_for_seconds_more(tmp_path):
+    """Past the deadline each wait before SIGKILL gets SHUTDOWN_FLOOR_SECONDS, not the full graces
+    (2 s after closing stdin and 2 s after SIGTERM)."""
+    pidfile = tmp_path / "pids"
+    started = time.monotonic()
+
+    message = unreadable([*RAW_SERVER, "deaf", str(pidfile)], timeout=0.5)
+
+    full_graces = speclint_stdio.CLOSE_GRACE_SECONDS + speclint_stdio.TERM_GRACE_SECONDS
+    assert time.monotonic() - started < 0.5 + full_graces / 2
+    assert "did not answer tools/list in time" in message
+    server_pid, _ = pids(pidfile)
+    assert reaped(server_pid)
+
+
 def test_a_json_rpc_error_is_reported():
     message = unreadable([*RAW_SERVER, "error"])
 
