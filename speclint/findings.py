@@ -1,4 +1,4 @@
-"""What speclint reports: the seven rules, a finding against one, severities and the exit verdict.
+"""What speclint reports: the eight rules, a finding against one, severities and the exit verdict.
 
 Every other module speaks in these records; this one imports nothing of speclint's.
 """
@@ -96,6 +96,18 @@ RULES = (
         "A string that names a file, a URL or a command reaches the filesystem, the network or an "
         "interpreter: unconstrained, a hostile or confused caller reaches anything the server can.",
         "Constrain it with an anchored pattern or an enum and enforce the same on the server.",
+    ),
+    Rule(
+        "SL008",
+        "instructions-to-the-model",
+        "high",
+        "Description that instructs the model",
+        "Descriptions reach the model verbatim and the person approving a call rarely reads them: "
+        "text that tells the model to read secrets, keep things from the user, ignore its other "
+        "instructions or change how another tool is used turns the tool list into an attack "
+        "(tool poisoning), and hidden characters keep it out of sight.",
+        "Describe the tool and its parameters for a reader; remove instructions to the model and "
+        "invisible characters.",
     ),
 )
 

@@ -22,8 +22,13 @@ SL006 invalid-or-unsatisfiable-schema [high]: a tool name outside ``schema_rules
     finding.
 SL007 unconstrained-sensitive-string [medium]: a string parameter named or described as a path,
     URL or command with no pattern, enum or const.
+SL008 instructions-to-the-model [high]: a description or title that hides text or tells the model
+    to keep things from the user, ignore its instructions or pass a secret on (high); markup
+    addressed to the model, talk of its earlier guidance, a secret's path alone, or another tool
+    of the list named with a directive (medium). See ``speclint.instructions``.
 
-SL001, SL002 and SL005 live in ``speclint.behaviour``, the schema rules in ``speclint.schema_rules``;
+SL001, SL002 and SL005 live in ``speclint.behaviour``, SL008 in ``speclint.instructions``, the schema
+rules in ``speclint.schema_rules``;
 the records and severities in ``speclint.findings``.
 """
 
@@ -34,6 +39,7 @@ from collections.abc import Callable
 
 from speclint.behaviour import check_annotations, check_idempotency_key, check_side_effects
 from speclint.findings import RANK, Finding
+from speclint.instructions import check_instructions
 from speclint.schema_rules import (
     check_bounds,
     check_local_models,
@@ -49,16 +55,17 @@ CHECKS: tuple[Callable[[dict, str], list[Finding]], ...] = (
     check_side_effects,
     check_schema_validity,
     check_sensitive_strings,
+    check_instructions,
 )
 
 
 def lint(tools: list[dict], engines: bool = False) -> list[Finding]:
     """Every finding for every tool, in tool order, then rule order. With `engines`, SL004
-    compiles each input schema with the installed engines instead of mirroring them."""
-    checks = [
-        functools.partial(check, engines=True) if engines and check is check_local_models else check
-        for check in CHECKS
-    ]
+    compiles each input schema with the installed engines instead of mirroring them; SL008 knows
+    the names of every tool of the list, to see one tool's text directing another."""
+    names = frozenset(t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
+    options = {check_local_models: {"engines": engines}, check_instructions: {"others": names}}
+    checks = [functools.partial(check, **options.get(check, {})) for check in CHECKS]
     findings = []
     for index, tool in enumerate(tools):
         name = tool.get("name")

@@ -142,7 +142,7 @@ def test_sarif_output_is_sarif_2_1_0(capsys):
     driver = run_["tool"]["driver"]
     assert driver["name"] == "speclint"
     rule_ids = [rule["id"] for rule in driver["rules"]]
-    assert rule_ids == ["SL001", "SL002", "SL003", "SL004", "SL005", "SL006", "SL007"]
+    assert rule_ids == ["SL001", "SL002", "SL003", "SL004", "SL005", "SL006", "SL007", "SL008"]
     for rule in driver["rules"]:
         assert rule["shortDescription"]["text"] and rule["fullDescription"]["text"] and rule["help"]["text"]
         assert rule["defaultConfiguration"]["level"] in ("error", "warning", "note")
