@@ -141,6 +141,7 @@ def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
     denied_chain = False  # the previous verb was denied, and this one is joined to it ("or", ",")
     previous_end = 0
     prior_word = ""  # the token before this one, lower-cased ("" at the start)
+    purpose = False  # the prior token is a "To" opening a clause: "To merge it, use merge_pull_request"
     # One pass, looking back only to the previous token: descriptions come from the server, and
     # re-scanning the text before every word made a 500 KB description take 16 s.
     for match in _WORD_RE.finditer(text):
@@ -159,6 +160,8 @@ def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
         if verb in vocabulary and verb not in NAME_ONLY_VERBS:
             if prior_word in NEGATIONS or joined:
                 denied_chain = True
+            elif purpose:  # what the caller may want to do, not what this tool does
+                denied_chain = False
             elif clause_start or prior_word in VERB_POSITION_AFTER:
                 found.append(verb)
                 denied_chain = False
@@ -167,6 +170,7 @@ def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
         elif word not in NEGATIONS and word not in {"or", "and", "nor", "does", "do", "will", "is"}:
             denied_chain = False
         previous_end = match.end()
+        purpose = clause_start and word == "to"
         prior_word = token.lower()
     return found
 

@@ -101,6 +101,9 @@ def test_inference_table(name, description, effect, retry):
         # identifiers are not words
         ("Returns the bundle_id to pass to purchase_free_bundle.", []),
         ("Call sendEmail later.", []),
+        # a purpose clause says what the caller may want, not what the tool does
+        ("Gets a pull request. To merge it, use merge_pull_request.", []),
+        ("Use this tool to send an invoice.", ["send"]),
     ],
 )
 def test_verbs_count_only_in_a_verb_position_and_not_denied(text, found):
