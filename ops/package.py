@@ -11,9 +11,10 @@ folders `.git` and `.vscode`, the files `.funcignore`, `.gitignore`, `local.sett
   matches only at the top, so `__pycache__` keeps `shared/__pycache__/` in the zip;
 * azd, like git, reads it as gitignore, where a bare name matches at any depth.
 
-The zip is written only when both readings give the same files and git ignores none of them (a file
-git ignores is a cache, a build output or a secret, never part of the app). Entries are sorted and
-dated 1980-01-01, so the same tree gives the same bytes.
+The zip is written only when both readings give the same files and git tracks every one of them: a
+file git ignores is a cache, a build output or a secret, and one git has never been told of is a
+stray (a saved receipt, a downloaded document, a report), never part of the app until it is added.
+Entries are sorted and dated 1980-01-01, so the same tree gives the same bytes.
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def package_files(root: Path = ROOT) -> list[str]:
         raise PackageError(
             "a publish would ship files git ignores; add them to .funcignore:\n"
             + _listing("ignored by git", ignored)
+        )
+    untracked = _untracked(root, by_core_tools)
+    if untracked:
+        raise PackageError(
+            "a publish would ship files git does not track; delete them, `git add` the ones that are "
+            "part of the app, or add them to .funcignore:\n" + _listing("untracked", untracked)
         )
     missing = [name for name in REQUIRED if name not in by_core_tools]
     if missing:
@@ -146,6 +153,10 @@ def _gitignore_reading(root: Path) -> set[str]:
 
 def _ignored_by_git(root: Path, paths: Iterable[str]) -> set[str]:
     return set(_git(root, ["check-ignore", "-z", "--stdin"], stdin="\0".join(sorted(paths)), ok=(0, 1)))
+
+
+def _untracked(root: Path, paths: Iterable[str]) -> set[str]:
+    return set(paths) & set(_git(root, ["ls-files", "-z", "--others", "--exclude-standard"]))
 
 
 def _git(

@@ -181,6 +181,7 @@ def git_repo(tmp_path: Path, files: dict[str, str]) -> Path:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "--all"], check=True)
     return tmp_path
 
 
@@ -210,6 +211,27 @@ def test_a_file_git_ignores_is_never_packaged(tmp_path):
         package.package_files(root)
 
     assert "ignored by git: signing.pem" in str(refused.value)
+
+
+def test_a_file_git_does_not_track_is_refused_until_it_is_added_or_funcignored(tmp_path):
+    root = git_repo(tmp_path, {**APP, ".funcignore": ""})
+    (root / "saved-receipt.json").write_text("{}")  # what a reader's curl -o leaves behind
+    (root / "shared" / "new_module.py").write_text("")
+
+    with pytest.raises(package.PackageError) as refused:
+        package.package_files(root)
+
+    assert "untracked: saved-receipt.json" in str(refused.value)
+    assert "untracked: shared/new_module.py" in str(refused.value)
+    subprocess.run(["git", "-C", str(root), "add", "shared/new_module.py"], check=True)
+    (root / ".funcignore").write_text("saved-*.json\n")
+    assert package.package_files(root) == [
+        "function_app.py",
+        "host.json",
+        "requirements.txt",
+        "shared/api.py",
+        "shared/new_module.py",
+    ]
 
 
 def test_publish_never_ships_its_fixed_names(tmp_path):
