@@ -49,7 +49,7 @@ def _serve(
 def _observed(
     req: func.HttpRequest, answer: Callable[[api.Request], api.Answer], channel: str | None
 ) -> func.HttpResponse:
-    """Answer with `answer`; a purchase route (`channel` "mcp" or "http") inside its telemetry span,
+    """Answer with `answer`; a purchase route (`channel` "mcp", "http" or "a2a") inside its telemetry span,
     current for the whole call so every Brevo and Storage call is recorded as its child."""
     request = _request(req)
     with telemetry.purchase_span(channel, request.method) as span:

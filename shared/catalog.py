@@ -1,5 +1,6 @@
 """The bundles the store gives away: the one list the purchase tool's `bundle_id` enum, the
-`list_bundles` tool and `GET /api/bundles` are all made from. The first one is the default."""
+`list_bundles` tool and `GET /api/bundles` are all made from. `DEFAULT_BUNDLE_ID` is the one a
+purchase without `bundle_id` gets, listed first."""
 
 from __future__ import annotations
 

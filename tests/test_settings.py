@@ -524,13 +524,20 @@ def test_the_configuration_doc_lists_exactly_the_settings_the_app_reads():
     env_identity = _Recording({"AzureWebJobsStorage__accountName": "acct"})
     Settings.from_env(env_identity)
     doc = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
-    table = doc.split("## Settings", 1)[1].split("\n\n", 2)[1]
-    rows = set(re.findall(r"^\| `([A-Za-z_]+)` \|", table, flags=re.MULTILINE))
-    # Set by Azure, not by the operator: the table names WEBSITE_HOSTNAME as a default.
+    settings_table = doc.split("## Settings", 1)[1].split("\n\n", 2)[1]
+    platform_table = doc.split("### Set by the platform", 1)[1].split("\n\n", 2)[1]
+    rows = set(re.findall(r"^\| `([A-Za-z_]+)` \|", settings_table, flags=re.MULTILINE))
+    platform_rows = set(re.findall(r"^\| `([A-Za-z_]+)` \|", platform_table, flags=re.MULTILINE))
+    # Set by Azure, not by the operator, or OpenTelemetry's own: the second table.
     platform = {"WEBSITE_HOSTNAME", "IDENTITY_ENDPOINT"}
-    read = (env.asked | env_identity.asked | {telemetry.CONNECTION_SETTING}) - platform
+    read = env.asked | env_identity.asked | {telemetry.CONNECTION_SETTING}
+    telemetry_source = Path(telemetry.__file__).read_text()
+    telemetry_reads = set(re.findall(r"environ\.get\(\"([A-Z_]+)\"", telemetry_source))
 
-    assert rows == read
+    assert platform <= read
+    assert telemetry_reads == {"OTEL_TRACES_SAMPLER"}
+    assert rows == read - platform
+    assert platform_rows == platform | telemetry_reads
 
 
 # --- storage: a connection string or an identity-based connection ---------------------------------
