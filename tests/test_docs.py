@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ops import package
 from shared import api
 from shared.settings import SECRET_SETTINGS, Settings
 from tests.support import ROOT, unique_email, unique_key
@@ -277,6 +278,34 @@ def configuration_rows() -> dict[str, list[str]]:
     settings = doc.split("## Settings", 1)[1].split("### Set by the platform", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \| (.*) \|$", settings, re.M)
     return {name: [cell.strip() for cell in rest.split(" | ")] for name, rest in rows}
+
+
+def readme_layout() -> tuple[set[str], set[str]]:
+    """The README's 'What is where' block: (names marked deployed, names marked never deployed)."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## What is where", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    sections: dict[str, set[str]] = {}
+    for line in block.splitlines():
+        if not line.startswith(" "):
+            heading = line
+            sections[heading] = set()
+            continue
+        names = re.match(r"\s+((?:\S+ )*\S+)\s{2,}", line)[1]
+        sections[heading] |= {name.rstrip("/") for name in names.split(" ")}
+    deployed, never = sections.values()
+    return deployed, never
+
+
+def test_the_readmes_layout_marks_as_deployed_exactly_what_the_package_holds():
+    deployed, never = readme_layout()
+    packaged = {path.split("/", 1)[0] for path in package.package_files()}
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True).stdout
+    top_level_dirs = {path.split("/", 1)[0] for path in tracked.split() if "/" in path} - {".ci"}
+
+    assert deployed == packaged
+    assert not never & packaged
+    assert top_level_dirs <= deployed | never, "a top-level folder the README does not place"
+    assert all((ROOT / name).exists() for name in deployed | never)
 
 
 def test_the_configuration_table_marks_exactly_the_codes_secrets():
