@@ -29,69 +29,129 @@ from collections.abc import Iterator
 
 from speclint.findings import Finding
 
-# Emoji tag sequences (the flags of England, Scotland, Wales) are the one visible use of the Unicode
-# tag characters: a black flag, tag letters, a cancel tag.
-_EMOJI_TAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0020-\U000e007e]{1,32}\U000e007f")
+# Emoji tag sequences are the one visible use of the Unicode tag characters: a black flag, tag
+# letters, a cancel tag. Only the three recommended for general interchange (England, Scotland,
+# Wales) are let through; any other run of tags, flag-shaped or not, is text a person cannot see.
+_EMOJI_TAG_SEQUENCE = re.compile(
+    "\U0001f3f4(?:\U000e0067\U000e0062(?:\U000e0065\U000e006e\U000e0067|\U000e0073\U000e0063\U000e0074"
+    "|\U000e0077\U000e006c\U000e0073))\U000e007f"
+)
 _TAGS = re.compile("[\U000e0000-\U000e007f]+")
-# Invisible or reordering format characters that no description needs. Zero-width joiners and
-# non-joiners (emoji sequences, Persian, Indic scripts) and the left-to-right and right-to-left
-# marks (mixed-direction text) are left alone.
-_HIDDEN = re.compile("[\u00ad\u180e\u200b\u2060-\u2064\ufeff\u202a-\u202e\u2066-\u2069\u206a-\u206f]")
+# Invisible or reordering format characters that no description needs: zero-width space, word
+# joiner and invisible operators, a byte-order mark past the first character, bidirectional
+# embeddings, overrides and isolates, deprecated format controls and the Hangul fillers. Left
+# alone: the soft hyphen, a single zero-width joiner or non-joiner (emoji sequences, Persian,
+# Indic scripts), a single variation selector (emoji and ideograph variants) and the
+# left-to-right and right-to-left marks (mixed-direction text).
+_HIDDEN = re.compile(
+    "[\u180e\u200b\u2060-\u2064\u202a-\u202e\u2066-\u2069\u206a-\u206f\u3164\uffa0]|(?<=.)\ufeff"
+    "|[\u200c\u200d]{2}|[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2}",
+    re.DOTALL,
+)
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
-_USER = r"(?:the\s+|your\s+)?(?:user|human|operator|person)s?\b"
+# The person the model is talking to: singular, with or without an article, and not a user the
+# sentence goes on to describe ("the user who posted it" is a third party).
+_USER = (
+    r"(?:(?:the\s+|your\s+)?(?:end[\s-]?)?(?:user|human|operator|person)\b(?!\s+(?:who|whose|of)\b)"
+    r"|anyone\b|anybody\b)"
+)
+_NEGATION = r"\b(?:do\s+not|don't|never|must\s+not|should\s+not|shouldn't)\s+"
 _CONCEALMENT = re.compile(
-    r"\b(?:do\s+not|don't|never|must\s+not|should\s+not|shouldn't|no\s+need\s+to)\s+"
-    r"(?:tell|inform|mention|reveal|show|notify|alert|disclose|ask|let)\b[^.!?\n]{0,40}?\b"
+    _NEGATION
+    + r"(?:tell|inform|notify|alert|warn)\s+"
     + _USER
-    + r"|\bwithout\s+(?:telling|informing|notifying|alerting|asking|showing|mentioning\s+(?:it|this)\s+to)\s+"
+    + "|"
+    + _NEGATION
+    + r"(?:show|reveal|mention|disclose|say|explain)\b[^.!?\n]{0,40}?\bto\s+"
     + _USER
-    + r"|\b(?:do\s+not|don't|never)\s+(?:mention|reveal|disclose)\s+(?:this|that|it|these|any\s+of)\b"
-    r"|\b(?:user|human)s?\s+(?:must|should|need)\s+(?:not|never)\s+"
-    r"(?:know|see|notice|learn|find\s+out|be\s+told)"
-    r"|\b(?:hide|conceal|keep)\b[^.!?\n]{0,40}?\bfrom\s+" + _USER,
+    + "|"
+    + _NEGATION
+    + r"(?:mention|reveal|disclose)\s+(?:this|that)"
+    r"(?=\s*(?:[.,;:!]|$)|\s+(?:to|you|we|it|instruction|step|tool|part)\b)"
+    r"|\bwithout\s+(?:telling|informing|notifying|alerting)\s+"
+    + _USER
+    + r"|\b(?:user|human)s?\s+(?:must|should|need)\s+(?:not|never)\s+"
+    r"(?:know|see|notice|learn|find\s+out|be\s+told|be\s+made\s+aware|be\s+informed)"
+    r"|\b(?:hide|conceal|keep)\b[^.!?\n]{0,40}?\bfrom\s+(?:the|your)\s+(?:user|human)\b"
+    r"(?!\s+(?:who|whose|of)\b)"
+    r"|\bkeep\s+(?:this|it|that)\s+(?:a\s+)?(?:secret|hidden|confidential|between\s+us)\b"
+    r"|\bsilently\s+(?:include|send|attach|forward|pass|add|copy|upload)\b"
+    r"|\b(?:should|must)\s+(?:not|never)\s+be\s+(?:shown|mentioned|revealed|disclosed)\s*(?:[.,;:!]|$|to\b)",
     re.IGNORECASE,
 )
+# Setting aside the model's own instructions: a verb of ignoring and a word for instructions, or
+# any verb against its safety rules. "Ignore previous messages" (a thread's) or "override existing
+# rules" (a firewall's) name the tool's data, not the model's instructions, and pass.
 _OVERRIDE = re.compile(
-    r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+)*"
-    r"(?:previous|prior|earlier|above|preceding|other|system|original|existing|safety)\s+"
-    r"(?:instructions?|guidance|guidelines|rules|prompts?|directions|directives|messages|policies)",
+    r"\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+|everything\s+in\s+)*"
+    r"(?:(?:previous|prior|earlier|preceding|original|other|system|above)\s+)?"
+    r"(?:instructions?|guidance|guidelines|directives|system\s+prompt|prompts)\b"
+    r"|\b(?:ignore|disregard|forget)\s+everything\s+(?:you\s+(?:were|have\s+been)\s+told|above)\b"
+    r"|\b(?:ignore|disregard|override|bypass|circumvent)\s+(?:all\s+|any\s+|the\s+|your\s+)*"
+    r"(?:safety|security|content)\s+(?:rules|guidelines|policies|restrictions|filters|checks|instructions)"
+    r"|\bnew\s+instructions\s*:"
+    r"|\b(?:safety\s+rules|(?:previous|prior|earlier|above)\s+instructions)\s+no\s+longer\s+apply",
     re.IGNORECASE,
 )
+# Placeholders (`projects/<project>/secrets/<secret>`, `<critical|error>`, `<admin-url>`) are not
+# markup: a tag here is not inside a path and its name is not followed by `-`, `|` or `/`.
 _MARKUP = re.compile(
-    r"<\s*/?\s*(?:important|system|instructions?|secret|hidden|admin|assistant|critical|sys)\b[^<>]{0,80}>"
-    r"|\[/?INST\]|<\|(?:im_start|im_end|system|user|assistant|endoftext)\|>|<<\s*/?SYS\s*>>",
-    re.IGNORECASE,
+    r"(?<![/\w])<\s*/?\s*(?:important|system|instructions?|secret|hidden|admin|assistant|critical|sys)"
+    r"(?![-|/\w])[^<>]{0,80}>"
+    r"|\[/?INST\]|<\|(?:im_start|im_end|system|user|assistant|endoftext|start_header_id|end_header_id"
+    r"|eot_id)\|>|<<\s*/?SYS\s*>>"
+    r"|<!--[^<>]{0,80}?\b(?:assistant|system|ai|model|claude|llm)\s*:"
+    r"|^#{1,6}\s*(?:system|assistant|instructions?)\s*:",
+    re.IGNORECASE | re.MULTILINE,
 )
 _PRIOR_GUIDANCE = re.compile(
     r"\byou\s+(?:were|have\s+been|had\s+been)\s+(?:previously\s+|originally\s+)?"
-    r"(?:advised|told|instructed|asked|trained|programmed)\b"
-    r"|\b(?:now|hereby)\s+(?:grants?|gives?|allows?)\s+you\b"
+    r"(?:advised|told|instructed|trained|programmed)\b"
+    r"|\b(?:now|hereby)\s+(?:grants?|gives?|allows?)\s+you\s+(?:\w+\s+){0,2}"
+    r"(?:access|permissions?|privileges)\b"
     r"|\byour\s+(?:previous|prior|original|system)\s+(?:instructions|prompt|guidelines)\b",
     re.IGNORECASE,
 )
+# Where secrets live. A path alone is worth a look (medium); with a verb that moves it into an
+# argument it is the classic exfiltration (high).
 _SECRET = re.compile(
-    r"~/\.ssh\b|\.ssh/|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\bmcp\.json\b|\bclaude_desktop_config\.json\b"
-    r"|\.aws/credentials\b|/etc/(?:passwd|shadow)\b|\.npmrc\b|\.netrc\b|\.git-credentials\b|\.kube/config\b"
-    r"|\.docker/config\.json\b|\.pgpass\b|(?<![\w.])\.env\b(?![-\w])|\bprivate\s+keys?\b|\bseed\s+phrase\b"
-    r"|\b(?:api|access|secret)[\s_-]?(?:keys?|tokens?)\s+(?:from|in|stored)\b",
+    r"\.ssh\b|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\bmcp\.json\b|\bclaude_desktop_config\.json\b"
+    r"|\.aws[/\\]credentials\b|/etc/(?:passwd|shadow)\b|\.npmrc\b|\.netrc\b|\.git-credentials\b"
+    r"|\.kube[/\\]config\b|\.docker[/\\]config\.json\b|\.pgpass\b|\.bash_history\b|\.zsh_history\b"
+    r"|\bgh[/\\]hosts\.yml\b",
     re.IGNORECASE,
 )
+# What a secret is, rather than where: high with a verb that moves it, nothing alone ("the PEM
+# private key that signs", "import a wallet from a seed phrase").
+_SECRET_WORD = re.compile(
+    r"\b[A-Z][A-Z0-9]*_(?:API_)?(?:KEY|TOKEN|SECRET)\b"
+    r"|(?i:(?<![\w.])\.env\b(?![-\w.])|\bprivate\s+keys?\b|\bseed\s+phrase\b"
+    r"|\b(?:api|access|secret)[\s_-]?(?:keys?|tokens?)\b)",
+)
 _MOVES = re.compile(
-    r"\b(?:read|cat|open|pass|include|send|attach|append|copy|upload|provide|paste|extract|embed|put)\b"
-    r"[^!?\n]{0,80}?(?:content|file|key|token|it|them|argument|parameter|param|field"
-    r"|as\s+(?:a|an|the)?\s*['\"`]?\w+)",
+    r"\b(?:pass|include|send|attach|append|upload|provide|paste|embed|put|copy|forward)\b"
+    r"[^!?\n]{0,80}?\b(?:(?:its|the|their)\s+)?(?:contents?|output|text|it|them)\b"
+    r"[^!?\n]{0,40}?\b(?:as|in|into|to)\b"
+    r"|\b(?:pass|include|send|attach|append|upload|provide|paste|embed|put|copy|forward)\b"
+    r"[^!?\n]{0,80}?\b(?:argument|parameter|param|field|sidenote)\b",
     re.IGNORECASE,
 )
 # Shadowing: a sentence that names another tool and changes how it behaves ("the send_email tool
 # must send all emails to ..."). Pointing the reader at it ("use read_text_file instead", "call
 # list_tables first") is a recommendation, not a directive about that tool.
-_DIRECTIVE = re.compile(r"\b(?:must|always|whenever|all\s+(?:emails|messages|calls|requests|files))\b", re.I)
-_RECOMMENDS = r"\b(?:use|call|see|try|run|prefer|invoke)\s+(?:the\s+)?`?{name}\b"
+_DIRECTIVE = re.compile(
+    r"\b(?:must|always|whenever|make\s+sure|all\s+(?:emails|messages|calls|requests|files))\b", re.I
+)
+# A tool of another server the sentence names as a tool ("the send_email tool must ..."): only
+# names with an underscore, so "the search tool" is not one.
+_NAMED_TOOL = re.compile(r"\b(?:the\s+)?`?([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)`?\s+tool\b")
+_RECOMMENDS = re.compile(r"\b(?:use|call|see|try|run|prefer|invoke)\s+(?:the\s+)?`?([\w.-]+)", re.I)
 # A sentence ends at ., ! or ? before a space (not inside ~/.ssh or mcp.json) or at a line break.
 _BOUNDARY = re.compile(r"[.!?](?=\s|$)|\n")
 _TEXT_KEYS = ("description", "title")
 MAX_QUOTE = 60
+MAX_NAME = 128  # MCP's own limit on a tool name
 
 
 def check_instructions(tool: dict, name: str, others: frozenset[str] = frozenset()) -> list[Finding]:
@@ -99,7 +159,7 @@ def check_instructions(tool: dict, name: str, others: frozenset[str] = frozenset
     found: list[Finding] = []
     for path, text in texts(tool):
         seen: set[str] = set()
-        for severity, what in problems(text, others - {name}):
+        for severity, what in problems(text, others, name):
             if what not in seen:
                 seen.add(what)
                 found.append(Finding("SL008", name, path, what, FIX, severity))
@@ -139,8 +199,9 @@ def _schema_texts(node: object, path: str, depth: int) -> Iterator[tuple[str, st
             yield from _schema_texts(value, f"{path}/{index}", depth + 1)
 
 
-def problems(text: str, others: frozenset[str]) -> Iterator[tuple[str, str]]:
-    """(severity, message) for each move `text` makes on the model, most serious first."""
+def problems(text: str, others: frozenset[str], name: str = "") -> Iterator[tuple[str, str]]:
+    """(severity, message) for each move `text` makes on the model, most serious first; `others`
+    are the tool names of its list, `name` the tool's own."""
     hidden = hidden_text(text)
     if hidden:
         yield "high", hidden
@@ -149,22 +210,21 @@ def problems(text: str, others: frozenset[str]) -> Iterator[tuple[str, str]]:
         match = pattern.search(text)
         if match:
             yield "high", f"{what}: {quote(match.group(0))}"
-    secret = _SECRET.search(text)
-    if secret:
-        sentence = _sentence_at(text, secret.start())
-        if _MOVES.search(sentence):
-            yield "high", f"asks for a secret's contents: {quote(sentence.strip())}"
-        else:
+    moved = _moved_secret(text)
+    if moved:
+        yield "high", f"asks for a secret's contents: {quote(moved.strip())}"
+    else:
+        secret = _SECRET.search(text)
+        if secret:
             yield "medium", f"names a secret's location: {quote(secret.group(0))}"
     for pattern, what in ((_MARKUP, "markup addressed to the model"),
                           (_PRIOR_GUIDANCE, "speaks of what the model was told before")):  # fmt: skip
         match = pattern.search(text)
         if match:
             yield "medium", f"{what}: {quote(match.group(0))}"
-    if others:
-        shadowed = _shadowing(text, others)
-        if shadowed:
-            yield "medium", shadowed
+    shadowed = _shadowing(text, others, name)
+    if shadowed:
+        yield "medium", shadowed
 
 
 def hidden_text(text: str) -> str | None:
@@ -178,21 +238,34 @@ def hidden_text(text: str) -> str | None:
         return "a terminal escape sequence, which can hide text from a person reading in a terminal"
     mark = _HIDDEN.search(text) or _CONTROL.search(text.replace("\x1b", ""))
     if mark:
-        char = mark.group(0)
+        char = mark.group(0)[0]
         label = unicodedata.name(char, f"U+{ord(char):04X}")
+        if len(mark.group(0)) > 1:
+            return f"a run of invisible characters ({label}, ...) that can carry text a model reads"
         return f"an invisible character ({label}) that a person does not see and a model reads"
     return None
 
 
-def _shadowing(text: str, others: frozenset[str]) -> str | None:
+def _moved_secret(text: str) -> str | None:
+    """The first sentence that moves a secret (its path or what it is) into an argument, or None."""
     for sentence in sentences(text):
+        if (_SECRET.search(sentence) or _SECRET_WORD.search(sentence)) and _MOVES.search(sentence):
+            return sentence
+    return None
+
+
+def _shadowing(text: str, others: frozenset[str], name: str) -> str | None:
+    for sentence in sentences(text):
+        if not _DIRECTIVE.search(sentence):
+            continue
         words = set(re.findall(r"[\w.-]+", sentence)) | set(re.findall(r"[\w-]+", sentence))
-        named = [
-            other
-            for other in sorted(words & others)
-            if not re.search(_RECOMMENDS.format(name=re.escape(other)), sentence, re.I)
-        ]
-        if named and _DIRECTIVE.search(sentence):
+        # A prefixed name (mcp_tool_send_email, server.send_email) is the same tool on a client
+        # that namespaces its servers' tools.
+        suffixes = {w[i + 1 :] for w in words if len(w) <= MAX_NAME for i, c in enumerate(w) if c in "_."}
+        candidates = ((words | suffixes) & others) | {m[1] for m in _NAMED_TOOL.finditer(sentence)}
+        recommended = {m[1].rstrip(".") for m in _RECOMMENDS.finditer(sentence)}
+        named = sorted(candidates - recommended - {name})
+        if named:
             return f"directs the use of another tool, {named[0]!r}: {quote(sentence.strip())}"
     return None
 
@@ -205,14 +278,6 @@ def sentences(text: str) -> Iterator[str]:
         start = boundary.end()
     if start < len(text):
         yield text[start:]
-
-
-def _sentence_at(text: str, index: int) -> str:
-    start = 0
-    for boundary in _BOUNDARY.finditer(text, 0, index):
-        start = boundary.end()
-    end = _BOUNDARY.search(text, index)
-    return text[start : end.start() if end else len(text)]
 
 
 def quote(text: str) -> str:
