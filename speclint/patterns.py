@@ -11,7 +11,9 @@ own `new RegExp(pattern, "u")` on a table of patterns.
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 import warnings
 
 from speclint.unicode_properties import is_property
@@ -22,7 +24,19 @@ CLASS_ESCAPES = set("dDsSwW")
 _QUANTIFIER_BRACE = re.compile(r"\{(\d+)(,(\d*))?\}")
 # An escape inside a group name: \uXXXX or \u{X...}.
 _TRAIL_SURROGATE = re.compile(r"\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
-_NAME_ESCAPE = re.compile(r"\\u(?:([0-9A-Fa-f]{4})|\{([0-9A-Fa-f]{1,6})\})")
+_NAME_ESCAPE = re.compile(r"\\u(?:([0-9A-Fa-f]{4})|\{([0-9A-Fa-f]+)\})")
+# \uXXXX or \u{X...}: any number of digits (leading zeros are allowed), up to U+10FFFF.
+_UNICODE_ESCAPE = re.compile(r"u(?:[0-9A-Fa-f]{4}|\{([0-9A-Fa-f]+)\})")
+_OPEN_COUNT = re.compile(r"\{\d+,\}")
+# ECMA-262 identifiers are Unicode ID_Start / ID_Continue, of the Unicode version the engine
+# carries. Python's own tables are older (and isidentifier() is XID, after NFKC), so a name is
+# judged by general category, and a character this Python does not know yet (Cn) is given the
+# benefit of the doubt: speclint refuses only what no engine accepts.
+_ID_START_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Nl", "Cn"})
+_ID_CONTINUE_CATEGORIES = _ID_START_CATEGORIES | {"Mn", "Mc", "Nd", "Pc"}
+_OTHER_ID_START = frozenset("\u1885\u1886\u2118\u212e\u309b\u309c")
+_OTHER_ID_CONTINUE = frozenset("\u00b7\u0387\u1369\u136a\u136b\u136c\u136d\u136e\u136f\u1370\u1371"
+                               "\u19da\u200c\u200d\u30fb\uff65")  # fmt: skip
 GROUP_OPENERS = (("(?:", False), ("(?=", True), ("(?!", True), ("(?<=", True), ("(?<!", True))
 _PROPERTY = re.compile(r"[pP]\{([A-Za-z_]+(?:=[A-Za-z0-9_]+)?)\}")
 
@@ -48,6 +62,31 @@ class _Invalid(Exception):
     pass
 
 
+def _code_point(hex_digits: str) -> int:
+    """The value of an escape's hex digits; past six significant digits it is out of range anyway."""
+    digits = hex_digits.lstrip("0") or "0"
+    return int(digits, 16) if len(digits) <= 6 else 0x110000
+
+
+def _join_surrogates(name: str) -> str:
+    return name.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _id_start(c: str) -> bool:
+    if c.isascii():
+        return c.isalpha() or c in "$_"
+    return unicodedata.category(c) in _ID_START_CATEGORIES or c in _OTHER_ID_START
+
+
+def _id_continue(c: str) -> bool:
+    if c.isascii():
+        return c.isalnum() or c in "$_"
+    return (
+        unicodedata.category(c) in _ID_CONTINUE_CATEGORIES or c in _OTHER_ID_START or c in _OTHER_ID_CONTINUE
+    )
+
+
+@functools.lru_cache(maxsize=64)  # SL006 and SL003's bounds_length ask of the same pattern
 def ecma_error(pattern: str) -> str | None:
     """Why `pattern` is not a valid ECMA-262 regular expression with the `u` flag, or None."""
     try:
@@ -114,19 +153,12 @@ class _EcmaChecker:
     # Groups: the opening bracket records whether it is an assertion, so that a quantifier after
     # its ')' can be refused (u-mode forbids quantified lookarounds).
     def group_open(self) -> None:
-        rest = self.p[self.i :]
-        for opener, assertion in (
-            ("(?:", False),
-            ("(?=", True),
-            ("(?!", True),
-            ("(?<=", True),
-            ("(?<!", True),
-        ):
-            if rest.startswith(opener):
+        for opener, assertion in GROUP_OPENERS:
+            if self.p.startswith(opener, self.i):
                 self.assertions.append(assertion)
                 self.i += len(opener)
                 return
-        if rest.startswith("(?<"):
+        if self.p.startswith("(?<", self.i):
             name, end = self.group_name(self.i + 3, "invalid capture group name")
             if name in self.names:
                 self.fail("duplicate capture group name")
@@ -135,8 +167,8 @@ class _EcmaChecker:
             self.assertions.append(False)
             self.i = end
             return
-        if rest.startswith("(?"):
-            self.fail(f"invalid group {rest[:4]!r} (Python/PCRE syntax)")
+        if self.p.startswith("(?", self.i):
+            self.fail(f"invalid group {self.p[self.i : self.i + 4]!r} (Python/PCRE syntax)")
         self.groups += 1
         self.assertions.append(False)
         self.i += 1
@@ -145,26 +177,20 @@ class _EcmaChecker:
         """The group name from `start` to its '>' (escapes decoded) and the index after the '>'.
 
         A name is an identifier: a Unicode ID_Start character, `$` or `_`, then ID_Continue
-        characters, `$`, ZWNJ or ZWJ; Python's isidentifier() is that test with `$` set aside."""
+        characters, `$`, ZWNJ or ZWJ. An escaped surrogate pair (`\\uD835\\uDC9C`) is one character."""
         end = self.p.find(">", start)
         if end < 0:
             self.fail(why)
         raw = self.p[start:end]
         pieces, at = [], 0
         for escape in _NAME_ESCAPE.finditer(raw):
-            point = int(escape.group(1) or escape.group(2), 16)
+            point = _code_point(escape.group(1) or escape.group(2))
             if point > 0x10FFFF:
                 self.fail(why)
             pieces += [raw[at : escape.start()], chr(point)]
             at = escape.end()
-        name = "".join(pieces) + raw[at:]
-        plain = name.replace("$", "_")
-        if (
-            not plain
-            or "\\" in plain
-            or not plain[:1].isidentifier()
-            or not ("a" + plain[1:].replace("\u200c", "_").replace("\u200d", "_")).isidentifier()
-        ):
+        name = _join_surrogates("".join(pieces) + raw[at:])
+        if not name or "\\" in name or not _id_start(name[0]) or not all(map(_id_continue, name[1:])):
             self.fail(why)
         return name, end + 1
 
@@ -234,8 +260,8 @@ class _EcmaChecker:
                 self.fail("invalid escape \\x")
             self.i += 3
         elif c == "u":
-            match = re.compile(r"u(?:[0-9A-Fa-f]{4}|\{[0-9A-Fa-f]{1,6}\})").match(self.p, self.i)
-            if not match or (match.group(0).startswith("u{") and int(match.group(0)[2:-1], 16) > 0x10FFFF):
+            match = _UNICODE_ESCAPE.match(self.p, self.i)
+            if not match or (match.group(1) and _code_point(match.group(1)) > 0x10FFFF):
                 self.fail("invalid unicode escape")
             self.i = match.end()
         elif in_class and c in "b-":
@@ -317,7 +343,7 @@ def bounds_length(pattern: object) -> bool:
             depth += 1
         elif c == ")":
             depth -= 1
-        elif c in "*+" or (c == "|" and depth == 0) or (c == "{" and re.match(r"\{\d+,\}", pattern[i:])):
+        elif c in "*+" or (c == "|" and depth == 0) or (c == "{" and _OPEN_COUNT.match(pattern, i)):
             return False
         i += 1
     return True

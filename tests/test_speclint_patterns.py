@@ -40,6 +40,12 @@ PATTERNS = [
     # plain mistakes
     "a{2,1}", "(?<n>a)(?<n>b)", "\\1(a)", "(a)\\2", "[z-a]", "[\\d-z]", "[a-\\d]", "\\x4",
     "\\c1", "\\00", "a|*", "(", ")", "x**", "\\u{110000}", "\\k<x>",
+    # \u{...} takes leading zeros; group names take escaped surrogate pairs and ID_Start/ID_Continue
+    # characters newer than Python's tables or outside XID (after NFKC)
+    "\\u{0000000041}", "[\\u{0000000041}]", "\\u{00000110000}", "(?<\\u{0000061}>a)",
+    "(?<\\uD835\\uDC9C>a)", "(?<a\\uD835\\uDC9C>a)", "(?<\\uD835>a)", "(?<ア・イ>a)", "(?<\U0002EBF0>a)",
+    "(?<\u037a>a)", "(?<\u309b>a)", "(?<\u0e33>a)", "(?<a\u00b7>a)", "(?<\u00b7>a)", "(?<a b>a)",
+    "(?<a.b>a)", "(?<\u2603>a)",
 ]  # fmt: skip
 
 
