@@ -81,6 +81,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A terminal or file that cannot encode a tool's name (ASCII, cp1252) gets it escaped rather
+    # than a UnicodeEncodeError, whose exit status 1 a CI gate would read as findings.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in argv:

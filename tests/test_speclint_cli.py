@@ -4,13 +4,16 @@ and hostile tool lists, which are linted or refused in one line."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from speclint.output import SARIF_LEVEL
 from speclint.rules import lint
 from tests.speclint_support import FIXTURES, load, object_schema, run, run_cli
-from tests.support import free_port
+from tests.support import ROOT, free_port
 
 # ---------------------------------------------------------------- output formats
 
@@ -302,6 +305,54 @@ def test_a_hostile_tool_list_is_linted_or_refused_in_one_line_never_a_traceback(
         assert done.stdout == "" and done.stderr.count("\n") == 1
     elif output_format != "text":
         json.loads(done.stdout)
+
+
+def _shadowing_listing(names: int) -> str:
+    """A megabyte sentence with a directive in it that names every other tool of the list."""
+    others = [f"tool_{n}" for n in range(names)]
+    description = "You must see " + ", ".join(others * 40)
+    tools = [{"name": "t", "description": description, "inputSchema": object_schema()}]
+    return json.dumps({"tools": tools + [{"name": n, "inputSchema": object_schema()} for n in others]})
+
+
+# Each took 16 to 65 s before the fix (the hang bound is run_module's 60 s; nothing here is timed).
+MEGABYTE_LISTS = {
+    "nested-groups": _with_pattern("(" * 500_000 + ")" * 500_000),
+    "empty-groups": _with_pattern("()" * 500_000),
+    "shadowing-scan": _shadowing_listing(2_000),
+    "twenty-thousand-tools": json.dumps(
+        {"tools": [{"name": f"t{n}", "inputSchema": {"type": "object"}} for n in range(20_000)]}
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MEGABYTE_LISTS))
+def test_a_megabyte_tool_list_is_linted_within_the_hang_bound(tmp_path, case):
+    manifest = tmp_path / "tools.json"
+    manifest.write_text(MEGABYTE_LISTS[case])
+
+    done = run_cli(str(manifest), "--fail-on", "never")
+
+    assert done.returncode == 0, done.stderr
+    assert "checked" in done.stdout.splitlines()[-1]
+
+
+def test_a_terminal_that_cannot_encode_a_name_gets_it_escaped_not_a_traceback(tmp_path):
+    manifest = tmp_path / "tools.json"
+    manifest.write_text(
+        json.dumps({"tools": [{"name": "t\u00e9\U0001f600", "inputSchema": object_schema()}]})
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-m", "speclint", str(manifest), "--fail-on", "never"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+        capture_output=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert b"t\\xe9\\U0001f600" in done.stdout
 
 
 def test_non_finite_numbers_are_refused_as_unreadable():
