@@ -181,7 +181,7 @@ def check_annotations(tool: dict, name: str) -> list[Finding]:
         verb = words.name_verb(words.words(text(tool, "name")))
         where = "name"
         if verb not in words.CONTRADICTING_VERBS:
-            said = words.verbs_in_text(text(tool, "description"), words.CONTRADICTING_VERBS)
+            said = words.verbs_in_text(text(tool, "description"), words.CONTRADICTING_VERBS, purposes=False)
             verb, where = (said[0], "description") if said else (None, "")
         if verb is not None:
             found.append(

@@ -4,9 +4,11 @@ Speclint asks two questions of every tool. Does it change anything (reads or mut
 does, is a repeated call harmless (retry-safe) or does every call add another effect (retry-unsafe)?
 Declared annotations answer the first question when a server sets them; the words answer the rest.
 
-    effect  reads    a read verb in the name (get_issue, list_tables, search_code)
+    effect  reads    a read verb in the name (get_issue, list_tables, search_code, schedule_get),
+                     or a query run with SELECT or "read-only" in its words (run_select_query)
             mutates  a mutating verb in the name, or in the description's first verb when the
-                     name has none (create_issue, slack_post_message)
+                     name has none or ends in what a read returns (create_issue,
+                     slack_post_message; run_status and deploy_logs ask the description)
             unknown  neither (sequentialthinking): nothing is inferred
     retry   unsafe   an append verb (send, post, reply, append, push, toggle, edit, execute,
                      deploy, retry, ...) in the name or in a verb position of the description, a
@@ -84,6 +86,17 @@ RUN_NOUNS = frozenset(
      "backup", "migration", "deployment", "export", "import", "conversation", "thread", "execution"}
 )  # fmt: skip
 MUTATING_VERBS = APPEND_VERBS | STATE_VERBS | CREATE_VERBS
+# Read verbs that end a resource-first name (schedule_get, book_search) and are no noun there
+# (write_query writes one; a diff or a status is read).
+ACTION_LAST = frozenset(
+    {"get", "list", "read", "search", "find", "fetch", "describe", "show", "view", "retrieve",
+     "inspect", "browse", "lookup"}
+)  # fmt: skip
+# Nouns of what a read returns: a name ending in one is a noun phrase as often as a verb phrase.
+READ_HEADS = frozenset(
+    {"status", "logs", "history", "info", "details", "metadata", "limits", "stats", "statistics",
+     "analytics", "usage", "metrics", "settings", "subscriptions", "results", "summary"}
+)  # fmt: skip
 # Verbs of running something: a read-only tool may well say it runs a query or triggers a
 # notification, so they never contradict readOnlyHint (they still count as mutating otherwise).
 PROCESS_VERBS = frozenset(
@@ -135,8 +148,12 @@ def base_form(word: str) -> str:
     return word
 
 
-def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
-    """The verbs of `vocabulary` that `text` uses in a verb position and does not deny, in order."""
+def verbs_in_text(text: str, vocabulary: frozenset[str], purposes: bool = True) -> list[str]:
+    """The verbs of `vocabulary` that `text` uses in a verb position and does not deny, in order.
+
+    A clause-opening "To" names a purpose: "To send an email, provide ..." says what this tool is
+    for, "To merge it, use merge_pull_request" what another one is for. With `purposes` false
+    (the readOnlyHint check) such verbs are left out."""
     found: list[str] = []
     denied_chain = False  # the previous verb was denied, and this one is joined to it ("or", ",")
     previous_end = 0
@@ -160,9 +177,9 @@ def verbs_in_text(text: str, vocabulary: frozenset[str]) -> list[str]:
         if verb in vocabulary and verb not in NAME_ONLY_VERBS:
             if prior_word in NEGATIONS or joined:
                 denied_chain = True
-            elif purpose:  # what the caller may want to do, not what this tool does
+            elif purpose and not purposes:
                 denied_chain = False
-            elif clause_start or prior_word in VERB_POSITION_AFTER:
+            elif purpose or clause_start or prior_word in VERB_POSITION_AFTER:
                 found.append(verb)
                 denied_chain = False
             else:
@@ -185,19 +202,27 @@ class Inference:
 
 
 def name_verb(name_words: list[str]) -> str | None:
-    """The name's verb: its first word that is a known verb (`slack_post_message` -> "post").
+    """The name's verb: its first word that is a known verb (`slack_post_message` -> "post"), or
+    None when the name has none or is a noun phrase (then the description decides).
 
-    Two kinds of names put a noun first. OpenAPI-generated ones spell the HTTP method
-    (`API-post-search`), and "post" says nothing there; and a record noun before a read verb is
-    its object (`order_status`, `message_search`)."""
+    Some names put a noun first. OpenAPI-generated ones spell the HTTP method (`API-post-search`),
+    and "post" says nothing there; a record noun before a read verb is its object
+    (`order_status`, `message_search`), and so is any word before a read verb that ends the name
+    (`schedule_get`, `book_search`: resource, then action). A name ending in a noun of what is
+    read (`run_status`, `deploy_logs`, `message_history`) may be a verb and its object or a noun
+    phrase (`post_status` posts one; `run_status` is one), so it is left to the description."""
     if len(name_words) > 2 and name_words[0] in ("api", "http") and name_words[1] == "post":
         name_words = name_words[2:]
     verbs = [w for w in name_words if w in READ_VERBS or w in MUTATING_VERBS]
-    if verbs and verbs[0] in RECORD_NOUNS:
+    if not verbs:
+        return None
+    if verbs[0] in RECORD_NOUNS or name_words[-1] in ACTION_LAST:
         read = next((w for w in verbs[1:] if w in READ_VERBS), None)
         if read is not None:
             return read
-    return verbs[0] if verbs else None
+    if len(name_words) > 1 and name_words[-1] in READ_HEADS and verbs[0] not in READ_VERBS:
+        return None
+    return verbs[0]
 
 
 def retry_of(name: str, description: str) -> tuple[str, str]:
@@ -234,6 +259,20 @@ def retry_of(name: str, description: str) -> tuple[str, str]:
     return "unknown", f"{verb!r} in the {where} says nothing about repeats"
 
 
+_READ_ONLY_QUERY = re.compile(r"\b(?:select|read[\s-]?only)\b", re.IGNORECASE)
+_WRITE_SQL = re.compile(
+    r"\b(?:insert|update|delete|drop|create|alter|truncate|merge|upsert|grant|write|writes|modify)\b",
+    re.IGNORECASE,
+)
+
+
+def _read_only_query(name: str, description: str) -> bool:
+    """Whether a tool that runs a query says it only reads: SELECT or read-only in its words, and
+    no statement or verb that writes (run_select_query, "Run a read-only SQL query")."""
+    said = " ".join(words(name)) + " " + description
+    return bool(_READ_ONLY_QUERY.search(said)) and not _WRITE_SQL.search(said)
+
+
 def _nouns(name_words: list[str]) -> list[str]:
     """Words and their singulars ("entities" -> "entity", "files" -> "file")."""
     out = []
@@ -257,5 +296,7 @@ def infer(name: str, description: str) -> Inference:
         return Inference("unknown", "unknown", "no known verb in the name or description")
     if verb in READ_VERBS:
         return Inference("reads", "safe", f"{verb!r} in the {where}")
+    if verb in ("run", "execute") and _read_only_query(name, description):
+        return Inference("reads", "safe", f"{verb!r} a read-only query")
     retry, evidence = retry_of(name, description)
     return Inference("mutates", retry, evidence)

@@ -68,6 +68,18 @@ def test_names_split_on_separators_and_camel_case(name, split):
         ("report_card", "Returns the report card. Safe to retry.", "unknown", "unknown"),
         # noun-first names and OpenAPI-generated ones
         ("order_status", "Status of an order.", "reads", "safe"),
+        ("schedule_get", "Returns one schedule by id.", "reads", "safe"),
+        ("book_search", "Search Open Library for books.", "reads", "safe"),
+        # a name ending in what is read is a noun phrase or a verb phrase: the description says
+        ("deploy_logs", "Shows the build and runtime logs of a deployment.", "reads", "safe"),
+        ("message_history", "The last 100 messages of a channel.", "unknown", "unknown"),
+        ("push_settings", "Push the local settings to the device.", "mutates", "unsafe"),
+        # running a query that only reads is reading; one that may write is not
+        ("run_select_query", "Run a SELECT query in a ClickHouse cluster.", "reads", "safe"),
+        ("run_snowflake_query", "Run a read-only SQL query against Snowflake.", "reads", "safe"),
+        ("run_query", "Run a SELECT, INSERT or UPDATE statement.", "mutates", "unsafe"),
+        # a clause-opening "To" says what the tool is for
+        ("gmail", "To send an email, provide the recipient, subject and body.", "mutates", "unsafe"),
         ("API-post-search", "Search pages by title.", "reads", "safe"),
         # a plural record noun opening the description is its subject, not a verb
         ("channel_digest", "Messages posted in a channel in the last 24 hours.", "unknown", "unknown"),
@@ -101,13 +113,26 @@ def test_inference_table(name, description, effect, retry):
         # identifiers are not words
         ("Returns the bundle_id to pass to purchase_free_bundle.", []),
         ("Call sendEmail later.", []),
-        # a purpose clause says what the caller may want, not what the tool does
-        ("Gets a pull request. To merge it, use merge_pull_request.", []),
         ("Use this tool to send an invoice.", ["send"]),
+        # a purpose clause says what a tool is for
+        ("To send an email, provide the recipient, subject and body.", ["send"]),
     ],
 )
 def test_verbs_count_only_in_a_verb_position_and_not_denied(text, found):
     assert words.verbs_in_text(text, words.MUTATING_VERBS) == found
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Gets a pull request. To merge it, use merge_pull_request.", []),
+        ("To send an email, provide the recipient.", []),
+        ("Gets a pull request and merges it.", ["merge"]),
+    ],
+)
+def test_a_purpose_clause_never_contradicts_read_only(text, found):
+    """Whether this tool or the one it points to does it, "To merge it" is not this tool merging."""
+    assert words.verbs_in_text(text, words.CONTRADICTING_VERBS, purposes=False) == found
 
 
 def test_verbs_of_running_something_never_contradict_read_only():
