@@ -205,8 +205,9 @@ class StdioServer:
         return remaining
 
     def _ended(self, method: str) -> Unreadable:
+        wait = min(CLOSE_GRACE_SECONDS, max(self.deadline - time.monotonic(), SHUTDOWN_FLOOR_SECONDS))
         try:
-            returncode = self.process.wait(timeout=CLOSE_GRACE_SECONDS)
+            returncode = self.process.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             what = "closed its stdout"
         else:
@@ -275,13 +276,15 @@ def stop_group(
     `escaped` processes (descendants in another group, by pid and start time) are signalled too;
     with a `deadline`, the waits before SIGKILL are cut to what is left of it (at least
     SHUTDOWN_FLOOR_SECONDS each)."""
-    escaped = escaped or {}
+    escaped = dict(escaped or {})
     steps = (
         (None, CLOSE_GRACE_SECONDS),
         (signal.SIGTERM, TERM_GRACE_SECONDS),
         (signal.SIGKILL, KILL_WAIT_SECONDS),
     )
     for signal_number, grace in steps:
+        if process.poll() is None:  # a server may start such a child as it is being stopped
+            escaped.update(descendants_outside_group(process.pid))
         if signal_number is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal_number)

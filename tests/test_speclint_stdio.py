@@ -157,6 +157,20 @@ def test_a_child_that_left_the_process_group_is_killed_too(tmp_path, monkeypatch
     assert not running(child_pid)
 
 
+def test_a_child_that_leaves_the_group_while_the_server_is_being_stopped_is_killed_too(tmp_path, monkeypatch):
+    """The server starts it once stdin closes, after the first look for such children."""
+    monkeypatch.setattr(speclint_stdio, "CLOSE_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(speclint_stdio, "TERM_GRACE_SECONDS", 0.2)
+    pidfile = tmp_path / "pids"
+
+    tools = list_tools([*RAW_SERVER, "escapes-late", str(pidfile)], timeout=10)
+
+    assert [tool["name"] for tool in tools] == ["read_record"]
+    server_pid, _, child_pid = pids(pidfile)
+    assert reaped(server_pid)
+    assert not running(child_pid)
+
+
 def test_a_server_that_runs_out_the_clock_and_ignores_sigterm_is_not_waited_for_seconds_more(tmp_path):
     """Past the deadline each wait before SIGKILL gets SHUTDOWN_FLOOR_SECONDS, not the full graces
     (2 s after closing stdin and 2 s after SIGTERM)."""
