@@ -152,6 +152,8 @@ _BOUNDARY = re.compile(r"[.!?](?=\s|$)|\n")
 _TEXT_KEYS = ("description", "title")
 MAX_QUOTE = 60
 MAX_NAME = 128  # MCP's own limit on a tool name
+MAX_SECRETS = 100  # secrets named in one text that are looked at
+SECRET_REACH = 300  # characters either side of a secret that a moving verb may stand in
 
 
 def check_instructions(tool: dict, name: str, others: frozenset[str] = frozenset()) -> list[Finding]:
@@ -247,10 +249,20 @@ def hidden_text(text: str) -> str | None:
 
 
 def _moved_secret(text: str) -> str | None:
-    """The first sentence that moves a secret (its path or what it is) into an argument, or None."""
-    for sentence in sentences(text):
-        if (_SECRET.search(sentence) or _SECRET_WORD.search(sentence)) and _MOVES.search(sentence):
-            return sentence
+    """The sentence that moves a secret (its path or what it is) into an argument, or None. Only
+    the text near each of the first secrets named is read, so a megabyte sentence costs little."""
+    for pattern in (_SECRET, _SECRET_WORD):
+        for count, match in enumerate(pattern.finditer(text)):
+            if count == MAX_SECRETS:
+                break
+            start = max(0, match.start() - SECRET_REACH)
+            window = text[start : match.end() + SECRET_REACH]
+            at = match.start() - start
+            breaks = [b.end() for b in _BOUNDARY.finditer(window, 0, at)]
+            end = _BOUNDARY.search(window, at)
+            sentence = window[breaks[-1] if breaks else 0 : end.start() if end else len(window)]
+            if _MOVES.search(sentence):
+                return sentence
     return None
 
 
