@@ -47,7 +47,8 @@ APPEND_VERBS = frozenset(
         "message", "invite", "tweet", "insert", "execute", "run", "trigger", "launch", "schedule",
         "enqueue", "book", "charge", "pay", "buy", "purchase", "order", "transfer", "refund",
         "increment", "decrement", "toggle", "edit", "upload", "broadcast", "dispatch", "forward",
-        "deploy", "redeploy", "retry", "rerun", "resend", "replay",
+        "deploy", "redeploy", "retry", "rerun", "resend", "replay", "sell", "withdraw", "deposit",
+        "swap", "mint", "tip", "donate", "stake", "requeue",
     }
 )  # fmt: skip
 # A repeat leaves the state the first call set, or is refused because it already holds.
@@ -83,7 +84,8 @@ NAMED_NOUNS = frozenset(
 # a state a repeat leaves alone (start_server, start_instance).
 RUN_NOUNS = frozenset(
     {"build", "run", "job", "workflow", "pipeline", "task", "scan", "crawl", "test", "session",
-     "backup", "migration", "deployment", "export", "import", "conversation", "thread", "execution"}
+     "backup", "migration", "deployment", "export", "import", "conversation", "thread", "execution",
+     "chat"}
 )  # fmt: skip
 MUTATING_VERBS = APPEND_VERBS | STATE_VERBS | CREATE_VERBS
 # Read verbs that end a resource-first name (schedule_get, book_search) and are no noun there
@@ -105,8 +107,9 @@ PROCESS_VERBS = frozenset(
 )  # fmt: skip
 CONTRADICTING_VERBS = MUTATING_VERBS - PROCESS_VERBS
 
-# Verbs counted only in a name (retry_job): a description says "safe to retry" of reads too.
-NAME_ONLY_VERBS = frozenset({"retry", "rerun", "replay"})
+# Verbs counted only in a name (retry_job, tip_creator): a description says "safe to retry" of
+# reads too, and opens a hint with "Tip:".
+NAME_ONLY_VERBS = frozenset({"retry", "rerun", "replay", "tip"})
 
 NEGATIONS = frozenset({"not", "never", "without", "doesn't", "don't", "won't", "cannot", "can't", "no"})
 # A verb form right after one of these words is in a verb position.

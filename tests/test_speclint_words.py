@@ -64,6 +64,13 @@ def test_names_split_on_separators_and_camel_case(name, split):
         # each deploy rolls out again; retrying a job runs it again
         ("deploy_app", "Deploy the app to production.", "mutates", "unsafe"),
         ("retry_job", "Retry a failed job.", "mutates", "unsafe"),
+        # money and tokens moved, minted or tipped: each call moves more
+        ("sell_stock", "Sell shares of a stock at market price.", "mutates", "unsafe"),
+        ("withdraw_funds", "Withdraws the amount to the linked bank account.", "mutates", "unsafe"),
+        ("mint_nft", "Mint a new NFT to the wallet.", "mutates", "unsafe"),
+        ("tip_creator", "Tip a creator in USDC.", "mutates", "unsafe"),
+        ("weather", "Tip: pass a city name. Returns the forecast.", "unknown", "unknown"),
+        ("start_chat", "Start a new chat session.", "mutates", "unsafe"),
         # ... but "retry" in a description is advice, not a verb of the tool
         ("report_card", "Returns the report card. Safe to retry.", "unknown", "unknown"),
         # noun-first names and OpenAPI-generated ones
