@@ -88,8 +88,13 @@ RUN_NOUNS = frozenset(
      "chat"}
 )  # fmt: skip
 MUTATING_VERBS = APPEND_VERBS | STATE_VERBS | CREATE_VERBS
-# Read verbs that end a resource-first name (schedule_get, book_search) and are no noun there
-# (write_query writes one; a diff or a status is read).
+# Verbs that name a thing as often as an action, and so may open a resource-first name
+# (schedule_get, run_list, book_search).
+NOUN_LIKE_VERBS = frozenset(
+    {"run", "schedule", "book", "replay", "transfer", "edit", "trigger", "deploy", "dispatch", "push",
+     "charge", "order", "message", "comment", "email", "post", "import"}
+)  # fmt: skip
+# Read verbs that end such a name (write_query writes one: a query is a thing too).
 ACTION_LAST = frozenset(
     {"get", "list", "read", "search", "find", "fetch", "describe", "show", "view", "retrieve",
      "inspect", "browse", "lookup"}
@@ -210,16 +215,17 @@ def name_verb(name_words: list[str]) -> str | None:
 
     Some names put a noun first. OpenAPI-generated ones spell the HTTP method (`API-post-search`),
     and "post" says nothing there; a record noun before a read verb is its object
-    (`order_status`, `message_search`), and so is any word before a read verb that ends the name
-    (`schedule_get`, `book_search`: resource, then action). A name ending in a noun of what is
-    read (`run_status`, `deploy_logs`, `message_history`) may be a verb and its object or a noun
-    phrase (`post_status` posts one; `run_status` is one), so it is left to the description."""
+    (`order_status`, `message_search`), and so is a verb that is as often a noun when a read verb
+    ends the name (`schedule_get`, `book_search`: resource, then action; `send_to_list` and
+    `submit_search` still send and submit). A name ending in a noun of what is read (`run_status`,
+    `deploy_logs`, `transfer_limits`) is a verb and its object as often as a noun phrase, so it
+    is left to the description."""
     if len(name_words) > 2 and name_words[0] in ("api", "http") and name_words[1] == "post":
         name_words = name_words[2:]
     verbs = [w for w in name_words if w in READ_VERBS or w in MUTATING_VERBS]
     if not verbs:
         return None
-    if verbs[0] in RECORD_NOUNS or name_words[-1] in ACTION_LAST:
+    if verbs[0] in RECORD_NOUNS or (verbs[0] in NOUN_LIKE_VERBS and name_words[-1] in ACTION_LAST):
         read = next((w for w in verbs[1:] if w in READ_VERBS), None)
         if read is not None:
             return read
@@ -262,16 +268,20 @@ def retry_of(name: str, description: str) -> tuple[str, str]:
     return "unknown", f"{verb!r} in the {where} says nothing about repeats"
 
 
-_READ_ONLY_QUERY = re.compile(r"\b(?:select|read[\s-]?only)\b", re.IGNORECASE)
+# SELECT or read-only said of the query itself ("a SELECT query", "read-only SQL statements").
+_READ_ONLY_QUERY = re.compile(
+    r"\b(?:select|read[\s-]?only)\s+(?:sql\s+)?(?:quer(?:y|ies)|statements?|sql)\b", re.IGNORECASE
+)
 _WRITE_SQL = re.compile(
-    r"\b(?:insert|update|delete|drop|create|alter|truncate|merge|upsert|grant|write|writes|modify)\b",
+    r"\b(?:insert|update|delete|drop|create|alter|truncate|merge|upsert|grant|write|writes|modify"
+    r"|ddl|dml|any)\b",
     re.IGNORECASE,
 )
 
 
 def _read_only_query(name: str, description: str) -> bool:
-    """Whether a tool that runs a query says it only reads: SELECT or read-only in its words, and
-    no statement or verb that writes (run_select_query, "Run a read-only SQL query")."""
+    """Whether a tool that runs a query says the query only reads (run_select_query, "Run a
+    read-only SQL query") and names nothing that writes ("SELECT or DDL", "any statement")."""
     said = " ".join(words(name)) + " " + description
     return bool(_READ_ONLY_QUERY.search(said)) and not _WRITE_SQL.search(said)
 

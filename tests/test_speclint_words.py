@@ -85,6 +85,18 @@ def test_names_split_on_separators_and_camel_case(name, split):
         ("run_select_query", "Run a SELECT query in a ClickHouse cluster.", "reads", "safe"),
         ("run_snowflake_query", "Run a read-only SQL query against Snowflake.", "reads", "safe"),
         ("run_query", "Run a SELECT, INSERT or UPDATE statement.", "mutates", "unsafe"),
+        ("execute_sql", "Execute any SQL statement, e.g. SELECT or DDL.", "mutates", "unsafe"),
+        ("run_workflow", "Run a GitHub Actions workflow. Select the branch with ref.", "mutates", "unsafe"),
+        (
+            "execute_command",
+            "Execute a shell command. The root filesystem is read-only.",
+            "mutates",
+            "unsafe",
+        ),
+        # a mutating verb before a read verb that is also a noun still mutates
+        ("send_to_list", "Sends a message to every subscriber of a list.", "mutates", "unsafe"),
+        ("submit_search", "Submits a search job.", "mutates", "unsafe"),
+        ("create_list", "Creates a list.", "mutates", "unknown"),
         # a clause-opening "To" says what the tool is for
         ("gmail", "To send an email, provide the recipient, subject and body.", "mutates", "unsafe"),
         ("API-post-search", "Search pages by title.", "reads", "safe"),
