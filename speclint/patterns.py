@@ -22,11 +22,10 @@ SYNTAX_CHARACTERS = set("^$\\.*+?()[]{}|/")
 CONTROL_ESCAPES = set("fnrtv")
 CLASS_ESCAPES = set("dDsSwW")
 _QUANTIFIER_BRACE = re.compile(r"\{(\d+)(,(\d*))?\}")
-# An escape inside a group name: \uXXXX or \u{X...}.
 _TRAIL_SURROGATE = re.compile(r"\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
-_NAME_ESCAPE = re.compile(r"\\u(?:([0-9A-Fa-f]{4})|\{([0-9A-Fa-f]+)\})")
-# \uXXXX or \u{X...}: any number of digits (leading zeros are allowed), up to U+10FFFF.
-_UNICODE_ESCAPE = re.compile(r"u(?:[0-9A-Fa-f]{4}|\{([0-9A-Fa-f]+)\})")
+# \uXXXX or \u{X...} (any number of digits, leading zeros allowed, up to U+10FFFF), in a pattern
+# or a group name. Only two adjacent \uXXXX escapes make a surrogate pair.
+_UNICODE_ESCAPE = re.compile(r"\\u(?:([0-9A-Fa-f]{4})|\{([0-9A-Fa-f]+)\})")
 _OPEN_COUNT = re.compile(r"\{\d+,\}")
 # ECMA-262 identifiers are Unicode ID_Start / ID_Continue, of the Unicode version the engine
 # carries. Python's own tables are older (and isidentifier() is XID, after NFKC), so a name is
@@ -68,19 +67,25 @@ def _code_point(hex_digits: str) -> int:
     return int(digits, 16) if len(digits) <= 6 else 0x110000
 
 
-def _join_surrogates(name: str) -> str:
-    return name.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+def _never_identifier(c: str) -> bool:
+    """Noncharacters (unassigned for good) and the one letter that is Pattern_Syntax (U+2E2F)."""
+    point = ord(c)
+    return point & 0xFFFE == 0xFFFE or 0xFDD0 <= point <= 0xFDEF or point == 0x2E2F
 
 
 def _id_start(c: str) -> bool:
     if c.isascii():
         return c.isalpha() or c in "$_"
+    if _never_identifier(c):
+        return False
     return unicodedata.category(c) in _ID_START_CATEGORIES or c in _OTHER_ID_START
 
 
 def _id_continue(c: str) -> bool:
     if c.isascii():
         return c.isalnum() or c in "$_"
+    if _never_identifier(c):
+        return False
     return (
         unicodedata.category(c) in _ID_CONTINUE_CATEGORIES or c in _OTHER_ID_START or c in _OTHER_ID_CONTINUE
     )
@@ -182,14 +187,23 @@ class _EcmaChecker:
         if end < 0:
             self.fail(why)
         raw = self.p[start:end]
-        pieces, at = [], 0
-        for escape in _NAME_ESCAPE.finditer(raw):
-            point = _code_point(escape.group(1) or escape.group(2))
+        points: list[int] = []
+        at, lead_end = 0, -1  # lead_end: where a \uD800-\uDBFF escape just ended
+        for escape in _UNICODE_ESCAPE.finditer(raw):
+            points += map(ord, raw[at : escape.start()])
+            four = escape.group(1)
+            point = int(four, 16) if four else _code_point(escape.group(2))
             if point > 0x10FFFF:
                 self.fail(why)
-            pieces += [raw[at : escape.start()], chr(point)]
+            if four and 0xDC00 <= point <= 0xDFFF and lead_end == escape.start():
+                points[-1] = 0x10000 + ((points[-1] - 0xD800) << 10) + (point - 0xDC00)
+                lead_end = -1
+            else:
+                points.append(point)
+                lead_end = escape.end() if four and 0xD800 <= point <= 0xDBFF else -1
             at = escape.end()
-        name = _join_surrogates("".join(pieces) + raw[at:])
+        points += map(ord, raw[at:])
+        name = "".join(map(chr, points))
         if not name or "\\" in name or not _id_start(name[0]) or not all(map(_id_continue, name[1:])):
             self.fail(why)
         return name, end + 1
@@ -260,8 +274,8 @@ class _EcmaChecker:
                 self.fail("invalid escape \\x")
             self.i += 3
         elif c == "u":
-            match = _UNICODE_ESCAPE.match(self.p, self.i)
-            if not match or (match.group(1) and _code_point(match.group(1)) > 0x10FFFF):
+            match = _UNICODE_ESCAPE.match(self.p, self.i - 1)  # from the backslash
+            if not match or (match.group(2) and _code_point(match.group(2)) > 0x10FFFF):
                 self.fail("invalid unicode escape")
             self.i = match.end()
         elif in_class and c in "b-":
@@ -311,7 +325,7 @@ class _EcmaChecker:
         if escaped[0] in "xu":
             point = int(escaped[1:].strip("{}"), 16)
             trail = _TRAIL_SURROGATE.match(self.p, self.i)
-            if escaped[0] == "u" and 0xD800 <= point <= 0xDBFF and trail:
+            if escaped[0] == "u" and escaped[1] != "{" and 0xD800 <= point <= 0xDBFF and trail:
                 # u-mode reads \uD83D\uDE00 as one code point (U+1F600), so ranges of them work
                 self.i = trail.end()
                 point = 0x10000 + ((point - 0xD800) << 10) + (int(trail.group(1), 16) - 0xDC00)
