@@ -41,8 +41,9 @@ class PackageError(Exception):
     """The tree cannot be packaged as it stands; the message says what to change."""
 
 
-def package_files(root: Path = ROOT) -> list[str]:
-    """The paths (relative, `/`-separated) a publish of `root` uploads, checked as the module says."""
+def package_files(root: Path = ROOT, allow_untracked: bool = False) -> list[str]:
+    """The paths (relative, `/`-separated) a publish of `root` uploads, checked as the module says
+    (`allow_untracked` lists files git does not track instead of refusing them)."""
     patterns = _funcignore(root)
     by_core_tools = _core_tools_reading(root, patterns)
     by_gitignore = _gitignore_reading(root)
@@ -59,7 +60,7 @@ def package_files(root: Path = ROOT) -> list[str]:
             "a publish would ship files git ignores; add them to .funcignore:\n"
             + _listing("ignored by git", ignored)
         )
-    untracked = _untracked(root, by_core_tools)
+    untracked = set() if allow_untracked else _untracked(root, by_core_tools)
     if untracked:
         raise PackageError(
             "a publish would ship files git does not track; delete them, `git add` the ones that are "
