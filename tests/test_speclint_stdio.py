@@ -142,28 +142,21 @@ def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_with_its_chil
     assert not running(child_pid)
 
 
-def test_a_child_that_left_the_process_group_is_killed_too(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "escapes",  # started with the server, found before it is stopped
+        "escapes-late",  # started once stdin closes, after that first look
+    ],
+)
+def test_a_child_that_left_the_process_group_is_killed_too(tmp_path, monkeypatch, mode):
     """setsid takes a process out of the group a signal to the group reaches; speclint finds it
-    among the server's descendants before stopping it and signals it by pid."""
-    monkeypatch.setattr(speclint_stdio, "CLOSE_GRACE_SECONDS", 0.2)
-    monkeypatch.setattr(speclint_stdio, "TERM_GRACE_SECONDS", 0.2)
-    pidfile = tmp_path / "pids"
-
-    tools = list_tools([*RAW_SERVER, "escapes", str(pidfile)], timeout=10)
-
-    assert [tool["name"] for tool in tools] == ["read_record"]
-    server_pid, _, child_pid = pids(pidfile)
-    assert reaped(server_pid)
-    assert not running(child_pid)
-
-
-def test_a_child_that_leaves_the_group_while_the_server_is_being_stopped_is_killed_too(tmp_path, monkeypatch):
-    """The server starts it once stdin closes, after the first look for such children."""
+    among the server's descendants before each step of stopping it and signals it by pid."""
     monkeypatch.setattr(speclint_stdio, "CLOSE_GRACE_SECONDS", 0.5)
     monkeypatch.setattr(speclint_stdio, "TERM_GRACE_SECONDS", 0.2)
     pidfile = tmp_path / "pids"
 
-    tools = list_tools([*RAW_SERVER, "escapes-late", str(pidfile)], timeout=10)
+    tools = list_tools([*RAW_SERVER, mode, str(pidfile)], timeout=10)
 
     assert [tool["name"] for tool in tools] == ["read_record"]
     server_pid, _, child_pid = pids(pidfile)
