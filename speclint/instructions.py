@@ -168,9 +168,13 @@ _MOVED_AFTER = re.compile(
 _DIRECTIVE = re.compile(
     r"\b(?:must|always|whenever|make\s+sure|all\s+(?:emails|messages|calls|requests|files))\b", re.I
 )
-# A tool of another server the sentence names as a tool ("the send_email tool must ..."): only
-# names with an underscore, so "the search tool" is not one.
-_NAMED_TOOL = re.compile(r"\b(?:the\s+)?`?([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)`?\s+tool\b")
+# A tool of another server the sentence names as a tool ("the send_email tool must ...", "when
+# send_message is invoked, make sure ..."): only names with an underscore, so "the search tool"
+# is not one.
+_NAMED_TOOL = re.compile(
+    r"\b(?:the\s+)?`?([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)`?"
+    r"\s+(?:tool\b|is\s+(?:invoked|called|used|run)\b)"
+)
 _RECOMMENDS = re.compile(r"\b(?:use|call|see|try|run|prefer|invoke)\s+(?:the\s+)?`?([\w.-]+)", re.I)
 # A sentence ends at ., ! or ? before a space (not inside ~/.ssh or mcp.json) or at a line break.
 _BOUNDARY = re.compile(r"[.!?](?=\s|$)|\n")
