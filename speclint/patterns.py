@@ -67,6 +67,11 @@ def _code_point(hex_digits: str) -> int:
     return int(digits, 16) if len(digits) <= 6 else 0x110000
 
 
+def _surrogate_pair(lead: int, trail: int) -> int:
+    """The code point u-mode reads from an escaped lead and trail surrogate (\\uD83D\\uDE00)."""
+    return 0x10000 + ((lead - 0xD800) << 10) + (trail - 0xDC00)
+
+
 def _never_identifier(c: str) -> bool:
     """Noncharacters (unassigned for good) and the one letter that is Pattern_Syntax (U+2E2F)."""
     point = ord(c)
@@ -196,7 +201,7 @@ class _EcmaChecker:
             if point > 0x10FFFF:
                 self.fail(why)
             if four and 0xDC00 <= point <= 0xDFFF and lead_end == escape.start():
-                points[-1] = 0x10000 + ((points[-1] - 0xD800) << 10) + (point - 0xDC00)
+                points[-1] = _surrogate_pair(points[-1], point)
                 lead_end = -1
             else:
                 points.append(point)
@@ -323,12 +328,12 @@ class _EcmaChecker:
         if escaped in simple:
             return simple[escaped]
         if escaped[0] in "xu":
-            point = int(escaped[1:].strip("{}"), 16)
+            point = _code_point(escaped[1:].strip("{}"))
             trail = _TRAIL_SURROGATE.match(self.p, self.i)
             if escaped[0] == "u" and escaped[1] != "{" and 0xD800 <= point <= 0xDBFF and trail:
                 # u-mode reads \uD83D\uDE00 as one code point (U+1F600), so ranges of them work
                 self.i = trail.end()
-                point = 0x10000 + ((point - 0xD800) << 10) + (int(trail.group(1), 16) - 0xDC00)
+                point = _surrogate_pair(point, int(trail.group(1), 16))
             return chr(point)
         if escaped[0] == "c":
             return chr(ord(escaped[1]) % 32)
