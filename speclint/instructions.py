@@ -56,18 +56,19 @@ _HIDDEN = re.compile(
 )
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
-# The person the model is talking to: singular, with or without an article, and not a user the
-# sentence goes on to describe ("the user who posted it" is a third party).
+# The person the model is talking to, and not a user the sentence goes on to describe ("the user
+# who posted it" is a third party). "Anyone" counts only after a verb of telling: "never tell
+# anyone" hides the tool's doing, "never reveal the key to anyone" is advice about a secret.
 _USER = (
     r"(?:(?:the\s+|your\s+)?(?:end[\s-]?)?(?:user|human|operator)s?\b"
     r"(?!\s+(?:whose|of)\b|\s+who\s+(?!asked|is\s+asking|requested))"
-    r"|(?:the\s+)?person\b(?!\s+(?:who|whose|of)\b)|anyone\b|anybody\b)"
+    r"|(?:the\s+)?person\b(?!\s+(?:who|whose|of)\b))"
 )
 _NEGATION = r"\b(?:do\s+not|don't|never|must\s+not|should\s+not|shouldn't|no\s+need\s+to)\s+"
 _CONCEALMENT = re.compile(
     "|".join(
         (
-            _NEGATION + r"(?:tell|inform|notify|alert|warn)\s+" + _USER,
+            _NEGATION + r"(?:tell|inform|notify|alert|warn)\s+(?:" + _USER + r"|anyone\b|anybody\b)",
             _NEGATION + r"let\s+" + _USER + r"\s+(?:know|see|notice)",
             _NEGATION + r"(?:show|reveal|mention|disclose|say|explain)\b[^.!?\n]{0,40}?\bto\s+" + _USER,
             _NEGATION + r"(?:mention|reveal|disclose)\s+(?:this|that)"

@@ -274,7 +274,7 @@ _READ_ONLY_QUERY = re.compile(
 )
 _WRITE_SQL = re.compile(
     r"\b(?:insert|update|delete|drop|create|alter|truncate|merge|upsert|grant|write|writes|modify"
-    r"|ddl|dml|any)\b",
+    r"|ddl|dml|any\s+(?:sql\s+)?(?:statements?|commands?))\b",
     re.IGNORECASE,
 )
 

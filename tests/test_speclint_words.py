@@ -86,6 +86,8 @@ def test_names_split_on_separators_and_camel_case(name, split):
         ("run_snowflake_query", "Run a read-only SQL query against Snowflake.", "reads", "safe"),
         ("run_query", "Run a SELECT, INSERT or UPDATE statement.", "mutates", "unsafe"),
         ("execute_sql", "Execute any SQL statement, e.g. SELECT or DDL.", "mutates", "unsafe"),
+        ("run_sql", "Run any SQL statement; SELECT queries return rows.", "mutates", "unsafe"),
+        ("run_snowflake_sql", "Run a read-only SQL query against any Snowflake database.", "reads", "safe"),
         ("run_workflow", "Run a GitHub Actions workflow. Select the branch with ref.", "mutates", "unsafe"),
         (
             "execute_command",
