@@ -16,7 +16,8 @@
     ├── ReceiptUnavailable               503  -32000  a completed key's receipt cannot be read
     ├── StorageDown                      503  -32000  a keyed purchase cannot be protected or recorded now
     ├── BundleUnavailable                503  -32000  the bundle's file is not in storage
-    └── ProtocolError                    4xx  JSON-RPC code given per instance (MCP transport errors)
+    └── ProtocolError                    4xx  JSON-RPC code given per instance (MCP transport errors,
+                                              with the error's `data` where the revision defines one)
 
 `StoreUnavailable` is separate on purpose: it never reaches a caller. Storage adapters raise it for
 outages; the flow then decides: a keyed purchase fails closed (`StorageDown`, 503 + Retry-After),
@@ -128,11 +129,14 @@ class BundleUnavailable(StorefrontError):
 class ProtocolError(StorefrontError):
     """A JSON-RPC / transport-level error of the MCP endpoint, with its own status and code."""
 
-    def __init__(self, message: str, *, status: int, rpc_code: int, request_id: object = None):
+    def __init__(
+        self, message: str, *, status: int, rpc_code: int, request_id: object = None, data: object = None
+    ):
         super().__init__(message, code="protocol_error")
         self.status = status
         self.rpc_code = rpc_code
         self.request_id = request_id
+        self.data = data
 
 
 class StoreUnavailable(Exception):

@@ -31,6 +31,10 @@ class Hasher:
     def client_ip(self, ip: str) -> str:
         return self._digest("client-ip", ip)
 
+    def request_state(self, payload: str) -> str:
+        """The seal on state a client carries between the rounds of one MCP request."""
+        return self._digest("request-state", payload)
+
     def request(self, canonical: str) -> str:
         """The payload fingerprint stored beside an idempotency key."""
         return self._digest("request", canonical)

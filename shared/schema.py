@@ -121,16 +121,35 @@ def canonical_request(arguments: object) -> str:
 
 
 def validate_arguments(arguments: object) -> PurchaseInput:
-    if not isinstance(arguments, dict):
-        raise InvalidRequest("the purchase arguments must be a JSON object")
-    unknown = sorted(set(arguments) - set(INPUT_SCHEMA["properties"]))
-    if unknown:
-        raise InvalidRequest(f"unknown field(s): {', '.join(unknown)[:200]}")
+    _known_fields(arguments)
     return PurchaseInput(
         email=_email(arguments.get("email")),
         name=_name(arguments.get("name", "")),
         bundle=_bundle(arguments.get("bundle_id", DEFAULT_BUNDLE_ID)),
     )
+
+
+def lacks_only_email(arguments: object, header_key: str | None) -> bool:
+    """True when the arguments would make a valid purchase but for the absent email: what a
+    client that can ask its user is asked for instead of being refused."""
+    if not isinstance(arguments, dict) or "email" in arguments:
+        return False
+    try:
+        _known_fields(arguments)
+        _name(arguments.get("name", ""))
+        _bundle(arguments.get("bundle_id", DEFAULT_BUNDLE_ID))
+        read_idempotency_key(arguments, header_key)
+    except (InvalidRequest, Unprocessable):
+        return False
+    return True
+
+
+def _known_fields(arguments: object) -> None:
+    if not isinstance(arguments, dict):
+        raise InvalidRequest("the purchase arguments must be a JSON object")
+    unknown = sorted(set(arguments) - set(INPUT_SCHEMA["properties"]))
+    if unknown:
+        raise InvalidRequest(f"unknown field(s): {', '.join(unknown)[:200]}")
 
 
 def normalise_email(email: str) -> str:

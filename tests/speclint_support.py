@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from shared.mcp import TOOL
+from shared.mcp_tools import TOOL
 from speclint.cli import main
 from speclint.findings import Finding
 from tests.support import run_module

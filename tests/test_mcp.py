@@ -12,7 +12,7 @@ import pytest
 from shared import mcp
 from shared.api import Request
 from shared.catalog import listing
-from shared.mcp import SUPPORTED_VERSIONS
+from shared.mcp_legacy import VERSIONS as LEGACY_VERSIONS
 
 
 def rpc(response) -> dict:
@@ -20,7 +20,7 @@ def rpc(response) -> dict:
     return response.json()
 
 
-@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+@pytest.mark.parametrize("version", LEGACY_VERSIONS)
 def test_initialize_echoes_a_supported_version(buyer, version):
     body = rpc(buyer.mcp("initialize", {"protocolVersion": version, "capabilities": {}}))
 
@@ -286,10 +286,17 @@ def test_supported_protocol_version_header_is_accepted(buyer):
     assert "result" in rpc(buyer.mcp("tools/list", headers={"MCP-Protocol-Version": "2025-06-18"}))
 
 
-def test_unsupported_protocol_version_header_is_400(buyer):
+def test_unsupported_protocol_version_header_is_400_naming_the_versions_served(buyer):
     response = buyer.mcp("tools/list", headers={"MCP-Protocol-Version": "1999-01-01"})
+
     assert response.status_code == 400
-    assert rpc(response)["error"]["code"] == -32600
+    error = rpc(response)["error"]
+    assert error["code"] == -32022
+    assert error["data"] == {
+        "supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"],
+        "requested": "1999-01-01",
+    }
+    assert rpc(response)["id"] == 1
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ import subprocess
 import requests
 from openapi_spec_validator import validate
 
-from shared import errors, mcp, openapi
+from shared import errors, openapi
+from shared import mcp_tools as mcp
 from shared.schema import KEY_PATTERN
 from tests.support import ROOT, fresh_python
 
