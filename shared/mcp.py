@@ -35,10 +35,19 @@ def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
         return json_answer(exc.status, error(exc.request_id, exc.rpc_code, exc.message))
     if "method" not in message or "id" not in message:
         return Answer(202)  # a notification, or a response to a request of ours
-    version = req.header("mcp-protocol-version")
-    if version is None or version.strip() in mcp_legacy.VERSIONS:
+    if _legacy(message, req.header("mcp-protocol-version")):
         return mcp_legacy.respond(message, req, store)
     return mcp_modern.respond(message, req, store, settings)
+
+
+def _legacy(message: dict, header: str | None) -> bool:
+    """No header or a 2025 one, and a body that does not declare another version in its _meta
+    (a request that disagrees with itself goes where the disagreement is answered)."""
+    version = None if header is None else header.strip(" \t")
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    declared = meta.get(mcp_modern.VERSION_KEY, version) if isinstance(meta, dict) else version
+    return (version is None or version in mcp_legacy.VERSIONS) and declared == version
 
 
 def _check_transport(req: Request, settings: Settings) -> None:

@@ -1,5 +1,5 @@
-"""One purchase flow, three protocols: MCP, plain HTTP and A2A answer the same receipt. Only
-`caller.channel` says which protocol was used; the other differences are what every purchase has
+"""One purchase flow, three protocols: MCP (2025 and 2026-07-28), plain HTTP and A2A answer the same
+receipt. Only `caller.channel` says which protocol was used; the other differences are what every purchase has
 of its own (its id, time, buyer, download token, signature and the email's Brevo message id)."""
 
 from __future__ import annotations
@@ -18,6 +18,17 @@ BREVO_MESSAGE_ID = re.compile(r"(accepted by Brevo as ).+")
 
 def by_mcp(buyer: Buyer, arguments: dict) -> dict:
     return buyer.call_tool(arguments).json()["result"]["structuredContent"]
+
+
+def by_mcp_2026(buyer: Buyer, arguments: dict) -> dict:
+    """tools/call as a 2026-07-28 client sends it: no initialize, _meta and mirrored headers."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": "purchase_free_bundle", "arguments": arguments, "_meta": meta}
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": params["name"]}
+    return buyer.mcp("tools/call", params, headers).json()["result"]["structuredContent"]
 
 
 def by_http(buyer: Buyer, arguments: dict) -> dict:
@@ -39,7 +50,9 @@ def by_a2a(buyer: Buyer, arguments: dict) -> dict:
     return answer.json()["result"]["task"]["artifacts"][0]["parts"][0]["data"]
 
 
-CHANNELS = {"mcp": by_mcp, "http": by_http, "a2a": by_a2a}
+CHANNELS = {"mcp": by_mcp, "mcp-2026": by_mcp_2026, "http": by_http, "a2a": by_a2a}
+# What each receipt's caller.channel says: the protocol, not its revision.
+CHANNEL_OF = {"mcp": "mcp", "mcp-2026": "mcp", "http": "http", "a2a": "a2a"}
 
 
 def neutral(receipt: dict) -> dict:
@@ -73,13 +86,13 @@ def buy_everywhere(host, arguments: dict) -> dict[str, dict]:
 def test_every_channel_answers_the_same_receipt_but_for_the_caller(host, arguments, status):
     receipts = buy_everywhere(host, arguments)
 
-    mcp, http, a2a = (neutral(receipts[c]) for c in CHANNELS)
+    mcp, mcp_2026, http, a2a = (neutral(receipts[c]) for c in CHANNELS)
     assert mcp["status"] == status
-    assert mcp == http == a2a  # checks (names, results, details), bundle, billing, operation, error...
+    assert mcp == mcp_2026 == http == a2a  # checks (names, results, details), bundle, billing, error...
     assert len({json_keys(r) for r in receipts.values()}) == 1  # the same fields in the same order
-    assert len({receipts[c]["receipt_id"] for c in CHANNELS}) == 3
+    assert len({receipts[c]["receipt_id"] for c in CHANNELS}) == len(CHANNELS)
     callers = {c: receipts[c]["caller"] for c in CHANNELS}
-    assert {c: caller["channel"] for c, caller in callers.items()} == {c: c for c in CHANNELS}
+    assert {c: caller["channel"] for c, caller in callers.items()} == CHANNEL_OF
     assert len({caller["user_agent"] for caller in callers.values()}) == 1
 
 

@@ -22,6 +22,7 @@ import pytest
 import requests
 import yaml
 from mcp import Client
+from mcp.types import ElicitResult
 
 from shared.catalog import listing
 from shared.receipts import CHECK_NAMES
@@ -215,8 +216,10 @@ def test_typescript_sdk_client_connects_lists_and_replays_one_key(base_url, node
     assert len(mail.emails_to(email)) == 1
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-def test_python_sdk_client_with_the_lm_studio_url_replays_one_key(base_url, mail, mode):
+@pytest.mark.parametrize(
+    ("mode", "version"), [("auto", "2026-07-28"), ("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")]
+)
+def test_python_sdk_client_with_the_lm_studio_url_replays_one_key(base_url, mail, mode, version):
     url = localize(readme_json('"storefront": { "url"')["mcpServers"]["storefront"]["url"], base_url)
     email, key = unique_email(f"py-{mode}"), unique_key()
 
@@ -225,16 +228,50 @@ def test_python_sdk_client_with_the_lm_studio_url_replays_one_key(base_url, mail
             args = {"email": email, "idempotency_key": key}
             tools = await client.list_tools()
             return (
+                client.protocol_version,
                 tools,
                 await client.call_tool("purchase_free_bundle", args),
                 await client.call_tool("purchase_free_bundle", args),
             )
 
-    tools, first, second = asyncio.run(session())
+    negotiated, tools, first, second = asyncio.run(session())
 
+    assert negotiated == version
     assert [t.name for t in tools.tools] == ["purchase_free_bundle", "list_bundles"]
     assert first.is_error is False
     assert second.structured_content == first.structured_content
+    assert len(mail.emails_to(email)) == 1
+
+
+@pytest.mark.parametrize("action", ["accept", "decline"])
+def test_python_sdk_client_answers_the_stores_question_for_a_missing_email(mcp_url, mail, action):
+    email, key = unique_email(f"py-elicit-{action}"), unique_key()
+    asked = []
+
+    async def fill_in(context, params):
+        asked.append(params)
+        if action == "decline":
+            return ElicitResult(action="decline")
+        return ElicitResult(action="accept", content={"email": email, "name": "Ada"})
+
+    async def session():
+        async with Client(mcp_url, mode="2026-07-28", elicitation_callback=fill_in) as client:
+            first = await client.call_tool("purchase_free_bundle", {"idempotency_key": key})
+            again = await client.call_tool(
+                "purchase_free_bundle", {"idempotency_key": key, "email": email, "name": "Ada"}
+            )
+            return first, again
+
+    first, again = asyncio.run(session())
+
+    assert len(asked) == 1 and "email" in asked[0].requested_schema["required"]
+    if action == "decline":
+        assert first.is_error is True
+        assert first.structured_content["error"]["code"] == "email_declined"
+        assert again.structured_content["status"] == "fulfilled"
+    else:
+        assert first.structured_content["status"] == "fulfilled"
+        assert again.structured_content == first.structured_content
     assert len(mail.emails_to(email)) == 1
 
 
