@@ -128,13 +128,7 @@ def _unsupported(request_id: object, requested: object) -> ProtocolError:
 def _dispatch(message: dict, capabilities: dict, req: Request, store: Storefront, settings: Settings) -> dict:
     request_id, method, params = message["id"], message["method"], message["params"]
     handler: Callable[[], dict] | None = {
-        "server/discover": lambda: _cacheable(
-            {
-                "supportedVersions": list(SUPPORTED_VERSIONS),
-                "capabilities": CAPABILITIES,
-                "instructions": INSTRUCTIONS,
-            }
-        ),
+        "server/discover": _discover,
         "tools/list": lambda: _list_tools(request_id, params),
         "tools/call": lambda: _call_tool(request_id, params, capabilities, req, store, settings),
     }.get(method)
