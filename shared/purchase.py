@@ -240,7 +240,8 @@ class Storefront:
             return self._refusal(attempt, exc)
 
     def refuse(self, call: PurchaseCall, exc: StorefrontError) -> Outcome:
-        """A failure receipt for a request that could not even be read (body not JSON, too large)."""
+        """A failure receipt for a request that could not even be read (body not JSON, too large) or
+        that the buyer would not complete (an MCP form for the email declined): nothing counted."""
         attempt = _Attempt(call)
         attempt.checks.record("input_schema", "fail", exc.message)
         return self._refusal(attempt, exc)
