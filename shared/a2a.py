@@ -6,23 +6,36 @@
   (`message/send`), and each is answered in its version's shapes (1.0: ProtoJSON, `{"task": ...}`,
   `TASK_STATE_*`; 0.3: `kind` discriminators, `completed`). A method of the other version: -32601
   (method not found in the version asked; -32009 is kept for a version the store does not speak).
-- Input: a message with one data part. `{"operation": "list_bundles"}` answers a Message holding
-  the catalog (nothing to track). Anything else is the purchase: the JSON object the HTTP endpoint
-  takes (`"operation": "purchase_free_bundle"` may be added), run with caller channel "a2a".
+- Requests are read and checked whole by shared/a2a_requests.py before anything runs: the
+  Content-Type, the envelope, the version, the method and every param the spec bounds (role is
+  required, historyLength >= 0, pageSize 1-100, ...), each refusal with the spec's code.
+- Input: a message's one JSON object: its data part, or a text part that is only a JSON object
+  (bare or alone in a ``` fence), for clients that can send text alone. `{"operation":
+  "list_bundles"}` answers a Message holding the catalog (nothing to track). Anything else is the
+  purchase: the JSON object the HTTP endpoint takes (`"operation": "purchase_free_bundle"` may be
+  added), run with caller channel "a2a". A message of plain text answers a Message that says what
+  to send (the data part's shape, the skill ids with an example each, the card's URL), the spec's
+  clarification message: nothing is bought and no task is made. An email address is never read
+  out of free text, which could name anyone.
 - Output: a purchase is a Task, finished when it is answered: completed (fulfilled), rejected (a
   4xx refusal) or failed (a 5xx). Its artifact "receipt" is one data part: the receipt's bytes,
   verbatim. Task id = receipt id, so GetTask reads the receipt on record and needs no task store;
   refusals are never recorded, so only completed tasks are found. No conversation is kept: the
-  contextId is the message's, else the task id (GetTask answers the task id).
+  contextId is the message's, else the task id (GetTask answers the task id); tasks have no history.
+- Listing: callers are not authenticated, so no task is visible to any of them and ListTasks
+  answers an empty page (`nextPageToken` "", `totalSize` 0) after checking its filters; a task is
+  read by its id alone, which only its buyer was given.
 - Keys: data `idempotency_key`, else the `Idempotency-Key` header, else the messageId, as
   `a2a-` + 40 hex digits of its SHA-256: valid whatever the messageId (a client may send such a
   key itself; keys are scoped to the buyer's email, so it only ever names its own purchase). A
   resent message replays the receipt (Task metadata `storefront/replayed`).
 - Errors: JSON-RPC errors answer HTTP 200, as the SDK servers do (their clients read error codes
-  from 2xx answers only); transport refusals keep theirs (403 Origin, 413 size, 405 method).
-  -32700/-32600 malformed, -32601 unknown method, -32602 bad params, -32005 no data part,
-  -32001 unknown task, -32002 cancel (every task is finished), -32003 push notifications,
-  -32004 streaming, ListTasks, extended card, a message to a finished task; -32603 store down.
+  from 2xx answers only); transport refusals keep theirs (403 Origin, 413 size, 415 Content-Type,
+  405 method). -32700/-32600 malformed (a request without an id too: A2A has no notifications),
+  -32601 unknown method, -32602 bad params (1.0 names the field in a google.rpc.BadRequest),
+  -32005 a file part or a media type it does not read, -32001 unknown task, -32002 cancel (every
+  task is finished), -32003 push notifications, -32004 streaming, extended card, a message to a
+  finished task; -32603 store down.
 """
 
 from __future__ import annotations
@@ -33,11 +46,38 @@ import secrets
 from dataclasses import replace
 
 from shared import __version__
+from shared.a2a_requests import (
+    CONTENT_TYPE_NOT_SUPPORTED,
+    EXTENDED_CARD_NOT_CONFIGURED_V03,
+    INPUT_MODES,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHODS,
+    PUSH_NOT_SUPPORTED,
+    PUSH_REFUSAL,
+    ROLES,
+    TASK_NOT_CANCELABLE,
+    TASK_NOT_FOUND,
+    TEXT_TYPE,
+    UNSUPPORTED_OPERATION,
+    V03,
+    V1,
+    VERSION_NOT_SUPPORTED,
+    ListQuery,
+    Send,
+    TaskQuery,
+    check_content_type,
+    operation_of,
+    read_envelope,
+    read_params,
+    requested_version,
+    rpc_error,
+)
 from shared.api import (
     JSON_TYPE,
     MAX_BODY_BYTES,
     Answer,
-    JSONTooDeep,
     Request,
     Usage,
     json_answer,
@@ -51,33 +91,17 @@ from shared.purchase import OPERATION, Outcome, Storefront
 from shared.receipts import is_receipt_id
 from shared.settings import Settings
 
-V1, V03 = "1.0", "0.3"
 CHANNEL = "a2a"
 LIST_OPERATION = "list_bundles"
 ARTIFACT_ID = "receipt"
 RECEIPTS_EXTENSION = "urn:storefront:a2a:signed-receipts:v1"
+CARD_PATH = "/.well-known/agent-card.json"
 CARD_USAGE = Usage(("GET", "HEAD"), "GET it for the agent card")
 ENDPOINT_USAGE = Usage(
     ("POST",),
-    "POST one JSON-RPC 2.0 request (SendMessage or GetTask; message/send or tasks/get with A2A 0.3); "
-    "the agent card is at /.well-known/agent-card.json",
+    "POST one JSON-RPC 2.0 request (SendMessage, GetTask, ListTasks; message/send or tasks/get with "
+    "A2A 0.3); the agent card is at /.well-known/agent-card.json",
 )
-
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
-    -32700,
-    -32600,
-    -32601,
-    -32602,
-    -32603,
-)
-TASK_NOT_FOUND, TASK_NOT_CANCELABLE, PUSH_NOT_SUPPORTED, UNSUPPORTED_OPERATION = (
-    -32001,
-    -32002,
-    -32003,
-    -32004,
-)
-CONTENT_TYPE_NOT_SUPPORTED, VERSION_NOT_SUPPORTED = -32005, -32009
-EXTENDED_CARD_NOT_CONFIGURED_V03 = -32007
 # The reasons 1.0 names its own errors by, sent as google.rpc.ErrorInfo in `error.data`.
 REASONS = {
     TASK_NOT_FOUND: "TASK_NOT_FOUND",
@@ -87,25 +111,6 @@ REASONS = {
     CONTENT_TYPE_NOT_SUPPORTED: "CONTENT_TYPE_NOT_SUPPORTED",
     VERSION_NOT_SUPPORTED: "VERSION_NOT_SUPPORTED",
 }
-
-_PUSH_1 = ("Create", "Get", "List", "Delete")
-METHODS: dict[str, tuple[str, str]] = {
-    "SendMessage": (V1, "send"),
-    "GetTask": (V1, "get"),
-    "CancelTask": (V1, "cancel"),
-    "SendStreamingMessage": (V1, "stream"),
-    "SubscribeToTask": (V1, "stream"),
-    "ListTasks": (V1, "list"),
-    "GetExtendedAgentCard": (V1, "extended_card"),
-    **{f"{verb}TaskPushNotificationConfig{'s' if verb == 'List' else ''}": (V1, "push") for verb in _PUSH_1},
-    "message/send": (V03, "send"),
-    "tasks/get": (V03, "get"),
-    "tasks/cancel": (V03, "cancel"),
-    "message/stream": (V03, "stream"),
-    "tasks/resubscribe": (V03, "stream"),
-    "agent/getAuthenticatedExtendedCard": (V03, "extended_card"),
-    **{f"tasks/pushNotificationConfig/{verb}": (V03, "push") for verb in ("set", "get", "list", "delete")},
-}
 STATES = {
     V1: {
         "fulfilled": "TASK_STATE_COMPLETED",
@@ -114,16 +119,14 @@ STATES = {
     },
     V03: {"fulfilled": "completed", "refused": "rejected", "failed": "failed"},
 }
-ROLES = {V1: {"user": "ROLE_USER", "agent": "ROLE_AGENT"}, V03: {"user": "user", "agent": "agent"}}
 REFUSALS = {
     "stream": "streaming is not supported (capabilities.streaming is false); SendMessage answers "
     "with the finished task",
-    "list": "tasks are not listed: callers are not authenticated, so a listing could not be kept to "
-    "your own tasks; GetTask reads one by its id",
     "extended_card": "there is no extended agent card (capabilities.extendedAgentCard is false)",
-    "push": "push notifications are not supported (capabilities.pushNotifications is false): every "
-    "task is finished when SendMessage answers",
+    "push": PUSH_REFUSAL,
 }
+PURCHASE_EXAMPLE = {"email": "ada@example.org", "name": "Ada", "bundle_id": DEFAULT_BUNDLE_ID}
+LIST_EXAMPLE = {"operation": LIST_OPERATION}
 
 
 def message_key(message_id: str) -> str:
@@ -143,8 +146,9 @@ def card(settings: Settings) -> dict:
         "name": "Storefront",
         "description": (
             "Gives away free digital bundles to AI agents: emails a bundle's download link to a "
-            "buyer and answers with a signed audit receipt. Send one data part (application/json): "
-            'the purchase arguments, or {"operation": "list_bundles"} for the catalog.'
+            "buyer and answers with a signed audit receipt. Send one JSON object, as a data part "
+            "(application/json) or as a text part that is only the object: the purchase arguments, "
+            'or {"operation": "list_bundles"} for the catalog. Plain text is answered with what to send.'
         ),
         "version": __version__,
         "supportedInterfaces": [
@@ -160,8 +164,8 @@ def card(settings: Settings) -> dict:
             "extendedAgentCard": False,
             "extensions": [_receipts_extension(base)],
         },
-        "defaultInputModes": [JSON_TYPE],
-        "defaultOutputModes": [JSON_TYPE],
+        "defaultInputModes": INPUT_MODES,
+        "defaultOutputModes": [JSON_TYPE, TEXT_TYPE],
         "skills": [_purchase_skill(base), _list_skill()],
     }
 
@@ -184,13 +188,13 @@ def _receipts_extension(base: str) -> dict:
 
 
 def _purchase_skill(base: str) -> dict:
-    example = {"email": "ada@example.org", "name": "Ada", "bundle_id": DEFAULT_BUNDLE_ID}
     return {
         "id": OPERATION,
         "name": "Get a free bundle",
         "description": (
-            "Emails a free bundle's download link. Send one data part with the purchase arguments "
-            "(the body POST /api/a2a/purchase takes): email (required), name, bundle_id (one of "
+            "Emails a free bundle's download link. Send one data part (or a text part that is only "
+            "the JSON object) with the purchase arguments (the body POST /api/a2a/purchase takes): "
+            "email (required), name, bundle_id (one of "
             f"{', '.join(sorted(BUNDLES))}; default {DEFAULT_BUNDLE_ID}), idempotency_key (8-128 of "
             "A-Z a-z 0-9 . _ -). Without idempotency_key the messageId is the key: resend the same "
             "message to retry, and you get the original receipt, not a second email. Side effects: "
@@ -201,11 +205,11 @@ def _purchase_skill(base: str) -> dict:
         ),
         "tags": ["purchase", "free", "bundle", "email", "receipt", "idempotent"],
         "examples": [
-            json.dumps(example),
-            json.dumps({**example, "idempotency_key": "order-2026-0001"}),
+            json.dumps(PURCHASE_EXAMPLE),
+            json.dumps({**PURCHASE_EXAMPLE, "idempotency_key": "order-2026-0001"}),
         ],
-        "inputModes": [JSON_TYPE],
-        "outputModes": [JSON_TYPE],
+        "inputModes": INPUT_MODES,
+        "outputModes": [JSON_TYPE, TEXT_TYPE],
     }
 
 
@@ -220,8 +224,8 @@ def _list_skill() -> dict:
             "Read-only: no email, no purchase counted."
         ),
         "tags": ["catalog", "bundles", "read-only"],
-        "examples": [json.dumps({"operation": LIST_OPERATION})],
-        "inputModes": [JSON_TYPE],
+        "examples": [json.dumps(LIST_EXAMPLE)],
+        "inputModes": INPUT_MODES,
         "outputModes": [JSON_TYPE],
     }
 
@@ -240,91 +244,50 @@ def agent_card(req: Request, settings: Settings) -> Answer:
 # --- the JSON-RPC endpoint ----------------------------------------------------------------------
 
 
-def _rpc_error(
-    code: int, message: str, *, status: int = 200, retry_after: int | None = None
-) -> ProtocolError:
-    error = ProtocolError(message[:300], status=status, rpc_code=code)
-    error.retry_after = retry_after
-    return error
-
-
 def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
     """One JSON-RPC request (POST) in, one JSON-RPC answer out; never an HTTP 500 for the caller's input."""
     request_id, version = None, V03
     try:
         if not origin_allowed(req.header("origin"), settings.allowed_origins):
-            raise _rpc_error(INVALID_REQUEST, "Origin not allowed", status=403)
-        if len(req.body) > MAX_BODY_BYTES:
-            raise _rpc_error(INVALID_REQUEST, f"request exceeds {MAX_BODY_BYTES} bytes", status=413)
-        message = _parse(req.body)
-        request_id = message["id"]
+            raise rpc_error(INVALID_REQUEST, "Origin not allowed", status=403)
+        check_content_type(req)
+        envelope = read_envelope(req.body)
+        request_id = envelope.request_id
         version = requested_version(req)
-        return _dispatch(message, version, req, store)
+        operation = operation_of(envelope.method, version)
+        params = read_params(operation, version, envelope.params)
+        if envelope.notification:
+            raise rpc_error(
+                INVALID_REQUEST,
+                "the request has no id: A2A methods answer, so send an id (a string or a number)",
+            )
+        return _dispatch(operation, params, request_id, version, req, store, settings)
     except ProtocolError as exc:
         return _error_answer(exc, request_id, version)
 
 
-def requested_version(req: Request) -> str:
-    """1.0 or 0.3 from A2A-Version (patch levels ignored; absent or empty is 0.3), else -32009."""
-    asked = (req.header("a2a-version") or req.params.get("A2A-Version") or "").strip()
-    if not asked:
-        return V03
-    parts = asked.split(".")
-    if len(parts) in (2, 3) and ".".join(parts[:2]) in (V1, V03) and all(p.isdigit() for p in parts):
-        return ".".join(parts[:2])
-    raise _rpc_error(VERSION_NOT_SUPPORTED, f"A2A-Version {asked[:20]!r} is not supported; use 1.0 or 0.3")
-
-
-def _parse(body: bytes) -> dict:
-    try:
-        message = parse_json(body)
-    except JSONTooDeep as exc:
-        raise _rpc_error(PARSE_ERROR, f"Parse error: {exc}") from None
-    except ValueError:
-        raise _rpc_error(PARSE_ERROR, "Parse error: body is not JSON") from None
-    if isinstance(message, list):
-        raise _rpc_error(INVALID_REQUEST, "batches are not supported: send one JSON-RPC request per POST")
-    if not isinstance(message, dict):
-        raise _rpc_error(INVALID_REQUEST, "not a JSON-RPC 2.0 request object")
-    request_id = message.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
-        raise _rpc_error(INVALID_REQUEST, "id must be a string or an integer (A2A has no notifications)")
-    if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
-        error = _rpc_error(
-            INVALID_REQUEST, 'not a JSON-RPC 2.0 request: "jsonrpc" must be "2.0", "method" a string'
-        )
-        error.request_id = request_id
-        raise error
-    return message
-
-
-def _dispatch(message: dict, version: str, req: Request, store: Storefront) -> Answer:
-    method = message["method"]
-    if method not in METHODS:
-        raise _rpc_error(METHOD_NOT_FOUND, f"method not found: {method}")
-    family, operation = METHODS[method]
-    if family != version:
-        raise _rpc_error(
-            METHOD_NOT_FOUND,
-            f"{method} is an A2A {family} method, but this request is A2A {version} (A2A-Version "
-            f"header; absent means 0.3). Send A2A-Version: {family}, or use the {version} method.",
-        )
-    params = message.get("params", {})
-    if not isinstance(params, dict):
-        raise _rpc_error(INVALID_PARAMS, "params must be an object")
-    if operation == "send":
-        return _send(message["id"], version, params, req, store)
+def _dispatch(
+    operation: str,
+    params: Send | TaskQuery | ListQuery | None,
+    request_id: object,
+    version: str,
+    req: Request,
+    store: Storefront,
+    settings: Settings,
+) -> Answer:
+    if isinstance(params, Send):
+        return _send(request_id, version, params, req, store, settings)
+    if isinstance(params, ListQuery):
+        return _list_answer(request_id, params)
     if operation == "get":
-        return _task_answer(
-            message["id"], version, Outcome(200, _on_record(params, store)), None, wrapped=False
-        )
+        return _task_answer(request_id, version, Outcome(200, _on_record(params, store)), None, wrapped=False)
     if operation == "cancel":
         _on_record(params, store)
-        raise _rpc_error(TASK_NOT_CANCELABLE, "the task is finished (completed) and cannot be canceled")
+        raise rpc_error(TASK_NOT_CANCELABLE, "the task is finished (completed) and cannot be canceled")
     code = PUSH_NOT_SUPPORTED if operation == "push" else UNSUPPORTED_OPERATION
     if operation == "extended_card" and version == V03:
         code = EXTENDED_CARD_NOT_CONFIGURED_V03  # 0.3's own code for it
-    raise _rpc_error(code, REFUSALS[operation])
+    raise rpc_error(code, REFUSALS[operation])
 
 
 def sends(body: bytes) -> bool:
@@ -339,14 +302,11 @@ def sends(body: bytes) -> bool:
     return isinstance(message, dict) and METHODS.get(str(message.get("method")), ("", ""))[1] == "send"
 
 
-def _on_record(params: dict, store: Storefront) -> bytes:
-    """The receipt of the task `params.id` names, or TaskNotFound."""
-    task_id = params.get("id")
-    if not isinstance(task_id, str) or not task_id:
-        raise _rpc_error(INVALID_PARAMS, "params.id must be the task's id")
-    body = _stored(task_id, store)
+def _on_record(query: TaskQuery, store: Storefront) -> bytes:
+    """The receipt of the task the query names, or TaskNotFound."""
+    body = _stored(query.task_id, store)
     if body is None:
-        raise _rpc_error(TASK_NOT_FOUND, "no task with this id (only completed purchases are kept)")
+        raise rpc_error(TASK_NOT_FOUND, "no task with this id (only completed purchases are kept)")
     return body
 
 
@@ -356,73 +316,39 @@ def _stored(task_id: str, store: Storefront) -> bytes | None:
     try:
         return store.stored_receipt(task_id)
     except StoreUnavailable:
-        raise _rpc_error(
+        raise rpc_error(
             INTERNAL_ERROR, "receipt storage is unreachable; retry shortly", retry_after=5
         ) from None
 
 
-def _send(request_id: object, version: str, params: dict, req: Request, store: Storefront) -> Answer:
-    message = params.get("message")
-    if not isinstance(message, dict):
-        raise _rpc_error(INVALID_PARAMS, "params.message must be a Message object")
-    message_id = message.get("messageId")
-    if not isinstance(message_id, str) or not message_id:
-        raise _rpc_error(INVALID_PARAMS, "message.messageId must be a non-empty string")
-    if message.get("role") not in (None, ROLES[version]["user"]):
-        raise _rpc_error(INVALID_PARAMS, f"message.role must be {ROLES[version]['user']}")
-    _refuse_push_config(params.get("configuration"))
-    if message.get("taskId"):
-        _refuse_follow_up(message["taskId"], store)
-    data = _data(message)
-    context_id = message.get("contextId") if isinstance(message.get("contextId"), str) else None
-    operation = data.get("operation", OPERATION)
+def _send(
+    request_id: object, version: str, send: Send, req: Request, store: Storefront, settings: Settings
+) -> Answer:
+    if send.task_id:
+        _refuse_follow_up(send.task_id, store)
+    if send.data is None:
+        return _guide_answer(request_id, version, send, settings)
+    operation = send.data.get("operation", OPERATION)
     if operation == LIST_OPERATION:
-        return _catalog_answer(request_id, version, data, message_id, context_id)
+        return _catalog_answer(request_id, version, send)
     if operation != OPERATION:
-        raise _rpc_error(INVALID_PARAMS, f"operation must be {OPERATION} or {LIST_OPERATION}")
-    arguments = {k: v for k, v in data.items() if k != "operation"}
+        raise rpc_error(
+            INVALID_PARAMS, f"operation must be {OPERATION} or {LIST_OPERATION}", field="message.parts"
+        )
+    arguments = {k: v for k, v in send.data.items() if k != "operation"}
     call = purchase_call(req, CHANNEL, arguments)
     if call.header_key is None:
-        call = replace(call, header_key=message_key(message_id))
-    return _task_answer(request_id, version, store.purchase(call), context_id, wrapped=True)
+        call = replace(call, header_key=message_key(send.message_id))
+    return _task_answer(request_id, version, store.purchase(call), send.context_id, wrapped=True)
 
 
-def _refuse_push_config(configuration: object) -> None:
-    if isinstance(configuration, dict) and (
-        configuration.get("taskPushNotificationConfig") or configuration.get("pushNotificationConfig")
-    ):
-        raise _rpc_error(PUSH_NOT_SUPPORTED, REFUSALS["push"])
-
-
-def _refuse_follow_up(task_id: object, store: Storefront) -> None:
+def _refuse_follow_up(task_id: str, store: Storefront) -> None:
     """Every task is finished when it is answered, so a message to one is refused (or unknown)."""
-    if not isinstance(task_id, str) or _stored(task_id, store) is None:
-        raise _rpc_error(TASK_NOT_FOUND, "message.taskId names no task (only completed purchases are kept)")
-    raise _rpc_error(
+    if _stored(task_id, store) is None:
+        raise rpc_error(TASK_NOT_FOUND, "message.taskId names no task (only completed purchases are kept)")
+    raise rpc_error(
         UNSUPPORTED_OPERATION, "the task is finished and takes no more messages; send a new message instead"
     )
-
-
-def _data(message: dict) -> dict:
-    """The message's one data part, an object."""
-    parts = message.get("parts")
-    if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) for p in parts):
-        raise _rpc_error(INVALID_PARAMS, "message.parts must be a non-empty list of parts")
-    found = [p for p in parts if "data" in p]
-    if not found:
-        raise _rpc_error(
-            CONTENT_TYPE_NOT_SUPPORTED,
-            "send one data part (application/json): the purchase arguments, such as "
-            '{"email": "ada@example.org"}, or {"operation": "list_bundles"}',
-        )
-    if len(found) > 1:
-        raise _rpc_error(INVALID_PARAMS, "send exactly one data part")
-    if found[0].get("mediaType", JSON_TYPE) != JSON_TYPE:
-        raise _rpc_error(CONTENT_TYPE_NOT_SUPPORTED, f"the data part's mediaType must be {JSON_TYPE}")
-    data = found[0]["data"]
-    if not isinstance(data, dict):
-        raise _rpc_error(INVALID_PARAMS, "the data part must hold a JSON object")
-    return data
 
 
 # --- answers -------------------------------------------------------------------------------------
@@ -463,7 +389,7 @@ def _task(version: str, receipt: dict, context_id: str | None, data: object, rep
                 f" (retry after {error['retry_after_seconds']} seconds by resending the same message, "
                 "with the same messageId)"
             )
-        parts = [{"kind": "text", "text": text} if version == V03 else {"text": text}]
+        parts = [_text_part(version, text)]
         status["message"] = _agent_message(version, f"{task_id}-status", parts, context_id, task_id)
     task: dict = {"kind": "task"} if version == V03 else {}
     task.update(
@@ -484,16 +410,53 @@ def _task(version: str, receipt: dict, context_id: str | None, data: object, rep
     return task
 
 
-def _catalog_answer(
-    request_id: object, version: str, data: dict, message_id: str, context_id: str | None
-) -> Answer:
-    extra = sorted(k for k in data if k != "operation")
+def _catalog_answer(request_id: object, version: str, send: Send) -> Answer:
+    extra = sorted(k for k in send.data if k != "operation")
     if extra:
-        raise _rpc_error(INVALID_PARAMS, f"list_bundles takes no arguments; got: {', '.join(extra)}")
-    reply_id = "reply-" + hashlib.sha256(message_id.encode()).hexdigest()[:32]
-    reply = _agent_message(version, reply_id, [_data_part(version, listing())], context_id or reply_id, None)
+        raise rpc_error(
+            INVALID_PARAMS, f"list_bundles takes no arguments; got: {', '.join(extra)}", field="message.parts"
+        )
+    return _message_answer(request_id, version, send, [_data_part(version, listing())])
+
+
+def _guide_answer(request_id: object, version: str, send: Send, settings: Settings) -> Answer:
+    """What a message of plain text gets: a Message saying exactly what to send, in words and as
+    data. Nothing was started, so there is no task to track, and no purchase is guessed from text."""
+    card_url = settings.public_base_url + CARD_PATH
+    bundles = ", ".join(sorted(BUNDLES))
+    text = (
+        "Nothing was done: this agent acts on a JSON object only, and never reads an email address "
+        "out of free text. Send the message again with one data part (mediaType application/json) "
+        "holding the object, or with a text part that is only the object. To get a free bundle "
+        f"(skill {OPERATION}): {json.dumps(PURCHASE_EXAMPLE)}; email is required and receives the "
+        f"download link, bundle_id is one of {bundles} (default {DEFAULT_BUNDLE_ID}), "
+        "idempotency_key (8-128 of A-Z a-z 0-9 . _ -) is optional. For the catalog (skill "
+        f"{LIST_OPERATION}): {json.dumps(LIST_EXAMPLE)}. The agent card at {card_url} describes both."
+    )
+    # The card's own shapes: skill ids and examples as JSON text (so no key here is snake_case).
+    guide = {
+        "inputModes": INPUT_MODES,
+        "skills": [
+            {"id": OPERATION, "examples": [json.dumps(PURCHASE_EXAMPLE)]},
+            {"id": LIST_OPERATION, "examples": [json.dumps(LIST_EXAMPLE)]},
+        ],
+        "agentCard": card_url,
+    }
+    return _message_answer(request_id, version, send, [_text_part(version, text), _data_part(version, guide)])
+
+
+def _message_answer(request_id: object, version: str, send: Send, parts: list[dict]) -> Answer:
+    """A direct Message (no task): its id derives from the caller's, so a resend gets the same reply."""
+    reply_id = "reply-" + hashlib.sha256(send.message_id.encode()).hexdigest()[:32]
+    reply = _agent_message(version, reply_id, parts, send.context_id or reply_id, None)
     result = {"message": reply} if version == V1 else reply
     return json_answer(200, {"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def _list_answer(request_id: object, query: ListQuery) -> Answer:
+    """No task is visible to an unauthenticated caller: one empty, final page."""
+    page = {"tasks": [], "nextPageToken": "", "pageSize": query.page_size, "totalSize": 0}
+    return json_answer(200, {"jsonrpc": "2.0", "id": request_id, "result": page})
 
 
 def _agent_message(
@@ -507,6 +470,10 @@ def _agent_message(
     return message
 
 
+def _text_part(version: str, text: str) -> dict:
+    return {"kind": "text", "text": text} if version == V03 else {"text": text}
+
+
 def _data_part(version: str, data: object) -> dict:
     return {"kind": "data", "data": data} if version == V03 else {"data": data, "mediaType": JSON_TYPE}
 
@@ -518,6 +485,7 @@ def _timestamp(issued_at: str) -> str:
 
 def _error_answer(exc: ProtocolError, request_id: object, version: str) -> Answer:
     error: dict = {"code": exc.rpc_code, "message": exc.message}
+    field = getattr(exc, "field", None)
     if version == V1 and exc.rpc_code in REASONS:
         error["data"] = [
             {
@@ -525,6 +493,11 @@ def _error_answer(exc: ProtocolError, request_id: object, version: str) -> Answe
                 "reason": REASONS[exc.rpc_code],
                 "domain": "a2a-protocol.org",
             }
+        ]
+    elif version == V1 and field:
+        violation = {"field": field, "description": exc.message}
+        error["data"] = [
+            {"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}
         ]
     headers = {}
     if exc.retry_after is not None:

@@ -18,7 +18,14 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.compat.v0_3 import types as types_v03
 from a2a.helpers import get_data_parts, new_data_message
-from a2a.types.a2a_pb2 import AgentCard, GetTaskRequest, Role, SendMessageRequest, TaskState
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    GetTaskRequest,
+    ListTasksRequest,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
@@ -42,10 +49,9 @@ from tests.support import (
 LEGACY_CARD_FIELDS = ("url", "preferredTransport", "protocolVersion")
 
 
-@pytest.fixture(scope="module")
-def agent(logs, azurite, sandbox) -> Iterator[Service]:
+def start_agent(logs, azurite: str, sandbox: Service, **settings: str) -> Service:
     """A dev host whose public base URL is its own address, so its card points back at it (the
-    session host announces localhost:7071), allowing 5 purchases an hour per client address."""
+    session host announces localhost:7071), with these settings over the development ones."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {
@@ -53,11 +59,17 @@ def agent(logs, azurite, sandbox) -> Iterator[Service]:
         "AzureWebJobsStorage": azurite,
         "BREVO_BASE_URL": f"{sandbox.url}/v3",
         "STOREFRONT_PUBLIC_BASE_URL": base,
-        "STOREFRONT_RATE_LIMIT_PER_HOUR": "5",
+        **settings,
     }
     log = logs / f"devhost-a2a-{port}.log"
     args = [sys.executable, "-m", "devstack.devhost", "--port", str(port), "--app-dir", str(ROOT)]
-    service = Service(start_process(args, port, log, env), base, log, env)
+    return Service(start_process(args, port, log, env), base, log, env)
+
+
+@pytest.fixture(scope="module")
+def agent(logs, azurite, sandbox) -> Iterator[Service]:
+    """The A2A dev host, allowing 5 purchases an hour per client address."""
+    service = start_agent(logs, azurite, sandbox, STOREFRONT_RATE_LIMIT_PER_HOUR="5")
     yield service
     service.stop()
 
@@ -81,14 +93,39 @@ def send(buyer: Buyer, data: object, message_id: str | None = None, version: str
     """SendMessage (1.0) or message/send (0.3; `version` None sends no A2A-Version header)."""
     legacy = version != "1.0"
     part = {"kind": "data", "data": data} if legacy else {"data": data, "mediaType": "application/json"}
+    return send_parts(buyer, [part], message_id, version, **fields)
+
+
+def send_parts(
+    buyer: Buyer, parts: list, message_id: str | None = None, version: str | None = "1.0", **fields
+):
+    """A user message with these parts, in the version's own shapes."""
+    legacy = version != "1.0"
     message = {
         "messageId": message_id or str(uuid.uuid4()),
         "role": "user" if legacy else "ROLE_USER",
-        "parts": [part],
+        "parts": parts,
         **({"kind": "message"} if legacy else {}),
         **fields,
     }
     return rpc(buyer, "message/send" if legacy else "SendMessage", {"message": message}, version)
+
+
+def text(version: str | None, words: str) -> dict:
+    return {"text": words} if version == "1.0" else {"kind": "text", "text": words}
+
+
+def message_result(response) -> dict:
+    """The Message a SendMessage answered (1.0 wraps it in {"message": ...}, 0.3 does not)."""
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    return result.get("message", result)
+
+
+def field_of(error: dict) -> str:
+    """The params field a 1.0 -32602 names (google.rpc.BadRequest)."""
+    [violations] = [d["fieldViolations"] for d in error["data"] if d["@type"].endswith("BadRequest")]
+    return violations[0]["field"]
 
 
 def task_of(response) -> dict:
@@ -137,12 +174,20 @@ async def _buy_with_the_sdk(base: str, version: str, email: str, address: str) -
         refused = [r async for r in client.send_message(SendMessageRequest(message=bad))]
         with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id="rcpt_aaaaaaaaaaaaaaaaaaaaaaaaaa"))
-    return {"first": first, "again": again, "fetched": fetched, "refused": refused, "sent": sent}
+        listed = await client.list_tasks(ListTasksRequest()) if version == "1.0" else None
+    return {
+        "first": first,
+        "again": again,
+        "fetched": fetched,
+        "refused": refused,
+        "sent": sent,
+        "listed": listed,
+    }
 
 
 @pytest.mark.parametrize(
     ("version", "methods"),
-    [("1.0", ["SendMessage", "GetTask"]), ("0.3", ["message/send", "tasks/get"])],
+    [("1.0", ["SendMessage", "GetTask", "ListTasks"]), ("0.3", ["message/send", "tasks/get"])],
 )
 def test_official_client_buys_once_per_message_id_and_reads_the_task_back(agent, mail, version, methods):
     email = unique_email(f"a2a-sdk-{version}")
@@ -166,6 +211,8 @@ def test_official_client_buys_once_per_message_id_and_reads_the_task_back(agent,
     assert refused.task.status.state == TaskState.TASK_STATE_REJECTED
     assert get_data_parts(refused.task.artifacts[0].parts)[0]["error"]["code"] == "invalid_email"
     assert len(mail.emails_to(email)) == 1
+    if seen["listed"] is not None:  # no task is listed to an unauthenticated caller, not even its own
+        assert (list(seen["listed"].tasks), seen["listed"].next_page_token) == ([], "")
     assert {method for method, _ in seen["sent"]} == set(methods)
     assert {header for _, header in seen["sent"]} == {version}
 
@@ -196,7 +243,7 @@ def test_card_names_the_endpoint_the_jwks_and_both_skills_from_the_settings(agen
 
     assert answer.headers["Content-Type"] == "application/json"
     assert card["capabilities"]["extendedAgentCard"] is False
-    assert card["defaultInputModes"] == card["defaultOutputModes"] == ["application/json"]
+    assert card["defaultInputModes"] == card["defaultOutputModes"] == ["application/json", "text/plain"]
     [extension] = card["capabilities"]["extensions"]
     assert extension["uri"] == "urn:storefront:a2a:signed-receipts:v1"
     assert extension["params"]["jwksUrl"] == f"{agent.url}/.well-known/jwks.json"
@@ -382,7 +429,13 @@ def test_list_bundles_answers_a_message_with_the_catalog(buyer):
     v1 = rpc(
         buyer,
         "SendMessage",
-        {"message": {"messageId": "list-1", "parts": [{"data": {"operation": "list_bundles"}}]}},
+        {
+            "message": {
+                "messageId": "list-1",
+                "role": "ROLE_USER",
+                "parts": [{"data": {"operation": "list_bundles"}}],
+            }
+        },
     )
     legacy = send(buyer, {"operation": "list_bundles"}, version=None)
 
@@ -402,6 +455,134 @@ def test_an_explicit_purchase_operation_is_the_same_purchase(buyer, mail):
 
     assert named == first
     assert len(mail.emails_to(buyer.email)) == 1
+
+
+# --- messages of text ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+def test_plain_text_is_answered_with_a_message_saying_what_to_send(buyer, mail, version):
+    named = unique_email("named-in-text")
+
+    response = send_parts(buyer, [text(version, f"Please send the starter kit to {named}")], version=version)
+
+    reply = message_result(response)
+    words, guide = (part.get("text") or part["data"] for part in reply["parts"])
+    assert reply["role"] == ("ROLE_AGENT" if version == "1.0" else "agent")
+    assert "task" not in response.json()["result"] and reply.get("kind", "message") == "message"
+    assert words.startswith("Nothing was done") and "one data part (mediaType application/json)" in words
+    assert "purchase_free_bundle" in words and '{"operation": "list_bundles"}' in words
+    assert [skill["id"] for skill in guide["skills"]] == ["purchase_free_bundle", "list_bundles"]
+    assert json.loads(guide["skills"][0]["examples"][0])["email"] == "ada@example.org"
+    assert guide["agentCard"] == f"{buyer.host}/.well-known/agent-card.json"
+    # The address in the text is never used: no email, no contact.
+    assert mail.emails_to(named) == [] and mail.contact(named) is None
+
+
+@pytest.mark.parametrize("wrap", [lambda j: j, lambda j: f"  ```json\n{j}\n```  "], ids=["bare", "fenced"])
+def test_a_text_part_that_is_only_a_json_object_is_read_as_the_data_part(buyer, mail, wrap):
+    purchase = wrap(json.dumps({"email": buyer.email, "name": "Ada"}))
+
+    task = task_of(send_parts(buyer, [{"text": purchase}]))
+    catalog = send_parts(buyer, [text("0.3", wrap('{"operation": "list_bundles"}'))], version="0.3")
+
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert receipt_of(task)["caller"]["channel"] == "a2a"
+    assert len(mail.emails_to(buyer.email)) == 1
+    assert message_result(catalog)["parts"] == [{"kind": "data", "data": listing()}]
+
+
+def test_a_text_that_starts_like_json_but_is_not_is_invalid_params_and_buys_nothing(buyer, mail):
+    broken = json.dumps({"email": buyer.email})[:-1] + ",}"  # a trailing comma
+
+    error = error_of(send_parts(buyer, [{"text": "hello"}, {"text": broken}]))
+
+    assert error["code"] == -32602
+    assert field_of(error) == "message.parts[1].text"
+    assert "not valid JSON" in error["message"]
+    assert mail.emails_to(buyer.email) == []
+
+
+@pytest.mark.parametrize(
+    ("version", "part"),
+    [
+        ("1.0", {"raw": "dGNr", "mediaType": "application/x-unsupported-tck-type"}),
+        ("1.0", {"url": "https://example.org/order.pdf", "mediaType": "application/pdf"}),
+        ("1.0", {"text": "hello", "mediaType": "image/png"}),
+        ("0.3", {"kind": "file", "file": {"uri": "https://example.org/order.pdf"}}),
+    ],
+)
+def test_a_file_part_or_an_unread_media_type_is_content_type_not_supported(buyer, mail, version, part):
+    purchase = {"email": buyer.email}
+    data = {"data": purchase} if version == "1.0" else {"kind": "data", "data": purchase}
+
+    response = send_parts(buyer, [data, part], version=version)  # refused even beside a good data part
+
+    assert error_of(response)["code"] == -32005
+    if version == "1.0":
+        assert error_of(response)["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+    assert mail.emails_to(buyer.email) == []
+
+
+@pytest.mark.parametrize(
+    ("version", "part"),
+    [
+        ("1.0", {"mediaType": "application/json"}),
+        ("1.0", {"text": "hi", "data": {}}),
+        ("1.0", {"text": 5}),
+        ("0.3", {"type": "unsupported_type", "text": "This should be rejected"}),
+        ("0.3", {"data": {"operation": "list_bundles"}}),  # 0.3 parts name their kind
+    ],
+)
+def test_a_part_of_no_known_kind_is_invalid_params(buyer, version, part):
+    assert error_of(send_parts(buyer, [part], version=version))["code"] == -32602
+
+
+# --- listing tasks --------------------------------------------------------------------------------
+
+
+def test_list_tasks_answers_an_empty_final_page_and_never_shows_a_task(buyer):
+    task = task_of(send(buyer, {"email": buyer.email}, contextId="ctx-listed"))
+    queries = [
+        {},
+        {"contextId": "ctx-listed"},
+        {"status": "TASK_STATE_COMPLETED", "includeArtifacts": True, "historyLength": 0},
+        {"pageSize": 7, "pageToken": "", "statusTimestampAfter": "2020-01-01T00:00:00.5+01:00"},
+        {"pageSize": "100", "status": 3, "tenant": ""},
+    ]
+
+    pages = [rpc(buyer, "ListTasks", query) for query in queries]
+
+    assert [page.json()["result"] for page in pages] == [
+        {"tasks": [], "nextPageToken": "", "pageSize": size, "totalSize": 0} for size in (50, 50, 50, 7, 100)
+    ]
+    assert not any(task["id"] in page.text for page in pages)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"pageSize": 0}, "pageSize"),
+        ({"pageSize": 101}, "pageSize"),
+        ({"pageSize": -3}, "pageSize"),
+        ({"pageSize": True}, "pageSize"),
+        ({"pageSize": "ten"}, "pageSize"),
+        ({"historyLength": -5}, "historyLength"),
+        ({"status": "TASK_STATE_RUNNING"}, "status"),
+        ({"status": 9}, "status"),
+        ({"statusTimestampAfter": "yesterday"}, "statusTimestampAfter"),
+        ({"statusTimestampAfter": "2026-13-01T00:00:00Z"}, "statusTimestampAfter"),
+        ({"pageToken": "bmV4dA=="}, "pageToken"),
+        ({"contextId": 5}, "contextId"),
+        ({"includeArtifacts": "yes"}, "includeArtifacts"),
+        ({"tenant": ["t"]}, "tenant"),
+    ],
+)
+def test_list_tasks_refuses_params_out_of_the_specs_bounds_naming_the_field(buyer, params, field):
+    error = error_of(rpc(buyer, "ListTasks", params))
+
+    assert error["code"] == -32602
+    assert field_of(error) == field
 
 
 # --- reading tasks back ---------------------------------------------------------------------------
@@ -442,6 +623,24 @@ def test_a_finished_task_cannot_be_canceled_or_continued(buyer):
     )
 
 
+def test_get_task_history_length_is_bounded_and_no_history_is_returned(buyer, mail):
+    task = task_of(send(buyer, {"email": buyer.email}))
+    other = unique_email("history")
+
+    found = rpc(buyer, "GetTask", {"id": task["id"], "historyLength": 1}).json()["result"]
+    refused = [rpc(buyer, "GetTask", {"id": task["id"], "historyLength": n}) for n in (-1, 2**31, "x", 1.5)]
+    legacy = rpc(buyer, "tasks/get", {"id": task["id"], "historyLength": -1}, version="0.3")
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"data": {"email": other}}]}
+    configured = rpc(buyer, "SendMessage", {"message": message, "configuration": {"historyLength": -1}})
+
+    assert found["id"] == task["id"] and "history" not in found
+    assert {error_of(r)["code"] for r in refused} == {-32602}
+    assert {field_of(error_of(r)) for r in refused} == {"historyLength"}
+    assert error_of(legacy)["code"] == -32602
+    assert field_of(error_of(configured)) == "configuration.historyLength"
+    assert mail.emails_to(other) == []
+
+
 # --- what the store does not do -------------------------------------------------------------------
 
 
@@ -450,7 +649,6 @@ def test_a_finished_task_cannot_be_canceled_or_continued(buyer):
     [
         ("SendStreamingMessage", "1.0", -32004),
         ("SubscribeToTask", "1.0", -32004),
-        ("ListTasks", "1.0", -32004),
         ("GetExtendedAgentCard", "1.0", -32004),
         ("CreateTaskPushNotificationConfig", "1.0", -32003),
         ("ListTaskPushNotificationConfigs", "1.0", -32003),
@@ -498,12 +696,13 @@ def test_a_method_of_another_version_is_not_found_and_an_unknown_version_not_sup
 
 
 def test_patch_levels_do_not_matter(buyer):
-    message = {"messageId": "m-patch", "parts": [{"data": {"operation": "list_bundles"}}]}
+    catalog = {"operation": "list_bundles"}
+    message = {"messageId": "m-patch", "role": "ROLE_USER", "parts": [{"data": catalog}]}
+    legacy = {"messageId": "m-patch", "role": "user", "parts": [{"kind": "data", "data": catalog}]}
 
     assert "message" in rpc(buyer, "SendMessage", {"message": message}, version="1.0.3").json()["result"]
     assert (
-        rpc(buyer, "message/send", {"message": message}, version="0.3.0").json()["result"]["kind"]
-        == "message"
+        rpc(buyer, "message/send", {"message": legacy}, version="0.3.0").json()["result"]["kind"] == "message"
     )
 
 
@@ -533,7 +732,6 @@ def test_a_body_that_is_not_json_is_a_parse_error_with_a_null_id(buyer, body):
     [
         ([{"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}], None),
         ("text", None),
-        ({"jsonrpc": "2.0", "method": "SendMessage"}, None),
         ({"jsonrpc": "2.0", "id": True, "method": "SendMessage"}, None),
         ({"jsonrpc": "2.0", "id": [1], "method": "SendMessage"}, None),
         ({"id": 1, "method": "SendMessage"}, 1),
@@ -550,6 +748,104 @@ def test_a_body_that_is_no_json_rpc_request_is_invalid_request(buyer, message, e
     assert response.json()["id"] == echoed_id
 
 
+def test_a_request_without_an_id_is_checked_then_refused_and_never_acted_on(buyer, mail):
+    purchase = {
+        "message": {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"data": {"email": buyer.email}}],
+        }
+    }
+    notifications = [
+        {"jsonrpc": "2.0", "method": "NoSuchMethod", "params": {}},
+        {"jsonrpc": "2.0", "method": "SendMessage", "params": {"message": {"parts": "invalid"}}},
+        {"jsonrpc": "2.0", "method": "SendMessage", "params": purchase},
+    ]
+
+    answers = [
+        buyer.http.post(f"{buyer.host}/api/a2a", json=n, headers={"A2A-Version": "1.0"}, timeout=30)
+        for n in notifications
+    ]
+
+    assert [(a.json()["id"], error_of(a)["code"]) for a in answers] == [
+        (None, -32601),
+        (None, -32602),
+        (None, -32600),
+    ]
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_a_null_id_is_an_id_and_is_echoed(buyer):
+    request = {"jsonrpc": "2.0", "id": None, "method": "ListTasks", "params": {}}
+
+    answer = buyer.http.post(
+        f"{buyer.host}/api/a2a", json=request, headers={"A2A-Version": "1.0"}, timeout=30
+    )
+
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "result": {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0},
+    }
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "text/html; charset=utf-8"]
+)
+def test_a_body_declared_as_anything_but_json_is_415_content_type_not_supported(buyer, mail, content_type):
+    message = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"data": {"email": buyer.email}}],
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})
+
+    answer = buyer.post_raw("/api/a2a", body.encode(), {"Content-Type": content_type, "A2A-Version": "1.0"})
+
+    assert answer.status_code == 415
+    assert answer.json()["error"]["code"] == -32005
+    assert "application/json" in answer.json()["error"]["message"]
+    assert mail.emails_to(buyer.email) == []
+
+
+@pytest.mark.parametrize("content_type", [None, "application/json; charset=utf-8", "application/a2a+json"])
+def test_json_declared_with_a_charset_a_json_suffix_or_not_at_all_is_read(buyer, content_type):
+    catalog = {"messageId": "m-ct", "role": "ROLE_USER", "parts": [{"data": {"operation": "list_bundles"}}]}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": catalog}})
+    headers = {"A2A-Version": "1.0", **({"Content-Type": content_type} if content_type else {})}
+
+    answer = buyer.post_raw("/api/a2a", body.encode(), headers)
+
+    assert answer.json()["result"]["message"]["parts"][0]["data"] == listing()
+
+
+@pytest.mark.parametrize(
+    ("version", "role"),
+    [
+        ("1.0", None),
+        ("1.0", "ROLE_UNSPECIFIED"),
+        ("1.0", "user"),
+        ("0.3", None),
+        ("0.3", "ROLE_USER"),
+        ("0.3", "agent"),
+    ],
+)
+def test_a_message_without_the_user_role_is_invalid_params_and_buys_nothing(buyer, mail, version, role):
+    legacy = version == "0.3"
+    part = {"kind": "data", "data": {"email": buyer.email}} if legacy else {"data": {"email": buyer.email}}
+    message = {"messageId": str(uuid.uuid4()), "parts": [part], **({"role": role} if role else {})}
+    response = rpc(buyer, "message/send" if legacy else "SendMessage", {"message": message}, version)
+
+    assert error_of(response)["code"] == -32602
+    assert "message.role" in error_of(response)["message"]
+    assert mail.emails_to(buyer.email) == []
+
+
+def message_of(parts: list, **fields) -> dict:
+    """SendMessage params: a 1.0 user message with these parts (fields added or overridden)."""
+    return {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": parts, **fields}}
+
+
 @pytest.mark.parametrize(
     ("params", "code"),
     [
@@ -557,28 +853,31 @@ def test_a_body_that_is_no_json_rpc_request_is_invalid_request(buyer, message, e
         ({}, -32602),
         ({"message": "hi"}, -32602),
         ({"message": {"role": "ROLE_USER", "parts": [{"data": {}}]}}, -32602),
-        ({"message": {"messageId": "", "parts": [{"data": {}}]}}, -32602),
-        ({"message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"data": {}}]}}, -32602),
-        ({"message": {"messageId": "m1", "parts": []}}, -32602),
-        ({"message": {"messageId": "m1", "parts": ["text"]}}, -32602),
-        ({"message": {"messageId": "m1", "parts": [{"text": "buy me a bundle"}]}}, -32005),
-        ({"message": {"messageId": "m1", "parts": [{"data": {}, "mediaType": "text/csv"}]}}, -32005),
-        ({"message": {"messageId": "m1", "parts": [{"data": {}}, {"data": {}}]}}, -32602),
-        ({"message": {"messageId": "m1", "parts": [{"data": ["a@example.org"]}]}}, -32602),
-        ({"message": {"messageId": "m1", "parts": [{"data": {"operation": "refund"}}]}}, -32602),
-        (
-            {"message": {"messageId": "m1", "parts": [{"data": {"operation": "list_bundles", "x": 1}}]}},
-            -32602,
-        ),
+        (message_of([{"data": {}}], messageId=""), -32602),
+        (message_of([{"data": {}}], role="ROLE_AGENT"), -32602),
+        (message_of([]), -32602),
+        (message_of(["text"]), -32602),
+        (message_of([{"data": {}, "mediaType": "text/csv"}]), -32005),
+        (message_of([{"data": {}}, {"data": {}}]), -32602),
+        (message_of([{"data": ["a@example.org"]}]), -32602),
+        (message_of([{"data": {"operation": "refund"}}]), -32602),
+        (message_of([{"data": {"operation": "list_bundles", "x": 1}}]), -32602),
+        (message_of([{"data": {}}], contextId=7), -32602),
+        (message_of([{"data": {}}], taskId=["t"]), -32602),
+        (message_of([{"data": {}}], metadata="m"), -32602),
+        ({**message_of([{"data": {}}]), "configuration": "c"}, -32602),
+        ({**message_of([{"data": {}}]), "configuration": {"acceptedOutputModes": "json"}}, -32602),
+        ({**message_of([{"data": {}}]), "configuration": {"returnImmediately": "yes"}}, -32602),
     ],
 )
-def test_a_message_without_one_usable_data_part_is_an_a2a_error_never_a_500(buyer, params, code):
+def test_a_message_without_one_usable_json_object_is_an_a2a_error_never_a_500(buyer, params, code):
     assert error_of(rpc(buyer, "SendMessage", params))["code"] == code
 
 
 def test_a_text_part_beside_the_data_part_is_ignored(buyer):
     message = {
         "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
         "parts": [{"text": "please"}, {"data": {"email": buyer.email}}],
     }
 
@@ -607,14 +906,15 @@ def test_a_foreign_origin_is_403_and_buys_nothing(buyer, mail, origin):
 
 
 def test_a_local_origin_is_allowed(buyer):
-    message = {"messageId": "m-origin", "parts": [{"data": {"operation": "list_bundles"}}]}
+    message = {
+        "messageId": "m-origin",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"operation": "list_bundles"}}],
+    }
 
-    assert (
-        rpc(
-            buyer, "SendMessage", {"message": message}, headers={"Origin": "http://localhost:3000"}
-        ).status_code
-        == 200
-    )
+    response = rpc(buyer, "SendMessage", {"message": message}, headers={"Origin": "http://localhost:3000"})
+
+    assert response.json()["result"]["message"]["role"] == "ROLE_AGENT"
 
 
 @pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"])
@@ -641,6 +941,17 @@ def test_the_docs_snippet_buys_once_and_replays_with_the_official_client(agent, 
     assert [line[:2] for line in lines] == [["1", "TASK_STATE_COMPLETED"], ["2", "TASK_STATE_COMPLETED"]]
     assert lines[0][2] == lines[1][2] and lines[0][2].startswith("rcpt_")
     assert len(mail.emails_to(email)) == 1
+
+
+def test_the_docs_text_message_buys_as_its_data_part_would(buyer, mail):
+    doc = (ROOT / "docs" / "clients.md").read_text()
+    (example,) = [b for b in re.findall(r"```json\n(.*?)```", doc, re.S) if '"parts": [{"text"' in b]
+    message = json.loads(example.replace("ada@example.org", buyer.email))
+
+    response = rpc(buyer, "SendMessage", {"message": {**message, "messageId": str(uuid.uuid4())}})
+
+    assert task_of(response)["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert len(mail.emails_to(buyer.email)) == 1
 
 
 def test_get_task_with_receipt_storage_unreachable_is_an_internal_error_with_retry_after():
