@@ -3,10 +3,11 @@
     python -m speclint [--format text|json|sarif] [--fail-on LEVEL] [--engines] TARGET
     python -m speclint [options] -- COMMAND [ARG ...]
 
-TARGET is an MCP endpoint URL (Streamable HTTP: ``initialize``, ``notifications/initialized``, every
-``tools/list`` page; ``--header`` adds request headers), a JSON file holding a ``tools/list`` result
-(or a bare list, or a JSON-RPC response with one), or ``-`` for standard input. After ``--``, a
-command that starts a stdio server (``speclint.stdio``). The rules are listed in ``speclint.rules``.
+TARGET is an MCP endpoint URL (``speclint.streamable_http``; ``--header`` adds request headers), a
+JSON file holding a ``tools/list`` result (or a bare list, or a JSON-RPC response with one), or
+``-`` for standard input. After ``--``, a command that starts a stdio server (``speclint.stdio``).
+A live server is spoken to in MCP 2026-07-28 when it speaks it, else through ``initialize``
+(``speclint.negotiate``); the report names the revision. The rules are listed in ``speclint.rules``.
 
 Output: text, ``--format json`` or ``--format sarif`` (2.1.0). Exit status: 0 when nothing is at or
 above ``--fail-on`` (default high), 1 when something is, 2 when the target could not be read (one
@@ -20,9 +21,9 @@ import shlex
 import sys
 
 from speclint import engines as oracle
-from speclint import stdio
+from speclint import stdio, streamable_http
 from speclint.findings import SEVERITIES, fails
-from speclint.load import Unreadable, one_line, read_target
+from speclint.load import Listing, Unreadable, one_line, read_target
 from speclint.output import render_json, render_sarif, render_text
 from speclint.rules import lint
 
@@ -104,18 +105,23 @@ def main(argv: list[str] | None = None) -> int:
                 "--engines needs llguidance or outlines-core where speclint runs "
                 "(pip install llguidance outlines-core)"
             )
-        if command:
-            tools = stdio.list_tools(command, args.timeout)
-        else:
-            tools = read_target(args.target, dict(args.header), args.timeout)
+        listing = read(args.target or "", command, dict(args.header), args.timeout)
     except Unreadable as exc:
         print(f"speclint: {one_line(str(exc), 500)}", file=sys.stderr)
         return 2
-    findings = lint(tools, engines=args.engines)
+    findings = lint(listing.tools, engines=args.engines)
     if args.format == "json":
-        sys.stdout.write(render_json(findings, tools, target, args.fail_on))
+        sys.stdout.write(render_json(findings, listing, target, args.fail_on))
     elif args.format == "sarif":
-        sys.stdout.write(render_sarif(findings, target))
+        sys.stdout.write(render_sarif(findings, listing, target))
     else:
-        sys.stdout.write(render_text(findings, tools, args.fail_on))
+        sys.stdout.write(render_text(findings, listing, args.fail_on))
     return 1 if fails(findings, args.fail_on) else 0
+
+
+def read(target: str, command: list[str], headers: dict[str, str], timeout: float) -> Listing:
+    if command:
+        return stdio.list_tools(command, timeout)
+    if target.startswith(("http://", "https://")):
+        return streamable_http.list_tools(target, headers, timeout)
+    return read_target(target)

@@ -1,41 +1,63 @@
-"""Reading the target: a tools/list JSON file, standard input, or an MCP endpoint over Streamable
-HTTP (``initialize``, ``notifications/initialized``, every ``tools/list`` page). Whatever goes wrong
-on the way is one ``Unreadable`` with a one-line reason."""
+"""Reading a tools/list result, whether a file, standard input or a live server's pages hold it,
+and what the report says about the server that sent it. Whatever goes wrong on the way is one
+``Unreadable`` with a one-line reason.
+
+MCP 2026-07-28 results carry ``resultType`` (absent means ``"complete"``: older servers send
+none), the caching hints ``ttlMs`` and ``cacheScope``, and a ``serverInfo`` stamp in ``_meta``;
+a result of any other ``resultType`` is no tools list. The live clients are ``speclint.stdio``
+and ``speclint.streamable_http``; ``speclint.negotiate`` picks the protocol revision."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import requests
-import urllib3
-
-from speclint.findings import __version__
-
-PROTOCOL_VERSION = "2025-06-18"
 MAX_PAGES = 1000
-MAX_BODY_BYTES = 64 << 20  # one answer; a bigger one is refused, never buffered whole
+MAX_NAME_CHARS = 256  # of a server's name or version: display only, and the server chooses it
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+CACHE_SCOPES = ("public", "private")
 
 
 class Unreadable(Exception):
     """The target could not be fetched or is not a tools list."""
 
 
+@dataclass(frozen=True)
+class Server:
+    """What the report says about the server: who it says it is (display only, never trusted),
+    the protocol revision spoken with it, and how long clients may cache its tool list."""
+
+    name: str | None = None
+    version: str | None = None
+    protocol_version: str | None = None
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "protocol_version": self.protocol_version,
+            "ttl_ms": self.ttl_ms,
+            "cache_scope": self.cache_scope,
+        }
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The tools a target holds, each as the server sent it, and what is known of the server."""
+
+    tools: list[dict]
+    server: Server = field(default_factory=Server)
+
+
 def tools_from(document: object, source: str) -> list[dict]:
     """The tools of a tools/list result, a bare list, or a JSON-RPC response carrying one."""
-    if (
-        isinstance(document, dict)
-        and "tools" not in document
-        and ("result" in document or "error" in document)
-    ):
-        if "error" in document:
-            raise Unreadable(f"{source} holds a JSON-RPC error: {rpc_error_text(document['error'])}")
-        document = document["result"]
+    document = _result(document, source)
     if isinstance(document, dict) and "tools" in document:
         tools = document["tools"]
     elif isinstance(document, list):
@@ -50,17 +72,74 @@ def tools_from(document: object, source: str) -> list[dict]:
     return tools
 
 
-def all_pages(request: Callable[[str, dict], dict], source: str) -> list[dict]:
-    """Every tool of `tools/list`, following `nextCursor` for at most `MAX_PAGES` pages."""
-    tools: list[dict] = []
+def _result(document: object, source: str) -> object:
+    """The result a JSON-RPC response carries (or the document itself), refused when it is not
+    a complete one: an ``input_required`` result asks for input and holds no tools."""
+    if (
+        isinstance(document, dict)
+        and "tools" not in document
+        and ("result" in document or "error" in document)
+    ):
+        if "error" in document:
+            raise Unreadable(f"{source} holds a JSON-RPC error: {rpc_error_text(document['error'])}")
+        document = document["result"]
+    if isinstance(document, dict) and document.get("resultType", "complete") != "complete":
+        raise Unreadable(
+            f"{source} is not a tools list: its resultType is "
+            f"{one_line(repr(document['resultType']), 60)}, not 'complete'"
+        )
+    return document
+
+
+def server_stamp(result: dict) -> tuple[str | None, str | None]:
+    """The name and version in a result's ``_meta`` serverInfo stamp (2026-07-28), if any."""
+    meta = result.get("_meta")
+    stamp = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
+    if not isinstance(stamp, dict):
+        return None, None
+    return text_field(stamp.get("name")), text_field(stamp.get("version"))
+
+
+def text_field(value: object) -> str | None:
+    """A server's self-description field, if it is a string, cut to MAX_NAME_CHARS."""
+    return value[:MAX_NAME_CHARS] if isinstance(value, str) else None
+
+
+@dataclass
+class Pages:
+    """Every page of one tools/list, and what their caching hints allow taken together: the
+    shortest time to live, and ``private`` if any page says so (a list is as private as its
+    most private page)."""
+
+    tools: list[dict] = field(default_factory=list)
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    stamp: tuple[str | None, str | None] = (None, None)
+
+    def add(self, result: dict, source: str) -> None:
+        self.tools.extend(tools_from(result, source))
+        ttl = result.get("ttlMs")
+        if isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
+            ttl = max(0, int(ttl))  # a negative time to live is read as 0, as the spec asks of clients
+            self.ttl_ms = ttl if self.ttl_ms is None else min(self.ttl_ms, ttl)
+        scope = result.get("cacheScope")
+        if scope in CACHE_SCOPES and self.cache_scope != "private":
+            self.cache_scope = scope
+        if self.stamp == (None, None):
+            self.stamp = server_stamp(result)
+
+
+def all_pages(request: Callable[[str, dict], dict], source: str) -> Pages:
+    """Every page of `tools/list`, following `nextCursor` for at most `MAX_PAGES` pages."""
+    pages = Pages()
     seen: set[str] = set()
     params: dict = {}
     while True:
         result = request("tools/list", params)
-        tools.extend(tools_from(result, source))
+        pages.add(result, source)
         cursor = result.get("nextCursor")
         if cursor is None or cursor == "":
-            return tools
+            return pages
         if not isinstance(cursor, str):
             raise Unreadable(f"{source}: nextCursor is not a string")
         if cursor in seen:
@@ -115,183 +194,21 @@ def parse_json(data: bytes | str, source: str) -> object:
         raise Unreadable(f"{source} is not JSON the rules can read ({one_line(str(exc), 120)})") from None
 
 
-def read_target(target: str, headers: dict[str, str], timeout: float) -> list[dict]:
+def read_target(target: str) -> Listing:
+    """A saved tools/list: a file, or standard input for ``-``. One page is linted as it is; a
+    2026-07-28 result names its server in ``_meta`` and carries its caching hints."""
     if target == "-":
-        return tools_from(parse_json(sys.stdin.buffer.read(), "standard input"), "standard input")
-    if target.startswith(("http://", "https://")):
-        return McpClient(target, headers, timeout).list_tools()
-    try:
-        data = Path(target).read_bytes()
-    except OSError as exc:
-        raise Unreadable(f"cannot read {target}: {exc.strerror or exc}") from None
-    return tools_from(parse_json(data, target), target)
-
-
-class McpClient:
-    """Just enough of a Streamable HTTP MCP client to list tools."""
-
-    def __init__(self, url: str, headers: dict[str, str], timeout: float):
-        self.url = url
-        self.timeout = timeout
-        self.http = requests.Session()
-        self.http.headers.update(
-            {
-                "Accept": "application/json, text/event-stream",
-                "Content-Type": "application/json",
-                "User-Agent": f"speclint/{__version__}",
-                **headers,
-            }
-        )
-        self.session_id: str | None = None
-        self.protocol_version: str | None = None
-        self.next_id = 0
-        self.deadline = time.monotonic() + timeout
-
-    def list_tools(self) -> list[dict]:
-        self.deadline = time.monotonic() + self.timeout
+        source, data = "standard input", sys.stdin.buffer.read()
+    else:
+        source = target
         try:
-            initialized = self.request(
-                "initialize",
-                {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "speclint", "version": __version__},
-                },
-            )
-            if isinstance(initialized.get("protocolVersion"), str):
-                self.protocol_version = initialized["protocolVersion"]
-            self.notify("notifications/initialized")
-            return all_pages(self.request, f"tools/list from {self.url}")
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        if self.session_id is not None:
-            # The spec asks clients to end a session they no longer need; best effort.
-            with contextlib.suppress(requests.RequestException):
-                self.http.delete(self.url, headers=self._headers(), timeout=self.timeout)
-        self.http.close()
-
-    def _headers(self) -> dict[str, str]:
-        headers = {}
-        if self.session_id is not None:
-            headers["Mcp-Session-Id"] = self.session_id
-        if self.protocol_version is not None:
-            headers["MCP-Protocol-Version"] = self.protocol_version
-        return headers
-
-    def _post(self, message: dict) -> requests.Response:
-        try:
-            return self.http.post(
-                self.url, data=json.dumps(message), headers=self._headers(), timeout=self._left(), stream=True
-            )
-        except requests.RequestException as exc:
-            raise Unreadable(f"cannot reach {self.url} ({message['method']}): {type(exc).__name__}") from None
-
-    def _left(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise Unreadable(
-                f"{self.url} did not finish listing tools in time ({self.timeout:g}s for the whole exchange)"
-            )
-        return left
-
-    def _chunks(self, response: requests.Response, method: str) -> Iterator[bytes]:
-        """The body as it arrives, within the deadline and MAX_BODY_BYTES: a server that trickles
-        bytes or sends keep-alives forever resets no read timeout here."""
-        received = 0
-        # read1 returns what has arrived; iter_content would wait for a whole 64 KiB chunk.
-        while chunk := response.raw.read1(1 << 16, decode_content=True):
-            received += len(chunk)
-            if received > MAX_BODY_BYTES:
-                raise Unreadable(f"{method} answer from {self.url} is over {MAX_BODY_BYTES >> 20} MiB")
-            self._left()
-            yield chunk
-
-    def notify(self, method: str) -> None:
-        response = self._post({"jsonrpc": "2.0", "method": method})
-        response.close()
-
-    def request(self, method: str, params: dict) -> dict:
-        self.next_id += 1
-        request_id = self.next_id
-        response = self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        try:
-            if response.headers.get("Mcp-Session-Id"):
-                self.session_id = response.headers["Mcp-Session-Id"]
-            message = self._message(response, request_id, method)
-        finally:
-            response.close()
-        status = response.status_code
-        error = message.get("error") if isinstance(message, dict) else None
-        if status // 100 != 2:
-            detail = f" (JSON-RPC error {rpc_error_text(error)})" if error is not None else ""
-            raise Unreadable(f"{method} failed at {self.url}: HTTP {status}{detail}")
-        if error is not None:
-            raise Unreadable(f"{method} failed at {self.url}: JSON-RPC error {rpc_error_text(error)}")
-        if not isinstance(message, dict) or message.get("id") != request_id:
-            raise Unreadable(
-                f"{method} answer from {self.url} is not the JSON-RPC response to request {request_id}"
-            )
-        if not isinstance(message.get("result"), dict):
-            raise Unreadable(f"{method} answer from {self.url} has no result object")
-        return message["result"]
-
-    def _message(self, response: requests.Response, request_id: int, method: str) -> object:
-        """The answer's JSON-RPC message, from a JSON body or an event stream; None if unreadable
-        on an HTTP error (the status then says what went wrong)."""
-        media_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        try:
-            if media_type == "text/event-stream":
-                return self._from_event_stream(response, request_id, method)
-            return parse_json(b"".join(self._chunks(response, method)), f"{method} answer from {self.url}")
-        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:  # raw reads raise urllib3's
-            raise Unreadable(f"{method} answer from {self.url} broke off: {type(exc).__name__}") from None
-        except Unreadable:
-            if response.status_code // 100 != 2:
-                return None
-            raise
-
-    def _from_event_stream(self, response: requests.Response, request_id: int, method: str) -> dict:
-        """The response to `request_id` among the stream's events (others are skipped)."""
-        source = f"{method} event stream from {self.url}"
-        buffer = b""
-        data: list[str] = []
-        for chunk in self._chunks(response, method):
-            buffer += chunk
-            while b"\n" in buffer:
-                raw, buffer = buffer.split(b"\n", 1)
-                line = raw.rstrip(b"\r").decode("utf-8", errors="replace")
-                if line == "":
-                    message = self._event(data, request_id, source)
-                    data = []
-                    if message is not None:
-                        return message
-                elif not line.startswith(":"):
-                    field, _, value = line.partition(":")
-                    if field == "data":
-                        data.append(value[1:] if value.startswith(" ") else value)
-        if buffer.strip():
-            field, _, value = buffer.decode("utf-8", errors="replace").rstrip("\r").partition(":")
-            if field == "data":
-                data.append(value[1:] if value.startswith(" ") else value)
-        message = self._event(data, request_id, source)
-        if message is None:
-            raise Unreadable(f"{source} ended without the response to request {request_id}")
-        return message
-
-    @staticmethod
-    def _event(data: list[str], request_id: int, source: str) -> dict | None:
-        if not data:
-            return None
-        try:
-            message = parse_json("\n".join(data), source)
-        except Unreadable:  # not a JSON-RPC message (a keep-alive, say): not the answer
-            return None
-        if (
-            isinstance(message, dict)
-            and message.get("id") == request_id
-            and ("result" in message or "error" in message)
-        ):
-            return message
-        return None
+            data = Path(target).read_bytes()
+        except OSError as exc:
+            raise Unreadable(f"cannot read {target}: {exc.strerror or exc}") from None
+    document = _result(parse_json(data, source), source)
+    if not isinstance(document, dict):
+        return Listing(tools_from(document, source))
+    pages = Pages()
+    pages.add(document, source)
+    name, version = pages.stamp
+    return Listing(pages.tools, Server(name, version, None, pages.ttl_ms, pages.cache_scope))

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from speclint.findings import RULES, SEVERITIES, Finding, __version__, fails
-from speclint.load import printable
+from speclint.load import Listing, Server, printable
 
 SARIF_LEVEL = {"high": "error", "medium": "warning", "low": "note", "info": "note"}
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -17,12 +17,25 @@ def summary(findings: list[Finding]) -> dict[str, int]:
     return {severity: sum(f.severity == severity for f in findings) for severity in reversed(SEVERITIES)}
 
 
-def render_text(findings: list[Finding], tools: list[dict], fail_on: str) -> str:
+def describe(server: Server) -> str | None:
+    """One line on the server, if anything is known of it: its name and version as it gives
+    them, and the protocol revision spoken with it."""
+    if server.name is None and server.protocol_version is None:
+        return None
+    name = " ".join(part for part in (server.name, server.version) if part) if server.name else "(unnamed)"
+    revision = f", MCP {server.protocol_version}" if server.protocol_version else ""
+    return f"server: {' '.join(name.split())[:120]}{revision}"
+
+
+def render_text(findings: list[Finding], listing: Listing, fail_on: str) -> str:
     lines = []
     for f in findings:
         lines.append(f"{f.severity.upper():<7}{f.rule_id} {f.rule.slug}  {f.tool}  {f.path}")
         lines.append(f"       {f.message}")
         lines.append(f"       fix: {f.fix}")
+    if server := describe(listing.server):
+        lines.append(server)
+    tools = listing.tools
     count = f"{len(tools)} tool{'s' if len(tools) != 1 else ''} checked"
     if findings:
         totals = ", ".join(f"{n} {severity}" for severity, n in summary(findings).items())
@@ -37,12 +50,13 @@ def render_text(findings: list[Finding], tools: list[dict], fail_on: str) -> str
     return "\n".join(printable(line) for line in lines) + "\n"
 
 
-def render_json(findings: list[Finding], tools: list[dict], target: str, fail_on: str) -> str:
+def render_json(findings: list[Finding], listing: Listing, target: str, fail_on: str) -> str:
     report = {
         "tool": "speclint",
         "version": __version__,
         "target": target,
-        "tools_checked": len(tools),
+        "server": _server(listing.server),
+        "tools_checked": len(listing.tools),
         "fail_on": fail_on,
         "failed": fails(findings, fail_on),
         "summary": summary(findings),
@@ -51,7 +65,11 @@ def render_json(findings: list[Finding], tools: list[dict], target: str, fail_on
     return json.dumps(report, indent=2) + "\n"
 
 
-def render_sarif(findings: list[Finding], target: str) -> str:
+def _server(server: Server) -> dict | None:
+    return None if server == Server() else server.as_dict()
+
+
+def render_sarif(findings: list[Finding], listing: Listing, target: str) -> str:
     rule_index = {rule.id: i for i, rule in enumerate(RULES)}
     is_file = target != "-" and not target.startswith(("http://", "https://", "stdio:"))
     results = []
@@ -91,4 +109,6 @@ def render_sarif(findings: list[Finding], target: str) -> str:
     }
     if is_file:
         run["artifacts"] = [{"location": {"uri": Path(target).as_posix()}}]
+    if (server := _server(listing.server)) is not None:
+        run["properties"] = {"server": server}
     return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2) + "\n"

@@ -1,18 +1,21 @@
 """speclint's stdio client: start an MCP server as a child process, list its tools, stop it.
 
 The MCP stdio transport is newline-delimited JSON-RPC 2.0 on the server's stdin and stdout; its
-stderr is a log. speclint sends ``initialize``, the ``notifications/initialized`` notification and
-``tools/list`` (every page), all within one deadline, then shuts the server down as the transport
-spec asks: close its stdin, wait, SIGTERM, wait, SIGKILL, each sent to the server's whole process
-group so that the children of ``npx`` or a shell wrapper go too, and to any descendant that left the
-group (found in /proc on Linux). The waits fit in what is left of the deadline. POSIX only.
+stderr is a log. speclint speaks the revision ``speclint.negotiate`` settles on (``server/discover``
+and 2026-07-28, else ``initialize``) and lists every ``tools/list`` page, all within one deadline,
+then shuts the server down as the transport spec asks: close its stdin, wait, SIGTERM, wait,
+SIGKILL, each sent to the server's whole process group so that the children of ``npx`` or a shell
+wrapper go too, and to any descendant that left the group (found in /proc on Linux). The waits
+fit in what is left of the deadline. POSIX only.
 
 Servers are not all tidy, so on stdout speclint skips lines that are not JSON-RPC (banners, JSON
-logs; at most ``MAX_NOISE_BYTES``), skips notifications and answers the server's own requests
-(``ping`` with ``{}``, anything else with "method not found"). Whatever goes wrong raises
-``speclint.Unreadable`` with a one-line message: the command cannot start, the server exits
-or closes stdout before answering (with its exit status and the tail of its stderr), no answer
-before the deadline, a JSON-RPC error, a line over ``MAX_LINE_BYTES``, pagination that does not end.
+logs; at most ``MAX_NOISE_BYTES``), skips notifications and late answers to a probe it gave up
+on, and answers the server's own requests (``ping`` with ``{}``, anything else with "method not
+found"). Some servers exit on any request before ``initialize``; one that ends on the probe is
+started again for the handshake. Whatever goes wrong raises ``speclint.Unreadable`` with a
+one-line message: the command cannot start, the server exits or closes stdout before answering
+(with its exit status and the tail of its stderr), no answer before the deadline, a JSON-RPC
+error, a line over ``MAX_LINE_BYTES``, pagination that does not end.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from speclint.findings import __version__
-from speclint.load import PROTOCOL_VERSION, NotFinite, Unreadable, all_pages, loads, one_line, rpc_error_text
+from speclint import negotiate
+from speclint.load import Listing, NotFinite, Unreadable, loads, one_line, rpc_error_text
+from speclint.wire import Ended, Garbled, Refused, TimedOut
 
 MAX_LINE_BYTES = 16 << 20  # one message; a longer line is an error, never an ever-growing buffer
 MAX_NOISE_BYTES = 1 << 20  # stdout that is not JSON-RPC, skipped before giving up
@@ -42,33 +47,41 @@ METHOD_NOT_FOUND = -32601
 _CHUNK = 1 << 16
 
 
-def list_tools(command: list[str], timeout: float, env: dict[str, str] | None = None) -> list[dict]:
+def list_tools(command: list[str], timeout: float, env: dict[str, str] | None = None) -> Listing:
     """Every tool the stdio server started by `command` lists, each as the server sent it.
 
     `timeout` bounds the whole exchange, from start-up to the last page; `env` holds variables set
     for the server on top of speclint's own environment (as MCP clients' "env" settings do)."""
-    with StdioServer(command, timeout, env) as server:
-        server.request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "speclint", "version": __version__},
-            },
-        )
-        server.notify("notifications/initialized")
-        return all_pages(server.request, f"tools/list from {server.name}")
+    deadline = time.monotonic() + timeout
+    with StdioServer(command, timeout, env, deadline) as server:
+        try:
+            return negotiate.list_tools(server)
+        except Ended as exc:
+            if exc.method != "server/discover":
+                raise
+    # It ended on the probe, as servers that take any request before initialize as fatal do:
+    # the fallback needs a server that answers, so a fresh one gets the handshake.
+    with StdioServer(command, timeout, env, deadline) as server:
+        return negotiate.list_tools(server, probe=False)
 
 
 class StdioServer:
     """One server process, spoken to in JSON-RPC against one deadline and stopped on leaving."""
 
-    def __init__(self, command: list[str], timeout: float, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        command: list[str],
+        timeout: float,
+        env: dict[str, str] | None = None,
+        deadline: float | None = None,
+    ):
         if not command:
             raise Unreadable("no server command given")
         self.name = f"`{one_line(shlex.join(command), 120)}`"
         self.timeout = timeout
-        self.deadline = time.monotonic() + timeout
+        self.deadline = time.monotonic() + timeout if deadline is None else deadline
+        self._until = self.deadline  # the current request's own deadline
+        self._abandoned: set[int] = set()  # requests given up on, whose late answers are skipped
         self.process = start(command, env, self.name)
         self.stderr = Tail(self.process.stderr)
         os.set_blocking(self.process.stdin.fileno(), False)
@@ -87,36 +100,50 @@ class StdioServer:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def request(self, method: str, params: dict) -> dict:
-        """The result of one request; the server's notifications and requests meanwhile are handled."""
+    def request(
+        self, method: str, params: dict, headers: Mapping[str, str] | None = None, wait: float | None = None
+    ) -> dict:
+        """The result of one request, within `wait` seconds if given (headers are HTTP's); the
+        server's notifications and requests meanwhile are handled."""
         self._next_id += 1
         request_id = self._next_id
-        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, method)
+        self._until = self.deadline if wait is None else min(self.deadline, time.monotonic() + wait)
+        try:
+            self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, method)
+            message = self._answer_to(request_id, method)
+        except TimedOut:
+            self._abandoned.add(request_id)
+            raise
+        finally:
+            self._until = self.deadline
+        if "error" in message:
+            error = message["error"]
+            raise Refused.carrying(
+                f"{self.name} answered {method} with JSON-RPC error {rpc_error_text(error)}", error
+            )
+        if not isinstance(message.get("result"), dict):
+            raise Garbled(f"{self.name} answered {method} without a result object")
+        return message["result"]
+
+    def _answer_to(self, request_id: int, method: str) -> dict:
         while True:
             message = self._message(method)
+            answer_id = message.get("id")
             if "method" in message:
                 if "id" in message:
                     self._answer(message, method)
-            elif message.get("id") == request_id and not isinstance(message.get("id"), bool):
-                break
-            elif "error" in message and message.get("id") is None:
-                break  # the server could not read the request: its error says why
-            else:
+            elif answer_id == request_id and not isinstance(answer_id, bool):
+                return message
+            elif "error" in message and answer_id is None:
+                return message  # the server could not read the request: its error says why
+            elif answer_id not in self._abandoned or isinstance(answer_id, bool):
                 # Requests go one at a time, so any other answer is wrong; waiting for the right
                 # one would only run out the clock and lose the reason.
-                raise Unreadable(
-                    f"{self.name} answered {method} with id {one_line(repr(message.get('id')), 40)}, "
-                    f"not {request_id}"
+                raise Garbled(
+                    f"{self.name} answered {method} with id {one_line(repr(answer_id), 40)}, not {request_id}"
                 )
-        if "error" in message:
-            raise Unreadable(
-                f"{self.name} answered {method} with JSON-RPC error {rpc_error_text(message['error'])}"
-            )
-        if not isinstance(message.get("result"), dict):
-            raise Unreadable(f"{self.name} answered {method} without a result object")
-        return message["result"]
 
-    def notify(self, method: str) -> None:
+    def notify(self, method: str, headers: Mapping[str, str] | None = None) -> None:
         self._send({"jsonrpc": "2.0", "method": method}, method)
 
     def stop(self) -> None:
@@ -157,7 +184,7 @@ class StdioServer:
             try:
                 message = loads(line)
             except NotFinite as exc:
-                raise Unreadable(
+                raise Garbled(
                     f"{self.name} answered {method} with JSON the rules cannot read ({exc})"
                 ) from None
             except (ValueError, RecursionError):
@@ -169,7 +196,7 @@ class StdioServer:
             self._noise += len(line) + 1
             self._first_noise = self._first_noise or one_line(line.decode("utf-8", errors="replace"), 80)
             if self._noise > MAX_NOISE_BYTES:
-                raise Unreadable(
+                raise Garbled(
                     f"{self.name} wrote over {MAX_NOISE_BYTES >> 20} MiB to stdout that is not JSON-RPC "
                     f"before answering {method} (it began {self._first_noise!r})"
                 )
@@ -181,9 +208,7 @@ class StdioServer:
             remaining = self._remaining(method)
             end = self._buffer.find(b"\n", scanned)
             if end > MAX_LINE_BYTES or (end < 0 and len(self._buffer) > MAX_LINE_BYTES):
-                raise Unreadable(
-                    f"{self.name} wrote a line over {MAX_LINE_BYTES >> 20} MiB answering {method}"
-                )
+                raise Garbled(f"{self.name} wrote a line over {MAX_LINE_BYTES >> 20} MiB answering {method}")
             if end >= 0:
                 line = bytes(self._buffer[:end])
                 del self._buffer[: end + 1]
@@ -196,7 +221,9 @@ class StdioServer:
                 self._buffer += chunk
 
     def _remaining(self, method: str) -> float:
-        remaining = self.deadline - time.monotonic()
+        remaining = self._until - time.monotonic()
+        if remaining <= 0 and self._until < self.deadline:
+            raise TimedOut(f"{self.name} did not answer {method} in time")
         if remaining <= 0:
             raise Unreadable(
                 f"{self.name} did not answer {method} in time ({self.timeout:g}s for the whole exchange)"
@@ -204,7 +231,7 @@ class StdioServer:
             )
         return remaining
 
-    def _ended(self, method: str) -> Unreadable:
+    def _ended(self, method: str) -> Ended:
         wait = min(CLOSE_GRACE_SECONDS, max(self.deadline - time.monotonic(), SHUTDOWN_FLOOR_SECONDS))
         try:
             returncode = self.process.wait(timeout=wait)
@@ -212,7 +239,7 @@ class StdioServer:
             what = "closed its stdout"
         else:
             what = f"exited with {exit_status(returncode)}"
-        return Unreadable(f"{self.name} {what} before answering {method}" + self.stderr.said(wait=0.5))
+        return Ended(f"{self.name} {what} before answering {method}" + self.stderr.said(wait=0.5), method)
 
 
 class Tail:

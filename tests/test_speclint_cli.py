@@ -193,14 +193,28 @@ def test_dash_reads_standard_input():
     assert "no findings" in clean.stdout
 
 
+def result_2026(tools: list[dict]) -> dict:
+    """A 2026-07-28 tools/list result: its resultType, caching hints, serverInfo stamp and a cursor."""
+    return {
+        "resultType": "complete",
+        "tools": tools,
+        "nextCursor": "page-2",
+        "ttlMs": 300000,
+        "cacheScope": "public",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "weather", "version": "3.2.1"}},
+    }
+
+
 @pytest.mark.parametrize(
     "wrap",
     [
         lambda tools: {"tools": tools},
         lambda tools: tools,
         lambda tools: {"jsonrpc": "2.0", "id": 7, "result": {"tools": tools}},
+        result_2026,
+        lambda tools: {"jsonrpc": "2.0", "id": "a", "result": result_2026(tools)},
     ],
-    ids=["result", "bare-list", "json-rpc-response"],
+    ids=["result", "bare-list", "json-rpc-response", "2026-07-28-result", "2026-07-28-response"],
 )
 def test_accepted_file_shapes(tmp_path, capsys, wrap):
     manifest = tmp_path / "tools.json"
@@ -208,6 +222,36 @@ def test_accepted_file_shapes(tmp_path, capsys, wrap):
     code, out, _ = run(capsys, str(manifest), "--format", "json")
     assert code == 1
     assert len(json.loads(out)["findings"]) == 2
+
+
+def test_a_saved_2026_result_names_its_server_and_caching_hints_in_every_format(tmp_path, capsys):
+    manifest = tmp_path / "tools.json"
+    manifest.write_text(json.dumps(result_2026(load("clean.json"))))
+    server = {  # a file does not say which revision it was listed in
+        "name": "weather",
+        "version": "3.2.1",
+        "protocol_version": None,
+        "ttl_ms": 300000,
+        "cache_scope": "public",
+    }
+
+    assert json.loads(run(capsys, str(manifest), "--format", "json")[1])["server"] == server
+    assert json.loads(run(capsys, str(manifest), "--format", "sarif")[1])["runs"][0]["properties"] == {
+        "server": server
+    }
+    assert run(capsys, str(manifest))[1].splitlines()[-2] == "server: weather 3.2.1"
+
+
+def test_a_file_that_says_nothing_of_its_server_reports_none(capsys):
+    code, out, _ = run(capsys, str(FIXTURES / "clean.json"), "--format", "json")
+    assert (code, json.loads(out)["server"]) == (0, None)
+    assert (
+        "properties"
+        not in json.loads(run(capsys, str(FIXTURES / "clean.json"), "--format", "sarif")[1])["runs"][0]
+    )
+    assert not any(
+        line.startswith("server:") for line in run(capsys, str(FIXTURES / "clean.json"))[1].splitlines()
+    )
 
 
 @pytest.mark.parametrize(
@@ -219,8 +263,21 @@ def test_accepted_file_shapes(tmp_path, capsys, wrap):
         '{"tools": {"name": "x"}}',
         '{"tools": ["purchase_free_bundle"]}',
         '{"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "method not found"}}',
+        '{"resultType": "input_required", "inputRequests": {}, "requestState": "x"}',
+        '{"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required", "tools": []}}',
+        '{"resultType": null, "tools": []}',
     ],
-    ids=["missing-file", "not-json", "not-a-tools-list", "tools-not-a-list", "tool-not-object", "rpc-error"],
+    ids=[
+        "missing-file",
+        "not-json",
+        "not-a-tools-list",
+        "tools-not-a-list",
+        "tool-not-object",
+        "rpc-error",
+        "input-required",
+        "input-required-response",
+        "result-type-null",
+    ],
 )
 def test_unreadable_files_exit_2(tmp_path, capsys, content):
     manifest = tmp_path / "tools.json"
@@ -230,6 +287,8 @@ def test_unreadable_files_exit_2(tmp_path, capsys, content):
     assert code == 2
     assert out == ""
     assert err.startswith("speclint: ") and err.count("\n") == 1
+    if content is not None and "resultType" in content:
+        assert "is not a tools list: its resultType is" in err and "not 'complete'" in err
 
 
 def test_url_with_nothing_listening_exits_2(capsys):

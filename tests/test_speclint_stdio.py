@@ -1,5 +1,7 @@
-"""speclint's stdio client against real servers: the official Python and TypeScript SDKs, plus a
-hand-written server for the protocol edge cases an SDK will not produce (tests/fixtures/speclint_stdio)."""
+"""speclint's stdio client against real servers: the official Python SDK (both protocol eras, or the
+handshake era alone) and TypeScript SDK (1.x, the handshake era), plus a hand-written server for the
+protocol edge cases an SDK will not produce (tests/fixtures/speclint_stdio). Each can log what
+reached it, so a test sees which revision speclint spoke."""
 
 from __future__ import annotations
 
@@ -14,14 +16,27 @@ from pathlib import Path
 
 import pytest
 
+from speclint import negotiate
 from speclint import stdio as speclint_stdio
-from speclint.load import Unreadable
+from speclint.findings import __version__
+from speclint.load import Server, Unreadable
 from speclint.stdio import list_tools
 from tests.support import ROOT, run_module
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "speclint_stdio"
 SDK_SERVER = [sys.executable, str(FIXTURES / "sdk_server.py")]
 RAW_SERVER = [sys.executable, str(FIXTURES / "raw_server.py")]
+
+
+def received(log: Path) -> list[dict]:
+    """The messages a fixture server logged as they reached it."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    messages = [json.loads(line) for line in lines]
+    return [entry.get("message", entry) for entry in messages]
+
+
+def methods(log: Path) -> list[str]:
+    return [message.get("method", "(answer)") for message in received(log)]
 
 
 def unreadable(command: list[str], timeout: float = 10, **kwargs) -> str:
@@ -51,27 +66,66 @@ def running(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 
-def test_lists_every_page_of_a_python_sdk_server():
-    tools = list_tools([*SDK_SERVER, "--tools", "5", "--page-size", "2"], timeout=10)
+def test_lists_every_page_of_a_python_sdk_server(tmp_path):
+    log = tmp_path / "received.jsonl"
 
+    listing = list_tools([*SDK_SERVER, "--tools", "5", "--page-size", "2", "--log", str(log)], timeout=10)
+
+    tools = listing.tools
     assert [tool["name"] for tool in tools] == [f"tool_{index}" for index in range(5)]
     assert tools[0]["annotations"] == {"readOnlyHint": True}
     assert tools[0]["inputSchema"]["additionalProperties"] is False
+    assert listing.server.protocol_version == "2026-07-28"
+    assert methods(log) == ["server/discover", "tools/list", "tools/list", "tools/list"]
+
+
+def test_speaks_2026_07_28_to_a_server_that_does_with_the_envelope_on_every_request(tmp_path):
+    log = tmp_path / "received.jsonl"
+
+    listing = list_tools([*SDK_SERVER, "--tools", "2", "--log", str(log)], timeout=10)
+
+    assert listing.server == Server("speclint-sdk-fixture", "1.0.0", "2026-07-28", 0, "private")
+    assert "initialize" not in methods(log)
+    for message in received(log):
+        assert message["params"]["_meta"] == {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "speclint", "version": __version__},
+        }
+
+
+def test_falls_back_to_initialize_with_a_python_sdk_server_of_the_handshake_era(tmp_path):
+    log = tmp_path / "received.jsonl"
+
+    listing = list_tools([*SDK_SERVER, "--legacy", "--page-size", "2", "--log", str(log)], timeout=10)
+
+    assert [tool["name"] for tool in listing.tools] == ["tool_0", "tool_1", "tool_2"]
+    assert listing.server == Server("speclint-sdk-fixture", "1.0.0", "2025-11-25")
+    assert methods(log) == [
+        "server/discover",  # refused: the server does not know it
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+        "tools/list",
+    ]
+    assert [message["params"] for message in received(log)[3:]] == [{}, {"cursor": "2"}]
 
 
 @pytest.mark.skipif(not shutil.which("node"), reason="needs Node")
 def test_lists_a_typescript_sdk_server_started_through_a_shell_wrapper():
     server = shlex.join(["node", str(FIXTURES / "sdk_server.mjs")])
 
-    tools = list_tools(["sh", "-c", f"{server}; exit $?"], timeout=10)
+    listing = list_tools(["sh", "-c", f"{server}; exit $?"], timeout=10)
 
+    tools = listing.tools
     assert [tool["name"] for tool in tools] == ["get_order", "cancel_order"]
     assert tools[1]["inputSchema"]["required"] == ["orderId", "idempotencyKey"]
     assert tools[1]["annotations"]["idempotentHint"] is True
+    assert listing.server == Server("speclint-stdio-fixture-ts", "1.0.0", "2025-11-25")
 
 
 def test_skips_stdout_noise_and_notifications_and_answers_the_servers_requests():
-    tools = list_tools([*SDK_SERVER, "--chatty"], timeout=10)
+    tools = list_tools([*SDK_SERVER, "--legacy", "--chatty"], timeout=10).tools
 
     assert [tool["name"] for tool in tools] == ["tool_0", "tool_1", "tool_2", "probe"]
     assert tools[-1]["description"] == "ping: answered; roots/list: error -32601"
@@ -133,7 +187,7 @@ def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_with_its_chil
     pidfile = tmp_path / "pids"
     started = time.monotonic()
 
-    tools = list_tools([*RAW_SERVER, "stubborn", str(pidfile)], timeout=10)
+    tools = list_tools([*RAW_SERVER, "stubborn", str(pidfile)], timeout=10).tools
 
     assert [tool["name"] for tool in tools] == ["read_record"]
     assert time.monotonic() - started < 1.5  # the dead are not waited for until KILL_WAIT_SECONDS
@@ -156,7 +210,7 @@ def test_a_child_that_left_the_process_group_is_killed_too(tmp_path, monkeypatch
     monkeypatch.setattr(speclint_stdio, "TERM_GRACE_SECONDS", 0.2)
     pidfile = tmp_path / "pids"
 
-    tools = list_tools([*RAW_SERVER, mode, str(pidfile)], timeout=10)
+    tools = list_tools([*RAW_SERVER, mode, str(pidfile)], timeout=10).tools
 
     assert [tool["name"] for tool in tools] == ["read_record"]
     server_pid, _, child_pid = pids(pidfile)
@@ -188,7 +242,7 @@ def test_a_json_rpc_error_is_reported():
 @pytest.mark.parametrize(
     ("mode", "complaint"),
     [
-        ("string-id", "answered tools/list with id '2', not 2"),
+        ("string-id", "answered tools/list with id '3', not 3"),  # after the probe and initialize
         ("parse-error", "answered tools/list with JSON-RPC error -32700 Parse error"),
     ],
 )
@@ -217,6 +271,108 @@ def test_over_a_mebibyte_of_stdout_noise_is_an_error_naming_it():
         "wrote over 1 MiB to stdout that is not JSON-RPC before answering tools/list "
         "(it began 'INFO handling tools/list, step 0 of the warm-up')"
     )
+
+
+# ---------------------------------------------------------------- which revision: the probe and the fallback
+
+
+def raw(mode: str, log: Path, discover: str, *more: str) -> list[str]:
+    return [*RAW_SERVER, mode, *more, "--discover", discover, "--log", str(log)]
+
+
+@pytest.mark.parametrize(
+    "discover",
+    [
+        "unknown",  # -32601, as most servers of the handshake era answer
+        "invalid-params",  # -32602, as others do before initialize
+        "needs-capability",  # -32021: no verdict on the revision (the SDK falls back on it too)
+        "string-result",  # a result that is not an object
+        "no-versions",  # an object that is no DiscoverResult
+        "versions-not-strings",
+        "legacy-versions",  # a DiscoverResult naming only handshake revisions
+        "unsupported-legacy",  # -32022 naming only handshake revisions
+    ],
+)
+def test_a_probe_answered_with_anything_but_2026_07_28_falls_back_to_initialize(tmp_path, discover):
+    log = tmp_path / "received.jsonl"
+
+    listing = list_tools(raw("plain", log, discover), timeout=10)
+
+    assert [tool["name"] for tool in listing.tools] == ["read_record"]
+    assert listing.server == Server("raw-plain", "1.0.0", "2025-06-18")
+    assert methods(log)[:3] == ["server/discover", "initialize", "notifications/initialized"]
+    assert "_meta" not in received(log)[-1]["params"]  # tools/list in the handshake era
+
+
+def test_a_2026_07_28_server_is_listed_with_its_caching_hints_and_never_initialized(tmp_path):
+    log = tmp_path / "received.jsonl"
+
+    listing = list_tools(raw("plain", log, "modern"), timeout=10)  # the server checks the envelope
+
+    assert [tool["name"] for tool in listing.tools] == ["read_record"]
+    assert listing.server == Server("raw-modern", "2.0.0", "2026-07-28", 60000, "public")
+    assert methods(log) == ["server/discover", "tools/list"]
+
+
+def test_a_silent_probe_falls_back_once_its_share_of_the_deadline_has_passed(tmp_path):
+    log = tmp_path / "received.jsonl"
+    started = time.monotonic()
+
+    listing = list_tools(raw("plain", log, "silent"), timeout=3)
+
+    probe = 3 * negotiate.PROBE_SHARE
+    assert probe <= time.monotonic() - started < 3
+    assert listing.server.protocol_version == "2025-06-18"
+    assert methods(log) == ["server/discover", "initialize", "notifications/initialized", "tools/list"]
+
+
+def test_a_slow_start_that_answers_the_probe_late_is_probed_again_and_spoken_to_in_2026_07_28(tmp_path):
+    """The probe gives up at 1 s, the server answers it at 1.5 s (skipped) and then refuses the
+    initialize that followed with -32022 naming 2026-07-28: one more probe, and it is modern."""
+    log = tmp_path / "received.jsonl"
+
+    listing = list_tools(raw("plain", log, "slow"), timeout=3)
+
+    assert listing.server.protocol_version == "2026-07-28"
+    assert methods(log) == ["server/discover", "initialize", "server/discover", "tools/list"]
+
+
+def test_a_server_that_exits_on_the_probe_is_started_again_for_the_handshake(tmp_path):
+    log, pidfile = tmp_path / "received.jsonl", tmp_path / "pids"
+
+    listing = list_tools(raw("plain", log, "exit", str(pidfile)), timeout=10)
+
+    assert listing.server.protocol_version == "2025-06-18"
+    assert methods(log) == ["server/discover", "initialize", "notifications/initialized", "tools/list"]
+    first, _, second, _ = pids(pidfile)  # two servers: each wrote its pid and its parent's
+    assert first != second and reaped(first) and reaped(second)
+
+
+@pytest.mark.parametrize(
+    ("mode", "complaint"),
+    [
+        ("error", "answered tools/list with JSON-RPC error -32603 database down"),
+        ("exit", "exited with status 1 before answering tools/list"),
+        ("input-required", "is not a tools list: its resultType is 'input_required', not 'complete'"),
+    ],
+)
+def test_a_server_that_claims_2026_07_28_and_then_fails_is_reported_not_retried_another_way(
+    tmp_path, mode, complaint
+):
+    """The server would answer initialize and list its tool: falling back would hide its failure."""
+    log = tmp_path / "received.jsonl"
+
+    assert complaint in unreadable(raw(mode, log, "modern"))
+    assert methods(log) == ["server/discover", "tools/list"]
+
+
+def test_a_server_that_speaks_only_revisions_speclint_does_not_is_told_so_without_a_handshake(tmp_path):
+    log = tmp_path / "received.jsonl"
+
+    message = unreadable(raw("plain", log, "unsupported-other"))
+
+    assert "speaks only MCP 2099-01-01; speclint speaks 2026-07-28 and, through initialize," in message
+    assert methods(log) == ["server/discover"]
 
 
 # ---------------------------------------------------------------- the command line: speclint -- COMMAND

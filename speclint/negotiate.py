@@ -1,0 +1,65 @@
+"""Which protocol revision to speak: 2026-07-28 when the server does, else the ``initialize``
+handshake, decided as the official SDKs' auto mode does (mcp 2.x, ``mode="auto"``).
+
+speclint probes with ``server/discover``. A DiscoverResult naming 2026-07-28 settles it: the
+server is spoken to in that revision from then on, and a later failure is reported, never
+retried another way. Anything else is no evidence and falls back to ``initialize``: a JSON-RPC
+error of any code, an HTTP error status, an answer that is not a DiscoverResult or names no
+2026-07-28, no answer within ``PROBE_SECONDS``. The exception is UnsupportedProtocolVersionError
+(-32022), which names the server's versions: when they include 2026-07-28 speclint probes once
+more, when they are all revisions it does not speak it stops there. An ``initialize`` refused with
+-32022 naming 2026-07-28 (a slow server that answered the probe after speclint gave up on it and
+now serves that revision) is probed once more too. Failing to reach the server at all is not a
+verdict on its revision and ends the exchange. A stdio server that exits on the probe is started
+again for the handshake (``speclint.stdio``)."""
+
+from __future__ import annotations
+
+from speclint import legacy, modern
+from speclint.legacy import Legacy
+from speclint.load import Listing, Server, Unreadable, all_pages, one_line
+from speclint.modern import Modern
+from speclint.wire import Garbled, Refused, TimedOut, Wire
+
+PROBE_SECONDS = 10.0  # the official Python SDK's wait for server/discover
+PROBE_SHARE = 1 / 3  # of the whole exchange's time, at most, so a silent probe leaves time to fall back
+
+
+def list_tools(wire: Wire, probe: bool = True) -> Listing:
+    """Every tool the server lists, in the revision it speaks; `probe=False` goes straight to
+    the handshake."""
+    session = connect(wire) if probe else Legacy.open(wire)
+    pages = all_pages(session.request, f"tools/list from {wire.name}")
+    name, version = (session.name, session.version) if session.name else pages.stamp
+    server = Server(name, version, session.protocol_version, pages.ttl_ms, pages.cache_scope)
+    return Listing(pages.tools, server)
+
+
+def connect(wire: Wire, retried: bool = False) -> Legacy | Modern:
+    try:
+        discovered = modern.discover(wire, min(PROBE_SECONDS, wire.timeout * PROBE_SHARE))
+    except (Refused, Garbled, TimedOut) as exc:
+        supported = modern.versions_refused(exc)
+        if supported is not None and modern.VERSION in supported and not retried:
+            return connect(wire, retried=True)
+        if supported is not None and not any(v in legacy.VERSIONS for v in supported):
+            if modern.VERSION in supported:
+                raise  # refused twice, at a version it names: its own error says the rest
+            raise Unreadable(
+                f"{wire.name} speaks only MCP {one_line(', '.join(supported), 120)}; speclint speaks "
+                f"{modern.VERSION} and, through initialize, {', '.join(legacy.VERSIONS)}"
+            ) from None
+        return _handshake(wire, retried)
+    if modern.VERSION not in (modern.supported_versions(discovered) or ()):
+        return Legacy.open(wire)
+    return Modern(wire, discovered)
+
+
+def _handshake(wire: Wire, retried: bool) -> Legacy | Modern:
+    try:
+        return Legacy.open(wire)
+    except Refused as exc:
+        supported = modern.versions_refused(exc)
+        if retried or supported is None or modern.VERSION not in supported:
+            raise
+        return connect(wire, retried=True)

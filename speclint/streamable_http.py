@@ -1,0 +1,215 @@
+"""speclint's client for the Streamable HTTP transport: one POST a JSON-RPC message, answered
+with JSON or an event stream, all within one deadline however the server trickles its bytes.
+
+The revision decides the headers (``speclint.legacy``, ``speclint.modern``); this module keeps
+what the handshake revisions add to the transport: the ``Mcp-Session-Id`` an ``initialize``
+answer assigns is sent on every later request, and the session is deleted at the end. A
+2026-07-28 exchange never initializes, so it never has one."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Mapping
+
+import requests
+import urllib3
+
+from speclint import negotiate
+from speclint.findings import __version__
+from speclint.load import Listing, Unreadable, parse_json, rpc_error_text
+from speclint.wire import Garbled, Refused, TimedOut
+
+MAX_BODY_BYTES = 64 << 20  # one answer; a bigger one is refused, never buffered whole
+METHOD_NOT_FOUND = -32601
+
+
+def list_tools(url: str, headers: dict[str, str], timeout: float) -> Listing:
+    """Every tool the MCP endpoint at `url` lists; `headers` go on every request."""
+    wire = HttpWire(url, headers, timeout)
+    try:
+        return negotiate.list_tools(wire)
+    finally:
+        wire.close()
+
+
+class HttpWire:
+    """One MCP endpoint, spoken to within one deadline."""
+
+    def __init__(self, url: str, headers: dict[str, str], timeout: float):
+        self.name = self.url = url
+        self.timeout = timeout
+        self.http = requests.Session()
+        self.http.headers.update(
+            {
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "User-Agent": f"speclint/{__version__}",
+                **headers,
+            }
+        )
+        self.session_id: str | None = None
+        self.session_version: str | None = None  # the MCP-Protocol-Version a session goes with
+        self.next_id = 0
+        self.deadline = time.monotonic() + timeout
+        self._until = self.deadline  # the current request's own deadline
+
+    def close(self) -> None:
+        if self.session_id is not None:
+            # The spec asks clients to end a session they no longer need; best effort.
+            with contextlib.suppress(requests.RequestException):
+                self.http.delete(self.url, headers=self._session_headers(), timeout=self.timeout)
+        self.http.close()
+
+    def notify(self, method: str, headers: Mapping[str, str]) -> None:
+        self._until = self.deadline
+        response = self._post({"jsonrpc": "2.0", "method": method}, method, headers)
+        response.close()
+
+    def request(
+        self, method: str, params: dict, headers: Mapping[str, str], wait: float | None = None
+    ) -> dict:
+        self.next_id += 1
+        request_id = self.next_id
+        self._until = self.deadline if wait is None else min(self.deadline, time.monotonic() + wait)
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        response = self._post(message, method, headers)
+        try:
+            answer = self._message(response, request_id, method)
+        finally:
+            response.close()
+        result = self._result(response.status_code, answer, request_id, method)
+        if method == "initialize" and response.headers.get("Mcp-Session-Id"):
+            self.session_id = response.headers["Mcp-Session-Id"]
+        return result
+
+    def _result(self, status: int, answer: object, request_id: int, method: str) -> dict:
+        """The result an answer carries; a JSON-RPC error or an HTTP error status is Refused."""
+        error = answer.get("error") if isinstance(answer, dict) else None
+        where = f"{method} failed at {self.url}"
+        if status // 100 != 2 and error is None:
+            code = METHOD_NOT_FOUND if status == 404 else None  # as the SDKs read a bare 404
+            raise Refused(f"{where}: HTTP {status}", code)
+        if status // 100 != 2:
+            raise Refused.carrying(f"{where}: HTTP {status} (JSON-RPC error {rpc_error_text(error)})", error)
+        if error is not None:
+            raise Refused.carrying(f"{where}: JSON-RPC error {rpc_error_text(error)}", error)
+        source = f"{method} answer from {self.url}"
+        if not isinstance(answer, dict) or answer.get("id") != request_id:
+            raise Garbled(f"{source} is not the JSON-RPC response to request {request_id}")
+        if not isinstance(answer.get("result"), dict):
+            raise Garbled(f"{source} has no result object")
+        return answer["result"]
+
+    def _session_headers(self) -> dict[str, str]:
+        headers = {}
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+            if self.session_version is not None:
+                headers["MCP-Protocol-Version"] = self.session_version
+        return headers
+
+    def _post(self, message: dict, method: str, headers: Mapping[str, str]) -> requests.Response:
+        sent = {**self._session_headers(), **headers}
+        self.session_version = sent.get("MCP-Protocol-Version", self.session_version)
+        try:
+            return self.http.post(
+                self.url, data=json.dumps(message), headers=sent, timeout=self._left(method), stream=True
+            )
+        except requests.ReadTimeout:
+            raise self._out_of_time(method) from None
+        except requests.RequestException as exc:
+            raise Unreadable(f"cannot reach {self.url} ({method}): {type(exc).__name__}") from None
+
+    def _left(self, method: str) -> float:
+        left = self._until - time.monotonic()
+        if left <= 0:
+            raise self._out_of_time(method)
+        return left
+
+    def _out_of_time(self, method: str) -> Unreadable:
+        if self._until < self.deadline:
+            return TimedOut(f"{self.url} did not answer {method} in time")
+        return Unreadable(
+            f"{self.url} did not finish listing tools in time ({self.timeout:g}s for the whole exchange)"
+        )
+
+    def _chunks(self, response: requests.Response, method: str) -> Iterator[bytes]:
+        """The body as it arrives, within the deadline and MAX_BODY_BYTES: a server that trickles
+        bytes or sends keep-alives forever resets no read timeout here."""
+        received = 0
+        # read1 returns what has arrived; iter_content would wait for a whole 64 KiB chunk.
+        while chunk := response.raw.read1(1 << 16, decode_content=True):
+            received += len(chunk)
+            if received > MAX_BODY_BYTES:
+                raise Garbled(f"{method} answer from {self.url} is over {MAX_BODY_BYTES >> 20} MiB")
+            self._left(method)
+            yield chunk
+
+    def _message(self, response: requests.Response, request_id: int, method: str) -> object:
+        """The answer's JSON-RPC message, from a JSON body or an event stream; None if unreadable
+        on an HTTP error (the status then says what went wrong)."""
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        try:
+            if media_type == "text/event-stream":
+                return self._from_event_stream(response, request_id, method)
+            body = b"".join(self._chunks(response, method))
+            try:
+                return parse_json(body, f"{method} answer from {self.url}")
+            except Unreadable as exc:
+                raise Garbled(str(exc)) from None
+        except requests.ReadTimeout:  # raw reads raise it when no byte comes within the timeout
+            raise self._out_of_time(method) from None
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:  # raw reads raise urllib3's
+            if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+                raise self._out_of_time(method) from None
+            raise Garbled(f"{method} answer from {self.url} broke off: {type(exc).__name__}") from None
+        except Garbled:
+            if response.status_code // 100 != 2:
+                return None
+            raise
+
+    def _from_event_stream(self, response: requests.Response, request_id: int, method: str) -> dict:
+        """The response to `request_id` among the stream's events (others are skipped)."""
+        source = f"{method} event stream from {self.url}"
+        buffer = b""
+        data: list[str] = []
+        for chunk in self._chunks(response, method):
+            buffer += chunk
+            while b"\n" in buffer:
+                raw, buffer = buffer.split(b"\n", 1)
+                line = raw.rstrip(b"\r").decode("utf-8", errors="replace")
+                if line == "":
+                    message = self._event(data, request_id, source)
+                    data = []
+                    if message is not None:
+                        return message
+                elif not line.startswith(":"):
+                    field, _, value = line.partition(":")
+                    if field == "data":
+                        data.append(value[1:] if value.startswith(" ") else value)
+        if buffer.strip():
+            field, _, value = buffer.decode("utf-8", errors="replace").rstrip("\r").partition(":")
+            if field == "data":
+                data.append(value[1:] if value.startswith(" ") else value)
+        message = self._event(data, request_id, source)
+        if message is None:
+            raise Garbled(f"{source} ended without the response to request {request_id}")
+        return message
+
+    @staticmethod
+    def _event(data: list[str], request_id: int, source: str) -> dict | None:
+        if not data:
+            return None
+        try:
+            message = parse_json("\n".join(data), source)
+        except Unreadable:  # not a JSON-RPC message (a keep-alive, say): not the answer
+            return None
+        if (
+            isinstance(message, dict)
+            and message.get("id") == request_id
+            and ("result" in message or "error" in message)
+        ):
+            return message
+        return None
