@@ -77,7 +77,6 @@ _INTEGER = re.compile(r"-?[0-9]{1,10}")
 _TIMESTAMP = re.compile(
     r"(?P<time>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
 )
-_FENCE = re.compile(r"```[A-Za-z]*\s*\n(?P<body>.*)\n\s*```", re.S)
 
 
 @dataclass(frozen=True)
@@ -327,10 +326,7 @@ _NO_FILES = (
 
 def _json_text(part: dict, where: str) -> list[dict]:
     """[the object] when the text is one JSON object (bare, or alone in a ``` fence), else []."""
-    text = part["text"].strip()
-    fenced = _FENCE.fullmatch(text)
-    if fenced:
-        text = fenced["body"].strip()
+    text = _unfenced(part["text"].strip())
     if not text.startswith("{"):
         return []
     try:
@@ -340,6 +336,21 @@ def _json_text(part: dict, where: str) -> list[dict]:
             INVALID_PARAMS, f"{where} starts like a JSON object but is not valid JSON: {exc}", field=where
         ) from None
     return [found]
+
+
+def _unfenced(text: str) -> str:
+    """The body of a Markdown code fence (```json ... ```), or the text as it is. Read by slicing,
+    never by a regular expression: a fence of megabytes of blank lines takes no longer than its length."""
+    opening, newline, rest = text.partition("\n")
+    language = opening[3:].strip()
+    if (
+        opening.startswith("```")
+        and newline
+        and rest.endswith("```")
+        and (not language or language.isalpha())
+    ):
+        return rest[:-3].strip()
+    return text
 
 
 # --- ListTasks -----------------------------------------------------------------------------------

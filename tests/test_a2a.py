@@ -503,6 +503,15 @@ def test_a_text_that_starts_like_json_but_is_not_is_invalid_params_and_buys_noth
     assert mail.emails_to(buyer.email) == []
 
 
+def test_a_fence_left_open_over_thousands_of_blank_lines_is_answered_at_once(buyer):
+    started = time.monotonic()
+
+    response = send_parts(buyer, [{"text": "```json\n" + "\n" * 25_000 + "x"}])
+
+    assert message_result(response)["parts"][0]["text"].startswith("Nothing was done")
+    assert time.monotonic() - started < 5  # a backtracking pattern took minutes on this
+
+
 @pytest.mark.parametrize(
     ("version", "part"),
     [
