@@ -5,8 +5,10 @@ elicitation, is answered with an `input_required` result: a form for the email a
 did not name one, the name. The client retries the same call with `inputResponses` and the sealed
 `requestState`; the answers are merged into the arguments and the purchase runs as if they had
 been sent, under the same idempotency key. Nothing is counted or sent before the answer, and a
-declined or dismissed form ends in a refusal that counts and sends nothing either. Clients that
-cannot answer get today's validation error.
+declined or dismissed form ends in a refusal that counts and sends nothing either; an answer the
+store would refuse (not an address, a name that reads as a link), or a question whose state has
+expired, is asked again, saying why, before anything is counted. Clients that cannot answer get
+today's validation error.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from dataclasses import dataclass
 
 from shared import request_state
 from shared.catalog import DEFAULT_BUNDLE_ID, find_bundle
-from shared.errors import InvalidRequest, NotConfigured, ProtocolError
+from shared.errors import InvalidRequest, NotConfigured, ProtocolError, Unprocessable
 from shared.hashing import Hasher
 from shared.mcp_tools import INVALID_PARAMS
 from shared.purchase import OPERATION
-from shared.schema import EMAIL_MAX, NAME_MAX, lacks_only_email
+from shared.schema import EMAIL_MAX, NAME_MAX, lacks_only_email, validate_arguments
 
 INPUT_KEY = "buyer"
 ACTIONS = ("accept", "decline", "cancel")
@@ -55,32 +57,46 @@ def resolve(
     header_key: str | None,
     hasher: Hasher,
     now: float,
+    ttl: int,
 ) -> dict | Ask | Refuse:
-    """The arguments to purchase with, or the question to ask, or the refusal of a declined form."""
+    """The arguments to purchase with, or the question to ask, or the refusal of a declined form.
+    `ttl` is how long a question's state stays good: as long as the key's claim is remembered, so
+    a retry that replays a purchase is never refused for an old state."""
     if not can_answer(capabilities) or not lacks_only_email(arguments, header_key):
         return arguments
+    claims = {"method": "tools/call", "tool": OPERATION, "arguments": request_state.digest(arguments)}
+    question = _Question(arguments, hasher, claims, now, ttl)
     try:
-        return _resolve(request_id, params, arguments, hasher, now)
+        return _resolve(request_id, params, question)
     except NotConfigured:
         return arguments  # no secret to seal state with: the purchase's own refusal says so
 
 
-def _resolve(
-    request_id: object, params: dict, arguments: dict, hasher: Hasher, now: float
-) -> dict | Ask | Refuse:
-    claims = {"method": "tools/call", "tool": OPERATION, "arguments": request_state.digest(arguments)}
+@dataclass(frozen=True)
+class _Question:
+    arguments: dict
+    hasher: Hasher
+    claims: dict
+    now: float
+    ttl: int
+
+    def ask(self, problem: str | None = None) -> Ask:
+        return _ask(self, problem)
+
+
+def _resolve(request_id: object, params: dict, question: _Question) -> dict | Ask | Refuse:
     state, responses = params.get("requestState"), params.get("inputResponses")
     if state is None:
-        return _ask(arguments, hasher, claims, now)  # a first round, or answers nobody asked for
+        return question.ask()  # a first round, or answers nobody asked for
     try:
-        request_state.unseal(hasher, state, claims, now)
+        request_state.unseal(question.hasher, state, question.claims, question.now)
+    except request_state.Expired:
+        return question.ask("The earlier question expired.")
     except request_state.InvalidState as exc:
         raise ProtocolError(str(exc), status=400, rpc_code=INVALID_PARAMS, request_id=request_id) from None
-    if not isinstance(responses, dict):
-        return _ask(arguments, hasher, claims, now)
-    answer = responses.get(INPUT_KEY)
+    answer = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
     if not isinstance(answer, dict) or answer.get("action") not in ACTIONS:
-        return _ask(arguments, hasher, claims, now)
+        return question.ask()
     if answer["action"] != "accept":
         verb = "declined to give" if answer["action"] == "decline" else "dismissed the request for"
         return Refuse(
@@ -88,14 +104,19 @@ def _resolve(
         )
     content = answer.get("content")
     if not isinstance(content, dict) or content.get("email") in (None, ""):
-        return _ask(arguments, hasher, claims, now)
-    merged = {**arguments, "email": content["email"]}
-    if "name" not in arguments and content.get("name") not in (None, ""):
+        return question.ask()
+    merged = {**question.arguments, "email": content["email"]}
+    if "name" not in question.arguments and content.get("name") not in (None, ""):
         merged["name"] = content["name"]
+    try:
+        validate_arguments(merged)
+    except (InvalidRequest, Unprocessable) as exc:
+        return question.ask(f"That answer was not accepted: {exc.message}.")  # asked again, not counted
     return merged
 
 
-def _ask(arguments: dict, hasher: Hasher, claims: dict, now: float) -> Ask:
+def _ask(question: _Question, problem: str | None) -> Ask:
+    arguments = question.arguments
     bundle = find_bundle(arguments.get("bundle_id", DEFAULT_BUNDLE_ID))
     properties: dict = {
         "email": {
@@ -118,6 +139,8 @@ def _ask(arguments: dict, hasher: Hasher, claims: dict, now: float) -> Ask:
         f'To send the free bundle "{bundle.title}", the store needs the email address to send its '
         "download link to. That address gets one email and is added to the store's contacts."
     )
+    if problem:
+        message = f"{problem} {message}"
     form = {
         "method": "elicitation/create",
         "params": {
@@ -130,6 +153,6 @@ def _ask(arguments: dict, hasher: Hasher, claims: dict, now: float) -> Ask:
         {
             "resultType": "input_required",
             "inputRequests": {INPUT_KEY: form},
-            "requestState": request_state.seal(hasher, claims, now),
+            "requestState": request_state.seal(question.hasher, question.claims, question.now, question.ttl),
         }
     )

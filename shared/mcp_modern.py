@@ -4,9 +4,11 @@ Each request carries `params._meta` with its protocol version and the client's c
 its HTTP headers mirror the body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`), so a gateway
 can route on them. A request is checked in this order, the first failure answering:
 
-    params._meta with the version and capabilities  -32602  400
-    headers agree with the body                      -32020  400  (nothing runs)
+    params._meta with the version and capabilities  -32602  400  (-32022 if the header's version
+                                                                   is one nobody serves)
+    MCP-Protocol-Version header equals _meta's       -32020  400
     version served                                   -32022  400  data {supported, requested}
+    Mcp-Method and Mcp-Name headers equal the body   -32020  400  (nothing runs)
     method known                                     -32601  404
 
 Results carry `resultType`; `server/discover` and `tools/list` are cacheable (`ttlMs`,
@@ -72,20 +74,20 @@ def _check(message: dict, req: Request) -> dict:
     header_version = _header(req, "mcp-protocol-version")
     meta = params.get("_meta") if isinstance(params, dict) else None
     if not isinstance(meta, dict) or VERSION_KEY not in meta or CAPABILITIES_KEY not in meta:
-        if header_version not in SUPPORTED_VERSIONS:
+        if header_version is not None and header_version not in SUPPORTED_VERSIONS:
             raise _unsupported(request_id, header_version)
         raise invalid_params(
             request_id, f"params._meta must be an object with {VERSION_KEY} and {CAPABILITIES_KEY}"
         )
     if header_version is None or header_version != meta[VERSION_KEY]:
         raise _mismatch(request_id, f"MCP-Protocol-Version header does not match params._meta {VERSION_KEY}")
+    if meta[VERSION_KEY] not in VERSIONS:
+        raise _unsupported(request_id, meta[VERSION_KEY])
     if _header(req, "mcp-method") != method:
         raise _mismatch(request_id, "Mcp-Method header does not match the request's method")
     named = method == "tools/call" and params.get("name") is not None
     if named and _decoded(_header(req, "mcp-name")) != params["name"]:
         raise _mismatch(request_id, "Mcp-Name header does not match params.name")
-    if meta[VERSION_KEY] not in VERSIONS:
-        raise _unsupported(request_id, meta[VERSION_KEY])
     if not isinstance(meta[CAPABILITIES_KEY], dict):
         raise invalid_params(request_id, f"params._meta {CAPABILITIES_KEY} must be an object")
     return meta[CAPABILITIES_KEY]
@@ -180,6 +182,7 @@ def _call_tool(
         call.header_key,
         Hasher(settings.hash_secret),
         time.time(),
+        settings.idempotency_ttl_seconds,
     )
     if isinstance(resolved, Ask):
         return resolved.result

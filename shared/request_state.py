@@ -3,8 +3,8 @@ carried by the client instead of kept in memory, so any instance can answer the 
 
 The client holds it, so it is attacker-controlled input: the claims are sealed with an HMAC under
 the store's hash secret (its own label), expire, and name the request they belong to (method, tool
-and a digest of the arguments), so a state cannot be altered, forged, kept for later or moved to
-another request. It carries no email or key in the clear, only what the client sent already.
+and a digest of the arguments), so a state cannot be altered, forged, kept past its time or moved
+to another request. It carries no email or key in the clear, only what the client sent already.
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ import json
 from shared.hashing import Hasher
 
 FORMAT = "rs1"
-TTL_SECONDS = 600
 MAX_LENGTH = 2048
 
 
 class InvalidState(ValueError):
-    """The state was not sealed by this store, was altered, has expired or names another request."""
+    """The state was not sealed by this store, was altered or names another request."""
+
+
+class Expired(InvalidState):
+    """The state is the store's own, for this request, but older than its time to live."""
 
 
 def digest(value: object) -> str:
@@ -32,8 +35,8 @@ def digest(value: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def seal(hasher: Hasher, claims: dict, now: float) -> str:
-    payload = json.dumps({**claims, "exp": int(now) + TTL_SECONDS}, sort_keys=True, separators=(",", ":"))
+def seal(hasher: Hasher, claims: dict, now: float, ttl: int) -> str:
+    payload = json.dumps({**claims, "exp": int(now) + ttl}, sort_keys=True, separators=(",", ":"))
     body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
     return f"{FORMAT}.{body}.{hasher.request_state(f'{FORMAT}.{body}')}"
 
@@ -49,8 +52,10 @@ def unseal(hasher: Hasher, state: object, expected: dict, now: float) -> dict:
         claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
     except (binascii.Error, ValueError):
         raise InvalidState("requestState is not one this server issued") from None
-    if not isinstance(claims, dict) or not isinstance(claims.get("exp"), int) or claims["exp"] < now:
-        raise InvalidState("requestState has expired: send the request again without it")
+    if not isinstance(claims, dict) or not isinstance(claims.get("exp"), int):
+        raise InvalidState("requestState is not one this server issued")
     if any(claims.get(name) != value for name, value in expected.items()):
         raise InvalidState("requestState belongs to another request: send this one again without it")
+    if claims["exp"] < now:
+        raise Expired("requestState has expired: send the request again without it")
     return claims

@@ -11,7 +11,7 @@ import pytest
 
 from shared import request_state
 from shared.hashing import Hasher
-from tests.support import Buyer
+from tests.support import Buyer, dev_settings
 
 VERSION = "2026-07-28"
 FORM = {"elicitation": {"form": {}}}
@@ -54,6 +54,14 @@ def answer(action: str, content: dict | None = None) -> dict:
     if content is not None:
         reply["content"] = content
     return {"buyer": reply}
+
+
+@pytest.fixture(scope="module")
+def limited(host_factory):
+    """A host allowing one purchase an hour per client: whatever counts shows at once."""
+    host = host_factory(STOREFRONT_RATE_LIMIT_PER_HOUR="1", STOREFRONT_GOVERNANCE_TABLE="governancelimited")
+    yield host
+    host.stop()
 
 
 # --- discovery and lists ----------------------------------------------------------------------
@@ -167,6 +175,25 @@ def test_a_base64_mcp_name_and_whitespace_around_header_values_are_read_as_the_n
     assert plain.status_code == 200, plain.text
     assert plain.json()["result"]["structuredContent"]["status"] == "fulfilled"
     assert len(mail.emails_to(buyer.email)) == 1
+
+
+def test_a_version_nobody_serves_is_named_before_the_headers_only_2026_07_28_requires(buyer):
+    headers = {"MCP-Protocol-Version": "2027-01-01"}
+
+    response = buyer.mcp("tools/list", {"_meta": meta(version="2027-01-01")}, headers)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32022
+    assert response.json()["error"]["data"]["requested"] == "2027-01-01"
+
+
+def test_a_body_declaring_2026_07_28_without_the_header_or_its_capabilities_is_invalid_params(buyer):
+    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": VERSION}}
+
+    response = buyer.mcp("tools/list", params)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32602
 
 
 @pytest.mark.parametrize("requested", ["1999-01-01", "2026-12-31", "v999.0.0"])
@@ -386,17 +413,58 @@ def test_a_state_moved_to_another_request_is_refused(buyer, mail):
     assert mail.emails_to(buyer.email) == []
 
 
-def test_an_accepted_address_that_is_not_an_email_is_refused_like_any_other(buyer):
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ({"email": "not-an-address"}, "email is not a valid address"),
+        ({"email": "a@localhost"}, "email is not a valid address"),
+        ({"email": 5}, "email must be a string"),
+        ({"email": ["a@example.org", "b@example.org"]}, "email must be a string"),
+        ({"email": "BUYER", "name": "St.John Smith https://evil.example"}, "name must be"),
+    ],
+    ids=["not-an-address", "no-domain", "number", "list", "link-in-name"],
+)
+def test_an_answer_the_store_would_refuse_is_asked_again_saying_why_and_counts_nothing(
+    limited, mail, content, problem
+):
+    buyer = Buyer(limited.url)
+    content = {k: buyer.email if v == "BUYER" else v for k, v in content.items()}
     asked = buy(buyer, {}, FORM)
-    done = buy(
-        buyer,
-        {},
-        FORM,
-        inputResponses=answer("accept", {"email": "not-an-address"}),
-        requestState=asked["requestState"],
-    )
 
-    assert done["structuredContent"]["error"]["code"] == "invalid_email"
+    again = buy(buyer, {}, FORM, inputResponses=answer("accept", content), requestState=asked["requestState"])
+    bought = buy(buyer, {"email": buyer.email})
+
+    assert again["resultType"] == "input_required"
+    assert problem in again["inputRequests"]["buyer"]["params"]["message"]
+    assert bought["structuredContent"]["status"] == "fulfilled"  # the one purchase this hour
+    assert len(mail.emails_to(buyer.email)) == 1
+
+
+def test_a_state_past_its_time_is_asked_again_not_refused(buyer, mail):
+    hasher = Hasher(dev_settings()["STOREFRONT_HASH_SECRET"])
+    claims = {"method": "tools/call", "tool": "purchase_free_bundle", "arguments": request_state.digest({})}
+    old = request_state.seal(hasher, claims, now=1_000_000, ttl=60)
+
+    again = buy(buyer, {}, FORM, inputResponses=answer("accept", {"email": buyer.email}), requestState=old)
+
+    assert again["resultType"] == "input_required"
+    assert "expired" in again["inputRequests"]["buyer"]["params"]["message"]
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_a_replay_with_the_same_answer_and_state_returns_the_receipt_once_sent(buyer, mail):
+    arguments = {"idempotency_key": buyer.key}
+    asked = buy(buyer, arguments, FORM)
+    retry = {
+        "inputResponses": answer("accept", {"email": buyer.email}),
+        "requestState": asked["requestState"],
+    }
+
+    first, second = buy(buyer, arguments, FORM, **retry), buy(buyer, arguments, FORM, **retry)
+
+    assert first["content"] == second["content"]
+    assert second["_meta"]["storefront/replayed"] is True
+    assert len(mail.emails_to(buyer.email)) == 1
 
 
 # --- the sealed state itself --------------------------------------------------------------------
@@ -405,11 +473,11 @@ def test_an_accepted_address_that_is_not_an_email_is_refused_like_any_other(buye
 def test_a_sealed_state_opens_only_for_its_claims_before_it_expires():
     hasher = Hasher("secret-for-this-test")
     claims = {"tool": "purchase_free_bundle", "arguments": request_state.digest({"b": 1, "a": 2})}
-    state = request_state.seal(hasher, claims, now=1_000)
+    state = request_state.seal(hasher, claims, now=1_000, ttl=60)
 
-    assert request_state.unseal(hasher, state, claims, now=1_000 + request_state.TTL_SECONDS)["tool"]
-    with pytest.raises(request_state.InvalidState, match="expired"):
-        request_state.unseal(hasher, state, claims, now=1_001 + request_state.TTL_SECONDS)
+    assert request_state.unseal(hasher, state, claims, now=1_060)["tool"]
+    with pytest.raises(request_state.Expired):
+        request_state.unseal(hasher, state, claims, now=1_061)
     with pytest.raises(request_state.InvalidState, match="another request"):
         request_state.unseal(
             hasher, state, {**claims, "arguments": request_state.digest({}), "x": 1}, now=1_000
