@@ -10,6 +10,7 @@ method is: it is checked like any other and then refused (-32600), never acted o
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -154,7 +155,7 @@ def read_envelope(body: bytes) -> Envelope:
     if not isinstance(message, dict):
         raise rpc_error(INVALID_REQUEST, "not a JSON-RPC 2.0 request object")
     request_id = message.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, (str, int, float, type(None))):
+    if not _valid_id(request_id):
         raise rpc_error(INVALID_REQUEST, "id must be a string or a number")
     if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
         error = rpc_error(
@@ -163,6 +164,13 @@ def read_envelope(body: bytes) -> Envelope:
         error.request_id = request_id
         raise error
     return Envelope(request_id, "id" not in message, message["method"], message.get("params", {}))
+
+
+def _valid_id(request_id: object) -> bool:
+    """A string, a number or null; not a boolean, and not NaN or Infinity, which Python's json reads."""
+    if isinstance(request_id, float):
+        return math.isfinite(request_id)
+    return request_id is None or (isinstance(request_id, (str, int)) and not isinstance(request_id, bool))
 
 
 def requested_version(req: Request) -> str:

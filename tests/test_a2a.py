@@ -757,6 +757,16 @@ def test_a_body_that_is_no_json_rpc_request_is_invalid_request(buyer, message, e
     assert response.json()["id"] == echoed_id
 
 
+@pytest.mark.parametrize("request_id", [b"NaN", b"Infinity", b"-Infinity"])
+def test_an_id_that_json_cannot_echo_is_invalid_request(buyer, request_id):
+    body = b'{"jsonrpc": "2.0", "id": ' + request_id + b', "method": "ListTasks", "params": {}}'
+
+    response = buyer.post_raw("/api/a2a", body, {"Content-Type": "application/json", "A2A-Version": "1.0"})
+
+    assert response.json() == {"jsonrpc": "2.0", "id": None, "error": response.json()["error"]}
+    assert response.json()["error"]["code"] == -32600
+
+
 def test_a_request_without_an_id_is_checked_then_refused_and_never_acted_on(buyer, mail):
     purchase = {
         "message": {
