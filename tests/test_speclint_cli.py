@@ -201,7 +201,7 @@ def result_2026(tools: list[dict]) -> dict:
         "nextCursor": "page-2",
         "ttlMs": 300000,
         "cacheScope": "public",
-        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "weather", "version": "3.2.1"}},
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "weather", "version": "4.2.1"}},
     }
 
 
@@ -229,7 +229,7 @@ def test_a_saved_2026_result_names_its_server_and_caching_hints_in_every_format(
     manifest.write_text(json.dumps(result_2026(load("clean.json"))))
     server = {  # a file does not say which revision it was listed in
         "name": "weather",
-        "version": "3.2.1",
+        "version": "4.2.1",
         "protocol_version": None,
         "ttl_ms": 300000,
         "cache_scope": "public",
@@ -239,7 +239,7 @@ def test_a_saved_2026_result_names_its_server_and_caching_hints_in_every_format(
     assert json.loads(run(capsys, str(manifest), "--format", "sarif")[1])["runs"][0]["properties"] == {
         "server": server
     }
-    assert run(capsys, str(manifest))[1].splitlines()[-2] == "server: weather 3.2.1"
+    assert run(capsys, str(manifest))[1].splitlines()[-2] == "server: weather 4.2.1"
 
 
 def test_a_file_that_says_nothing_of_its_server_reports_none(capsys):
