@@ -485,7 +485,7 @@ def _timestamp(issued_at: str) -> str:
 
 def _error_answer(exc: ProtocolError, request_id: object, version: str) -> Answer:
     error: dict = {"code": exc.rpc_code, "message": exc.message}
-    field = getattr(exc, "field", None)
+    field = exc.field
     if version == V1 and exc.rpc_code in REASONS:
         error["data"] = [
             {

@@ -116,13 +116,23 @@ class ListQuery:
 
 
 def rpc_error(
-    code: int, message: str, *, status: int = 200, field: str | None = None, retry_after: int | None = None
+    code: int,
+    message: str,
+    *,
+    status: int = 200,
+    field: str | None = None,
+    retry_after: int | None = None,
+    request_id: object = None,
 ) -> ProtocolError:
     """A JSON-RPC error; `field` is the params path at fault (reported as google.rpc.BadRequest)."""
-    error = ProtocolError(message[:300], status=status, rpc_code=code)
-    error.retry_after = retry_after
-    error.field = field
-    return error
+    return ProtocolError(
+        message[:300],
+        status=status,
+        rpc_code=code,
+        request_id=request_id,
+        field=field,
+        retry_after=retry_after,
+    )
 
 
 # --- the transport and the envelope -------------------------------------------------------------
@@ -158,11 +168,11 @@ def read_envelope(body: bytes) -> Envelope:
     if not _valid_id(request_id):
         raise rpc_error(INVALID_REQUEST, "id must be a string or a number")
     if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
-        error = rpc_error(
-            INVALID_REQUEST, 'not a JSON-RPC 2.0 request: "jsonrpc" must be "2.0", "method" a string'
+        raise rpc_error(
+            INVALID_REQUEST,
+            'not a JSON-RPC 2.0 request: "jsonrpc" must be "2.0", "method" a string',
+            request_id=request_id,
         )
-        error.request_id = request_id
-        raise error
     return Envelope(request_id, "id" not in message, message["method"], message.get("params", {}))
 
 

@@ -127,16 +127,26 @@ class BundleUnavailable(StorefrontError):
 
 
 class ProtocolError(StorefrontError):
-    """A JSON-RPC / transport-level error of the MCP endpoint, with its own status and code."""
+    """A JSON-RPC / transport-level error of the MCP or A2A endpoint, with its own status and code;
+    `data` is the error's data where the revision defines one, `field` the params path at fault."""
 
     def __init__(
-        self, message: str, *, status: int, rpc_code: int, request_id: object = None, data: object = None
+        self,
+        message: str,
+        *,
+        status: int,
+        rpc_code: int,
+        request_id: object = None,
+        data: object = None,
+        field: str | None = None,
+        retry_after: int | None = None,
     ):
-        super().__init__(message, code="protocol_error")
+        super().__init__(message, code="protocol_error", retry_after=retry_after)
         self.status = status
         self.rpc_code = rpc_code
         self.request_id = request_id
         self.data = data
+        self.field = field
 
 
 class StoreUnavailable(Exception):

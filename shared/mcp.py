@@ -18,8 +18,6 @@ from shared.mcp_tools import INVALID_REQUEST, PARSE_ERROR, error
 from shared.purchase import Storefront
 from shared.settings import Settings
 
-SUPPORTED_VERSIONS = mcp_modern.SUPPORTED_VERSIONS
-
 
 def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
     if req.method.upper() != "POST":

@@ -9,6 +9,7 @@ can route on them. A request is checked in this order, the first failure answeri
     MCP-Protocol-Version header equals _meta's       -32020  400
     version served                                   -32022  400  data {supported, requested}
     Mcp-Method and Mcp-Name headers equal the body   -32020  400  (nothing runs)
+    clientCapabilities is an object                  -32602  400
     method known                                     -32601  404
 
 Results carry `resultType`; `server/discover` and `tools/list` are cacheable (`ttlMs`,

@@ -5,7 +5,6 @@ a missing email (input_required) without counting or sending anything before the
 from __future__ import annotations
 
 import base64
-import json
 
 import pytest
 
@@ -103,7 +102,8 @@ def test_methods_this_revision_removed_or_never_had_are_404_method_not_found(buy
     response = modern(buyer, method)
 
     assert response.status_code == 404
-    assert response.json() == {"jsonrpc": "2.0", "id": 7, "error": response.json()["error"]}
+    assert set(response.json()) == {"jsonrpc", "id", "error"}
+    assert response.json()["id"] == 7
     assert response.json()["error"]["code"] == -32601
 
 
@@ -465,28 +465,3 @@ def test_a_replay_with_the_same_answer_and_state_returns_the_receipt_once_sent(b
     assert first["content"] == second["content"]
     assert second["_meta"]["storefront/replayed"] is True
     assert len(mail.emails_to(buyer.email)) == 1
-
-
-# --- the sealed state itself --------------------------------------------------------------------
-
-
-def test_a_sealed_state_opens_only_for_its_claims_before_it_expires():
-    hasher = Hasher("secret-for-this-test")
-    claims = {"tool": "purchase_free_bundle", "arguments": request_state.digest({"b": 1, "a": 2})}
-    state = request_state.seal(hasher, claims, now=1_000, ttl=60)
-
-    assert request_state.unseal(hasher, state, claims, now=1_060)["tool"]
-    with pytest.raises(request_state.Expired):
-        request_state.unseal(hasher, state, claims, now=1_061)
-    with pytest.raises(request_state.InvalidState, match="another request"):
-        request_state.unseal(
-            hasher, state, {**claims, "arguments": request_state.digest({}), "x": 1}, now=1_000
-        )
-    with pytest.raises(request_state.InvalidState):
-        request_state.unseal(Hasher("another-secret"), state, claims, now=1_000)
-    assert request_state.digest({"a": 2, "b": 1}) == claims["arguments"]
-    assert json.loads(base64.urlsafe_b64decode(state.split(".")[1] + "==")).keys() == {
-        "tool",
-        "arguments",
-        "exp",
-    }

@@ -128,9 +128,8 @@ def test_the_remote_path_on_a_running_app_serves_this_stores_tools_and_version(h
     tools, server_info = asyncio.run(connect())
 
     assert "purchase_free_bundle" in tools
-    # initialize's serverInfo is required; the 2026-07-28 revision's serverInfo stamp is optional
-    if mode == "legacy" or server_info is not None:
-        assert server_info.version == entry()["version"]
+    # initialize's serverInfo, or the stamp the store puts on every 2026-07-28 result
+    assert server_info.version == entry()["version"]
 
 
 def test_a_publish_of_the_app_never_ships_server_json():
