@@ -82,6 +82,8 @@ class Settings:
     sender_name: str = "Storefront"
     public_base_url: str = "http://localhost:7071"
     allowed_origins: tuple[str, ...] = ()
+    trusted_proxy_hops: int = 0  # proxies of the operator's own in front of Azure's front end
+    front_door_id: str = ""  # X-Azure-FDID of the operator's Front Door: its client-IP header is trusted
     download_token_ttl_seconds: int = 7 * 24 * 3600
     storage_timeout_seconds: float = 5.0
     idempotency_lease_seconds: int = 600
@@ -137,6 +139,8 @@ class Settings:
             sender_name=r.text("STOREFRONT_SENDER_NAME", "Storefront"),
             public_base_url=r.text("STOREFRONT_PUBLIC_BASE_URL", default_base).rstrip("/"),
             allowed_origins=r.hosts("STOREFRONT_ALLOWED_ORIGINS"),
+            trusted_proxy_hops=r.integer("STOREFRONT_TRUSTED_PROXY_HOPS", 0, low=0),
+            front_door_id=r.text("STOREFRONT_FRONT_DOOR_ID", ""),
             download_token_ttl_seconds=r.integer(
                 "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", 7 * 24 * 3600, low=60
             ),
