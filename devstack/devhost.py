@@ -23,8 +23,8 @@ host does locally, and promises:
   method and path are the client's text, so control and format characters in
   them (ESC, CR, U+202E, ...) are written as backslash escapes.
 
-Like ``func start`` it does not check function keys. Unlike it, it does not run
-non-HTTP triggers (they are only listed) and provides no other bindings.
+Like ``func start`` it does not check function keys (its admin API may: devstack/admin.py).
+Unlike it, it runs non-HTTP triggers only on request and provides no other bindings.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import azure.functions as func
 from azure.functions.decorators.function_app import Function
 from azure.functions.timer import TimerRequest
+
+from devstack import admin
 
 MAX_BODY_BYTES = 100 * 1024 * 1024
 DEFAULT_ROUTE_PREFIX = "api"
@@ -437,9 +439,6 @@ class _BodyError(Exception):
         self.status = status
 
 
-ADMIN_PREFIX = "/admin/functions/"
-
-
 class DevRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes; without this, Nagle and delayed ACKs add 40 ms per
@@ -467,8 +466,11 @@ class DevRequestHandler(BaseHTTPRequestHandler):
         except _BodyError as error:
             self.close_connection = True
             return self._send(error.status, [("Connection", "close")], b"")
-        if path.lower().startswith(ADMIN_PREFIX):
-            return self._run_admin(path[len(ADMIN_PREFIX) :])
+        if path.lower().startswith(admin.ADMIN_PREFIX):
+            request = admin.AdminRequest(self.command, path, merge_headers(self.headers.items()), query, body)
+            return self._send(
+                *self.server.admin.answer(request, self.server.app.background, self.server.loop.run)
+            )
         found = self.server.app.find(self.command, _decode_path(path))
         if found is None:
             return self._send(404, [], b"")
@@ -480,23 +482,6 @@ class DevRequestHandler(BaseHTTPRequestHandler):
             log.exception("Executed 'Functions.%s' (Failed)", route.name)
             answer = (500, [], b"")
         return self._send(*answer)
-
-    def _run_admin(self, name: str) -> int:
-        """`POST /admin/functions/{name}` runs a timer function now, like the Functions host's
-        admin API; unlike Azure it answers after the run, so a caller sees its effects."""
-        function = next((f for f in self.server.app.background if f.name.lower() == name.lower()), None)
-        if self.command != "POST" or function is None:
-            return self._send(404, [], b"")
-        try:
-            result = function.run()
-            if inspect.isawaitable(result):
-                self.server.loop.run(result)
-        except TypeError as error:
-            return self._send(400, [("Content-Type", "text/plain")], str(error).encode())
-        except Exception:
-            log.exception("Executed 'Functions.%s' (Failed)", function.name)
-            return self._send(500, [], b"")
-        return self._send(202, [], b"")
 
     def _invoke(self, route: Route, request: func.HttpRequest) -> Any:
         arguments: dict[str, Any] = {route.arg_name: request}
@@ -584,6 +569,7 @@ class DevServer(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         super().__init__(address, DevRequestHandler)
         self.app = app
+        self.admin = admin.AdminApi.from_env()  # after load_app has applied the local settings
         self.loop = EventLoopThread()
 
     def server_bind(self) -> None:

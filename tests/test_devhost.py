@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -142,6 +143,166 @@ def test_admin_api_runs_only_known_timer_functions(
 ) -> None:
     answer = requests.request(method, f"{devhost.base}/admin/functions/{name}", timeout=5)
     assert answer.status_code == status
+
+
+# --- the admin API refuses what a page on another site could send -------------
+
+MASTER_KEY = f"dev-master-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="module")
+def keyed_devhost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHost]:
+    """A dev host with a master key and one extra allowed Origin host, as a local settings file
+    or the environment would give them."""
+    logs = tmp_path_factory.mktemp("keyed-devhost")
+    env = _env(STOREFRONT_DEV_MASTER_KEY=MASTER_KEY, STOREFRONT_ALLOWED_ORIGINS="https://tools.example.org")
+    with running_devhost(FIXTURE_APP, logs, env) as host:
+        yield host
+
+
+def _timer_runs(host: DevHost) -> int:
+    return requests.get(host.url("timer-runs"), timeout=5).json()["runs"]
+
+
+def _run_nightly(host: DevHost, **request: Any) -> requests.Response:
+    """POST /admin/functions/nightly; the dev host answers once the run is over (or refused)."""
+    request.setdefault("json", {"input": ""})
+    return requests.post(f"{host.base}/admin/functions/nightly", timeout=5, **request)
+
+
+def _assert_refused(host: DevHost, status: int, code: str, **request: Any) -> None:
+    before = _timer_runs(host)
+
+    answer = _run_nightly(host, **request)
+
+    assert (answer.status_code, answer.json()["error"]["code"]) == (status, code)
+    assert _timer_runs(host) == before
+
+
+JSON_BODY = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("request_", "status", "code"),
+    [
+        pytest.param(
+            {"headers": {"Origin": "https://evil.example"}}, 403, "forbidden_origin", id="foreign-origin"
+        ),
+        pytest.param(
+            {"headers": {"Origin": "http://localhost.evil.example"}}, 403, "forbidden_origin", id="look-alike"
+        ),
+        # A sandboxed frame, a file: or a data: page.
+        pytest.param({"headers": {"Origin": "null"}}, 403, "forbidden_origin", id="opaque-origin"),
+        # A no-cors fetch or a form: no preflight, so the browser sends it whatever the answer.
+        pytest.param(
+            {"data": b"{}", "headers": {"Origin": "https://evil.example", "Content-Type": "text/plain"}},
+            403,
+            "forbidden_origin",
+            id="simple-request",
+        ),
+        pytest.param(
+            {"headers": {"Sec-Fetch-Site": "cross-site"}}, 403, "forbidden_origin", id="cross-site-no-origin"
+        ),
+        # What a form posts, from a browser that may leave out Origin.
+        *(
+            pytest.param(
+                {"data": b'{"input": ""}', "headers": {"Content-Type": kind}},
+                415,
+                "unsupported_media_type",
+                id=kind.split(";")[0],
+            )
+            for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x")
+        ),
+        *(
+            pytest.param({"data": body, "headers": JSON_BODY}, 400, "invalid_request", id=name)
+            for name, body in {
+                "not-json": b"not json",
+                "array": b'["input"]',
+                "not-utf8": b"\xff{}",
+                "cut-short": b'{"input": "',
+                "nested-too-deep": b"[" * 100_000,
+            }.items()
+        ),
+    ],
+)
+def test_a_refused_admin_request_says_why_in_json_and_the_timer_does_not_run(
+    devhost: DevHost, request_: dict[str, Any], status: int, code: str
+) -> None:
+    _assert_refused(devhost, status, code, **request_)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({}, id="no-origin"),
+        pytest.param({"Origin": "http://localhost:3000"}, id="localhost-page"),
+        pytest.param({"Origin": "http://127.0.0.1:7071", "Sec-Fetch-Site": "same-origin"}, id="same-origin"),
+        pytest.param({"Origin": "http://[::1]:8080"}, id="ipv6-loopback-page"),
+        pytest.param({"x-functions-key": "anything"}, id="key-when-none-is-set"),
+    ],
+)
+def test_a_local_page_or_a_client_without_origin_runs_the_timer(
+    devhost: DevHost, headers: dict[str, str]
+) -> None:
+    before = _timer_runs(devhost)
+
+    answer = _run_nightly(devhost, headers=headers)
+
+    assert answer.status_code == 202
+    assert _timer_runs(devhost) == before + 1
+
+
+@pytest.mark.parametrize(
+    "credentials",
+    [
+        pytest.param({}, id="no-key"),
+        pytest.param({"headers": {"x-functions-key": "wrong"}}, id="wrong-header"),
+        pytest.param({"headers": {"x-functions-key": MASTER_KEY[:-1]}}, id="key-prefix"),
+        pytest.param({"params": {"code": "wrong"}}, id="wrong-code"),
+        pytest.param({"headers": {"x-functions-key": "k\u00e9y"}}, id="non-ascii-key"),
+    ],
+)
+def test_with_a_master_key_set_a_call_without_it_is_401_and_the_timer_does_not_run(
+    keyed_devhost: DevHost, credentials: dict[str, dict[str, str]]
+) -> None:
+    _assert_refused(keyed_devhost, 401, "unauthorized", **credentials)
+
+
+@pytest.mark.parametrize(
+    "credentials",
+    [
+        pytest.param({"headers": {"x-functions-key": MASTER_KEY}}, id="header"),
+        pytest.param({"params": {"code": MASTER_KEY}}, id="code-parameter"),
+    ],
+)
+def test_with_a_master_key_set_the_key_runs_the_timer_and_stays_out_of_the_log(
+    keyed_devhost: DevHost, credentials: dict[str, dict[str, str]]
+) -> None:
+    before = _timer_runs(keyed_devhost)
+
+    answer = _run_nightly(keyed_devhost, **credentials)
+
+    assert answer.status_code == 202
+    assert _timer_runs(keyed_devhost) == before + 1
+    assert MASTER_KEY not in _wait_for_log(keyed_devhost, r"POST /admin/functions/nightly 202 ")
+
+
+def test_an_origin_the_settings_allow_may_call_with_the_key_and_a_foreign_one_may_not(
+    keyed_devhost: DevHost,
+) -> None:
+    key = {"x-functions-key": MASTER_KEY}
+    before = _timer_runs(keyed_devhost)
+
+    allowed = _run_nightly(keyed_devhost, headers={**key, "Origin": "https://tools.example.org"})
+    foreign = _run_nightly(keyed_devhost, headers={**key, "Origin": "https://evil.example"})
+
+    assert (allowed.status_code, foreign.status_code) == (202, 403)
+    assert _timer_runs(keyed_devhost) == before + 1
+
+
+def test_http_functions_do_not_ask_for_the_master_key(keyed_devhost: DevHost) -> None:
+    # Like func start: only the admin API checks a key locally.
+    assert requests.get(keyed_devhost.url("items/42"), timeout=5).status_code == 200
 
 
 # --- routing ------------------------------------------------------------------
