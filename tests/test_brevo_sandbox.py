@@ -722,3 +722,29 @@ def test_fault_headers_must_be_names_mapped_to_single_line_strings(base: str, he
     answer = add_fault(base, path="/v3/contacts", status=500, headers=headers)
 
     assert_error(answer, 400, "invalid_parameter")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Origin": "https://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}],
+    ids=["foreign-origin", "null-origin", "cross-site"],
+)
+def test_a_page_on_another_site_cannot_reset_the_sandbox_or_inject_faults(
+    base: str, headers: dict[str, str]
+) -> None:
+    assert post_email(base, email_payload()).status_code == 201
+
+    reset = requests.post(f"{base}/_sandbox/reset", headers=headers, timeout=5)
+    fault = requests.post(
+        f"{base}/_sandbox/faults", json={"path": "/v3/smtp/email"}, headers=headers, timeout=5
+    )
+
+    assert_error(reset, 403, "forbidden_origin")
+    assert_error(fault, 403, "forbidden_origin")
+    assert get_json(base, "/_sandbox/faults") == []
+    assert get_json(base, "/_sandbox/stats")["emails_accepted"] >= 1
+
+
+def test_the_sandbox_page_itself_and_local_tools_may_still_reset_it(base: str) -> None:
+    for headers in ({"Origin": "http://localhost:8025"}, {"Sec-Fetch-Site": "same-origin"}, {}):
+        assert requests.post(f"{base}/_sandbox/reset", headers=headers, timeout=5).status_code == 204

@@ -1,5 +1,6 @@
 """The sandbox app: routes a parsed request to its handler and answers with a response. It checks
-the api-key and applies injected faults on Brevo's paths, and knows nothing about sockets.
+the api-key and applies injected faults on Brevo's paths, refuses its own controls to other sites,
+and knows nothing about sockets.
 """
 
 from __future__ import annotations
@@ -28,10 +29,24 @@ from devstack.brevo_sandbox.wire import (
     parse_json_object,
     query_value,
 )
+from shared.api import origin_allowed
 
 UNAUTHORIZED = {"code": "unauthorized", "message": "Key not found"}
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 Handler = Callable[[Request, re.Match[str]], Response]
+
+
+def _refuse_other_sites(headers: Message) -> None:
+    """The sandbox's own controls (reset, faults) change what every test and developer sees, and a
+    page on any site could POST to them: a present Origin must be a loopback host, as on the store's
+    routes, and a browser's Sec-Fetch-Site must not say cross-site. curl and tests send neither.
+    (Brevo's own routes need the api-key header, which no page can add without asking first.)"""
+    origin = headers.get("origin")
+    if origin is not None and not origin_allowed(origin, ()):
+        raise ApiError(403, "forbidden_origin", "requests from this Origin are not allowed")
+    if (headers.get("sec-fetch-site") or "").strip().lower() == "cross-site":
+        raise ApiError(403, "forbidden_origin", "cross-site requests are not allowed")
 
 
 class SandboxApp:
@@ -75,6 +90,8 @@ class SandboxApp:
             self.state.count_request(req.path)
         if is_brevo:
             self._authenticate(req.headers)
+        elif req.method not in SAFE_METHODS:
+            _refuse_other_sites(req.headers)
         handler, match = self._resolve(req.method, req.path)
         if is_brevo:
             faulted = self._apply_fault(req)
