@@ -6,7 +6,9 @@ The Bicep compiler cannot run here, so `Bicep` below is a small reader: it finds
 literal. It does not type-check, resolve an expression beyond a literal or a name passed down
 from main.bicep, check resource types, API versions or property names against Azure's schemas,
 or know what a deployment would do. The template is checked for that by
-`az deployment sub what-if` on the user's side (docs/deploying.md); CI never deploys it.
+`az deployment sub what-if` on the user's side (docs/deploying.md); CI never deploys it. checkov,
+an independent scanner with its own Bicep parser, holds it to its security checks (at the end),
+less the exceptions of tests/infra/checkov-skips.yml.
 
 The settings the code reads come from `Settings.from_env` itself, given a mapping that records
 every key looked up: once empty, once holding the template's own values (so reads that depend on
@@ -16,9 +18,11 @@ straight from `os.environ` elsewhere, is not seen: those are the platform settin
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -28,6 +32,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import yaml
 
 from shared.keys import load_private_key
 from shared.settings import SECRET_SETTINGS, Settings
@@ -69,6 +74,18 @@ FLEX_DEPRECATED = (
     "SCM_DO_BUILD_DURING_DEPLOYMENT",
     "ENABLE_ORYX_BUILD",
 )
+# siteConfig properties a Flex Consumption site refuses or does not act on (Microsoft's Flex
+# Consumption deprecations, and its Functions monitoring guide for the health check).
+FLEX_SITE_CONFIG_UNUSED = {
+    "ftpsState": "Flex Consumption has no FTP endpoint; Azure refuses the property",
+    "healthCheckPath": "Health check is not an option on Flex Consumption",
+    "alwaysOn": "not valid on Flex Consumption",
+    "linuxFxVersion": "replaced by functionAppConfig.runtime",
+    "netFrameworkVersion": "replaced by functionAppConfig.runtime",
+    "use32BitWorkerProcess": "32-bit is not supported",
+    "functionAppScaleLimit": "replaced by functionAppConfig.scaleAndConcurrency.maximumInstanceCount",
+    "preWarmedInstanceCount": "replaced by functionAppConfig.scaleAndConcurrency.alwaysReady",
+}
 # Azure's built-in role definitions: (role, the resource type it must be assigned on).
 ACCOUNT, VAULT, INSIGHTS = (
     "Microsoft.Storage/storageAccounts",
@@ -530,6 +547,29 @@ def test_function_app_runs_python_311_on_flex_consumption():
     assert {"maximumInstanceCount", "instanceMemoryMB"} <= set(entries(config["scaleAndConcurrency"]))
 
 
+def test_site_config_sets_nothing_flex_consumption_refuses_or_ignores():
+    (app,) = site_file().all("resource", "Microsoft.Web/sites")
+    site_config = entries(prop(app.body, "properties.siteConfig"))
+
+    assert not set(site_config) & set(FLEX_SITE_CONFIG_UNUSED), "see FLEX_SITE_CONFIG_UNUSED"
+    assert literal(site_config["minTlsVersion"]) == "1.2"
+
+
+def test_deployments_authenticate_with_entra_id_only():
+    site = site_file()
+    (app,) = site.all("resource", "Microsoft.Web/sites")
+    policies = {
+        literal(policy.body["name"]): policy.body
+        for path in bicep_files()
+        for policy in bicep(path).all("resource", "Microsoft.Web/sites/basicPublishingCredentialsPolicies")
+    }
+
+    assert set(policies) == {"ftp", "scm"}, "the FTP and the SCM (Kudu) passwords must both be off"
+    for name, policy in policies.items():
+        assert policy["parent"] == app.name, f"{name}: not a policy of the function app"
+        assert prop(policy, "properties.allow") == "false", f"{name}: basic credentials still allowed"
+
+
 def role_assignments() -> Iterator[tuple[Bicep, str, str, Decl]]:
     """Every role assignment: (its file, the principal expression, the role's GUID, its scope)."""
     for path in bicep_files():
@@ -762,3 +802,127 @@ def test_deploying_doc_gives_the_codes_defaults():
             assert Settings.from_env({name: written[1]}) == default, (
                 f"{name}: the doc's default {cell} is not the code's"
             )
+
+
+# --- an independent scanner: checkov ----------------------------------------------------------
+
+CHECKOV_REQUIREMENTS = ROOT / "tests" / "infra" / "checkov-requirements.txt"
+CHECKOV_SKIPS = ROOT / "tests" / "infra" / "checkov-skips.yml"
+CHECKOV_VENV = ROOT / ".venv" / "checkov"
+# The resource types of this template that checkov has Bicep checks for: every one declared must be
+# in its report, or it did not read the file that declares it.
+CHECKOV_SCANNED_TYPES = {
+    "Microsoft.Web/serverfarms",
+    "Microsoft.Web/sites",
+    "Microsoft.Web/sites/config",
+    "Microsoft.KeyVault/vaults",
+    "Microsoft.KeyVault/vaults/secrets",
+    "Microsoft.Storage/storageAccounts",
+    "Microsoft.Storage/storageAccounts/blobServices/containers",
+}
+
+
+@pytest.fixture(scope="module")
+def checkov() -> Path:
+    """checkov's executable, from a virtualenv of its own that the first run builds (see
+    tests/infra/checkov-requirements.txt for why it cannot share .venv), rebuilt when that file changes."""
+    wanted = CHECKOV_REQUIREMENTS.read_text()
+    stamp = CHECKOV_VENV / ".installed"
+    CHECKOV_VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(CHECKOV_VENV.parent / ".checkov.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != wanted:
+            shutil.rmtree(CHECKOV_VENV, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(CHECKOV_VENV)], check=True, timeout=120)
+            done = subprocess.run(
+                [str(CHECKOV_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+                + ["--disable-pip-version-check", "-r", str(CHECKOV_REQUIREMENTS)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            assert done.returncode == 0, f"installing checkov failed:\n{done.stderr[-3000:]}"
+            stamp.write_text(wanted)
+    return CHECKOV_VENV / "bin" / "checkov"
+
+
+@pytest.fixture(scope="module")
+def checkov_report(checkov, tmp_path_factory) -> dict:
+    """checkov's Bicep scan of infra/, run offline: no API key, no platform mapping, no update
+    check, no download; from an empty directory, so only a config file in infra/ could steer it."""
+    home = tmp_path_factory.mktemp("checkov")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "BC_SKIP_MAPPING": "TRUE",
+        "CKV_SKIP_PACKAGE_UPDATE_CHECK": "TRUE",
+    }
+    done = subprocess.run(
+        [str(checkov), "--directory", str(INFRA), "--framework", "bicep", "--output", "json"]
+        + ["--skip-download"],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), f"checkov exited {done.returncode}:\n{done.stderr[-3000:]}"
+    report = json.loads(done.stdout)
+    reports = [
+        r for r in (report if isinstance(report, list) else [report]) if r.get("check_type") == "bicep"
+    ]
+    assert len(reports) == 1, f"checkov reported no Bicep scan: {done.stdout[:500]}"
+    return reports[0]
+
+
+def scanned(checks: list[dict]) -> set[tuple[str, str]]:
+    """(check id, resource) for each result; a resource is its file under infra/ and checkov's id."""
+    return {(c["check_id"], f"{c['file_path'].lstrip('/')}:{c['resource']}") for c in checks}
+
+
+def checkov_skips() -> dict[tuple[str, str], dict]:
+    listing = yaml.safe_load(CHECKOV_SKIPS.read_text())
+    listed: dict[tuple[str, str], dict] = {}
+    for entry in listing:
+        assert set(entry) == {"check", "name", "resources", "reason"}, entry
+        assert re.fullmatch(r"CKV2?_AZURE_\d+", entry["check"]), entry["check"]
+        assert len(entry["reason"].split()) >= 10, f"{entry['check']}: say why it does not apply"
+        for resource in entry["resources"]:
+            assert (entry["check"], resource) not in listed, f"{entry['check']} {resource}: listed twice"
+            listed[entry["check"], resource] = entry
+    return listed
+
+
+def test_checkov_reads_every_resource_it_has_checks_for(checkov_report):
+    results = checkov_report["results"]
+    declared = {
+        f"{path.relative_to(INFRA).as_posix()}:{d.target}.{d.name}"
+        for path in bicep_files()
+        for d in bicep(path).all("resource")
+        if d.target in CHECKOV_SCANNED_TYPES and "existing" not in d.header
+    }
+    seen = {resource for _, resource in scanned(results["passed_checks"] + results["failed_checks"])}
+
+    assert not results["parsing_errors"], f"checkov cannot parse {results['parsing_errors']}"
+    assert declared, "the reader found none of the resources checkov checks"
+    assert declared <= seen, f"checkov did not check {sorted(declared - seen)}"
+    assert not list(INFRA.rglob(".checkov.y*ml")), "checkov's settings belong in tests/infra/, not infra/"
+
+
+def test_checkov_fails_the_template_on_nothing_but_the_listed_exceptions(checkov_report):
+    results, listed = checkov_report["results"], checkov_skips()
+    suppressed = sorted(scanned(results.get("skipped_checks", [])))
+    assert not suppressed, f"suppressed outside tests/infra/checkov-skips.yml: {suppressed}"
+    failed = {key: c["check_name"] for c in results["failed_checks"] for key in scanned([c])}
+
+    unexpected = sorted(
+        f"{check} {name!r} on {resource}"
+        for (check, resource), name in failed.items()
+        if (check, resource) not in listed
+    )
+    assert not unexpected, "checkov finds, not in tests/infra/checkov-skips.yml:\n" + "\n".join(unexpected)
+    stale = sorted(f"{check} on {resource}" for check, resource in set(listed) - set(failed))
+    assert not stale, "listed in tests/infra/checkov-skips.yml but no longer failing:\n" + "\n".join(stale)
+    renamed = sorted(key for key, name in failed.items() if listed[key]["name"] != name)
+    assert not renamed, f"the listed name is not checkov's: {renamed}"

@@ -72,8 +72,12 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
     httpsOnly: true
     // Key Vault references resolve as this identity (the site has no system-assigned one).
     keyVaultReferenceIdentity: identityId
+    // Not set, on purpose (tests/infra/checkov-skips.yml says why): ftpsState, which Azure rejects
+    // on a Flex Consumption site (it has no FTP endpoint), and healthCheckPath, which Flex
+    // Consumption does not act on. FTP and SCM passwords are switched off below instead.
     siteConfig: {
       minTlsVersion: '1.2'
+      http20Enabled: true
     }
     functionAppConfig: {
       deployment: {
@@ -95,6 +99,24 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         version: '3.11'
       }
     }
+  }
+}
+
+// Deployments authenticate with Entra ID only: azd and Core Tools send the signed-in user's token.
+// The site's FTP and SCM (Kudu) username and password, and so any publish profile, stop working.
+resource ftpPublishingCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+resource scmPublishingCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'scm'
+  properties: {
+    allow: false
   }
 }
 

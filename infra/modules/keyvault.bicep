@@ -34,11 +34,14 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
 }
 
 // Secret names allow letters, digits and dashes only: each is its app setting, lower-case and dashed.
+// contentType says what the value is to whoever reads it from the vault (the restore steps in
+// docs/deploying.md): the Brevo key and the hash secret are one line of text, the signing key a PEM.
 resource brevoApiKeySecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
   parent: vault
   name: 'brevo-api-key'
   properties: {
     value: brevoApiKey
+    contentType: 'text/plain'
   }
 }
 
@@ -56,6 +59,7 @@ resource hashSecretSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
   name: 'storefront-hash-secret'
   properties: {
     value: hashSecret
+    contentType: 'text/plain'
   }
 }
 
