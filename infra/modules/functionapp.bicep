@@ -145,6 +145,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     STOREFRONT_SENDER_NAME: 'Storefront'
     STOREFRONT_PUBLIC_BASE_URL: empty(publicBaseUrl) ? 'https://${site.properties.defaultHostName}' : publicBaseUrl
     STOREFRONT_ALLOWED_ORIGINS: ''
+    STOREFRONT_TRUSTED_PROXY_HOPS: '0'
+    STOREFRONT_FRONT_DOOR_ID: ''
     STOREFRONT_RATE_LIMIT_PER_HOUR: '5'
     STOREFRONT_RECIPIENT_LIMIT_PER_DAY: '3'
     STOREFRONT_DAILY_COST_CEILING_USD: '5.00'
