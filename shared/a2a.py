@@ -336,7 +336,7 @@ def _send(
             INVALID_PARAMS, f"operation must be {OPERATION} or {LIST_OPERATION}", field="message.parts"
         )
     arguments = {k: v for k, v in send.data.items() if k != "operation"}
-    call = purchase_call(req, CHANNEL, arguments)
+    call = purchase_call(req, CHANNEL, arguments, settings)
     if call.header_key is None:
         call = replace(call, header_key=message_key(send.message_id))
     return _task_answer(request_id, version, store.purchase(call), send.context_id, wrapped=True)

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from shared import __version__, catalog, pages, signatures
 from shared.errors import InvalidRequest, NotConfigured, PayloadTooLarge, StorefrontError, StoreUnavailable
-from shared.governance import client_ip
+from shared.governance import client_address
 from shared.printable import printable
 from shared.purchase import Caller, Outcome, PurchaseCall, Storefront
 from shared.readiness import assess
@@ -155,13 +155,16 @@ def caller(req: Request, channel: str) -> Caller:
     return Caller(channel, printable(req.header("user-agent") or "")[:200])
 
 
-def purchase_call(req: Request, channel: str, arguments: object) -> PurchaseCall:
+def purchase_call(req: Request, channel: str, arguments: object, settings: Settings) -> PurchaseCall:
     """The purchase as the flow sees it, whichever endpoint was called: the arguments, the
-    Idempotency-Key header, the client address Azure saw and the caller."""
+    Idempotency-Key header, the client's address (behind the proxies the settings trust) and
+    the caller."""
     return PurchaseCall(
         arguments=arguments,
         header_key=req.header("idempotency-key"),
-        client_ip=client_ip(req.header("x-forwarded-for")),
+        client_ip=client_address(
+            req.header, hops=settings.trusted_proxy_hops, front_door_id=settings.front_door_id
+        ),
         caller=caller(req, channel),
     )
 
@@ -178,7 +181,7 @@ def outcome_answer(outcome: Outcome) -> Answer:
 def purchase(req: Request, store: Storefront, settings: Settings) -> Answer:
     if not origin_allowed(req.header("origin"), settings.allowed_origins):
         return error_answer(403, "forbidden_origin", "requests from this Origin are not allowed")
-    call = purchase_call(req, "http", arguments=None)
+    call = purchase_call(req, "http", None, settings)
     try:
         arguments = parse_body(req.body)
     except StorefrontError as exc:

@@ -10,9 +10,9 @@ Outages raise `StoreUnavailable`; the purchase flow then proceeds and marks the 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import ipaddress
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -25,27 +25,59 @@ from azure.core.exceptions import (
     ResourceModifiedError,
     ResourceNotFoundError,
 )
-from azure.data.tables import TableClient, UpdateMode
+from azure.data.tables import EntityProperty, TableClient, UpdateMode
 
 from shared.errors import LimitExceeded, StoreUnavailable
 from shared.hashing import Hasher
+from shared.mailbox import mailbox
 from shared.storage import is_missing_table, on_table
 
 UNKNOWN_IP = "unknown"
 MICROS = Decimal(1_000_000)
 IPV6_PREFIX = 64  # one IPv6 subscriber's network: what ISPs assign to one home or one host
 _MAX_ATTEMPTS = 60
-_EMAIL_HASH_RE = re.compile(r"[0-9a-f]{64}")
 
 
-def client_ip(forwarded_for: str | None) -> str:
-    """The rightmost X-Forwarded-For entry, port stripped: the address Azure's front end saw.
+def client_address(header: Callable[[str], str | None], *, hops: int = 0, front_door_id: str = "") -> str:
+    """The address the rate limit counts, from a request's headers (`header(name)`).
 
-    Earlier entries are whatever the client sent and are never trusted. Unparseable → "unknown".
+    A request that carries the operator's Front Door id (`X-Azure-FDID`, compared in constant
+    time) counts by `X-Azure-SocketIP`, the address that opened the connection to Front Door.
+    Front Door's `X-Azure-ClientIP` is never read: it takes a client's own X-Forwarded-For.
+    Any other request counts by `client_ip(X-Forwarded-For, hops)`."""
+    if front_door_id and _same_id(header("x-azure-fdid"), front_door_id):
+        return _address(header("x-azure-socketip") or "")
+    return client_ip(header("x-forwarded-for"), hops)
+
+
+def _same_id(sent: str | None, configured: str) -> bool:
+    if sent is None:
+        return False
+    given, expected = (value.strip().lower().encode("utf-8", "surrogatepass") for value in (sent, configured))
+    return hmac.compare_digest(given, expected)
+
+
+def client_ip(forwarded_for: str | None, hops: int = 0) -> str:
+    """The X-Forwarded-For entry `hops` places left of the rightmost, port stripped.
+
+    Azure's front end appends the address it saw, so with no proxy of the operator's own in
+    front of it (`hops` 0) the rightmost entry is the client. Each trusted proxy appended the
+    address it saw before that, so with `hops` of them the client is `hops` entries further
+    left. Entries further left are whatever the client sent and are never trusted; a header
+    with too few entries, or an unparseable one, is "unknown" (one bucket), never a guess.
     """
     if not forwarded_for:
         return UNKNOWN_IP
-    entry = forwarded_for.split(",")[-1].strip()
+    entries = forwarded_for.split(",")
+    if hops < 0 or hops >= len(entries):
+        return UNKNOWN_IP
+    return _address(entries[-1 - hops])
+
+
+def _address(entry: str) -> str:
+    """An address as a proxy writes it (`a.b.c.d`, `a.b.c.d:port`, `[v6]:port`, bare v6), in its
+    one canonical text; anything else is "unknown"."""
+    entry = entry.strip()
     if entry.startswith("["):
         entry = entry[1:].split("]", 1)[0]
     elif entry.count(":") == 1:
@@ -134,24 +166,26 @@ class Governance:
             )
         return reservation
 
-    def reserve_recipient(self, email_hash: str) -> Reservation:
-        """Count one email to this recipient in the current UTC day, or refuse with 429
+    def reserve_recipient(self, address: str) -> Reservation:
+        """Count one email to this recipient's mailbox in the current UTC day, or refuse with 429
         `rate_limited`, whoever asks for it.
 
-        `email_hash` is `Hasher.email(address)`; the counter is keyed by it and never sees the
-        address (anything else is a ValueError). The window is the UTC day, a fixed window like
-        the rate limit's hour: `retry_after` is the time to midnight UTC, when the count starts
-        again. Across midnight one address can get up to twice the limit within minutes, and
-        never more than the limit within one UTC day. `release` gives a reservation back."""
-        if not isinstance(email_hash, str) or not _EMAIL_HASH_RE.fullmatch(email_hash):
-            raise ValueError("reserve_recipient takes the value of Hasher.email(address), not an address")
+        The counter is keyed by `Hasher.email(mailbox(address))`, so every address that reaches
+        one inbox (`ada+1@`, `a.d.a@gmail.com`, `ada@googlemail.com`) shares one count, and the
+        table holds the keyed hash only. The window is the UTC day, a fixed window like the rate
+        limit's hour: `retry_after` is the time to midnight UTC, when the count starts again.
+        Across midnight one mailbox can get up to twice the limit within minutes, and never more
+        than the limit within one UTC day. `release` gives a reservation back."""
+        if not isinstance(address, str) or "@" not in address:
+            raise ValueError("reserve_recipient takes the buyer's email address")
         now = self._clock()
         day = datetime.fromtimestamp(now, timezone.utc).strftime("recipient-%Y%m%d")
         limit = self._limits.recipient_limit_per_day
-        reservation = self._counters.add(Reservation(email_hash, day, 1), limit=limit, likely_new=True)
+        key = self._hasher.email(mailbox(address))
+        reservation = self._counters.add(Reservation(key, day, 1), limit=limit, likely_new=True)
         if reservation is None:
             raise LimitExceeded(
-                f"recipient limit reached: {_count(limit, 'email')} per UTC day to one address, "
+                f"recipient limit reached: {_count(limit, 'email')} per UTC day to one mailbox, "
                 "whoever asks; the store sets this limit with STOREFRONT_RECIPIENT_LIMIT_PER_DAY",
                 code="rate_limited",
                 retry_after=86400 - int(now) % 86400,
@@ -190,6 +224,25 @@ def _split(limit: int, amount: int, shards: int) -> list[int]:
     units = limit // amount
     count = max(1, min(shards, units))
     return [(units // count + (1 if i < units % count else 0)) * amount for i in range(count)]
+
+
+def _entity(r: Reservation, count: int) -> dict:
+    """A counter as stored: `Count` in decimal digits, a string, so that no count the settings
+    allow overflows it (a number property is an Int32 unless typed; a day's cost in millionths of
+    a dollar passes 2**31 at $2,147.48)."""
+    return {"PartitionKey": r.partition, "RowKey": r.row, "Count": str(count)}
+
+
+def _number(stored: object) -> int:
+    """A stored `Count`: the digits this version writes, or the Int32 (int) or Int64
+    (EntityProperty) an earlier version wrote. Anything else is a counter the store cannot read."""
+    value = stored.value if isinstance(stored, EntityProperty) else stored
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise StoreUnavailable("a governance counter holds something other than a count")
+    try:
+        return int(value)
+    except ValueError:
+        raise StoreUnavailable("a governance counter holds something other than a count") from None
 
 
 def _back_off(attempt: int) -> None:
@@ -276,7 +329,7 @@ class _Counters:
         start = before[0] if before else 0
         fits = start + r.amount <= budget
         count = start + r.amount if fits else start
-        meta = self._table.create_entity({"PartitionKey": r.partition, "RowKey": r.row, "Count": count})
+        meta = self._table.create_entity(_entity(r, count))
         return replace(r, count=count, etag=meta["etag"]) if fits else None
 
     def _until_won(self, once: Callable[[int], Reservation | None]) -> Reservation | None:
@@ -298,7 +351,8 @@ class _Counters:
             select=["PartitionKey", "RowKey", "Count"],
         )
         return {
-            int(e["PartitionKey"][len(partition) + 1 :]): (int(e["Count"]), e.metadata["etag"]) for e in found
+            int(e["PartitionKey"][len(partition) + 1 :]): (_number(e["Count"]), e.metadata["etag"])
+            for e in found
         }
 
     def _read(self, r: Reservation) -> tuple[int, str] | None:
@@ -308,13 +362,13 @@ class _Counters:
             if is_missing_table(exc):
                 raise
             return None
-        return int(entity["Count"]), entity.metadata["etag"]
+        return _number(entity["Count"]), entity.metadata["etag"]
 
     def _create(self, r: Reservation, limit: int | None) -> Reservation | None:
         if limit is not None and r.amount > limit:
             return None
         count = max(r.amount, 0)
-        meta = self._table.create_entity({"PartitionKey": r.partition, "RowKey": r.row, "Count": count})
+        meta = self._table.create_entity(_entity(r, count))
         return replace(r, count=count, etag=meta["etag"])
 
     def _update(self, r: Reservation, count: int, etag: str, limit: int | None) -> Reservation | None:
@@ -322,7 +376,7 @@ class _Counters:
         if limit is not None and r.amount > 0 and new > limit:
             return None
         meta = self._table.update_entity(
-            {"PartitionKey": r.partition, "RowKey": r.row, "Count": max(new, 0)},
+            _entity(r, max(new, 0)),
             mode=UpdateMode.REPLACE,
             etag=etag,
             match_condition=MatchConditions.IfNotModified,

@@ -34,7 +34,7 @@ def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
     if "method" not in message or "id" not in message:
         return Answer(202)  # a notification, or a response to a request of ours
     if _legacy(message, req.header("mcp-protocol-version")):
-        return mcp_legacy.respond(message, req, store)
+        return mcp_legacy.respond(message, req, store, settings)
     return mcp_modern.respond(message, req, store, settings)
 
 

@@ -21,20 +21,21 @@ from shared.mcp_tools import (
     tool_call,
 )
 from shared.purchase import Storefront
+from shared.settings import Settings
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 LATEST_VERSION = VERSIONS[0]
 
 
-def respond(message: dict, req: Request, store: Storefront) -> Answer:
+def respond(message: dict, req: Request, store: Storefront, settings: Settings) -> Answer:
     request_id = message["id"]
     try:
-        return json_answer(200, _dispatch(message, req, store))
+        return json_answer(200, _dispatch(message, req, store, settings))
     except ProtocolError as exc:
         return json_answer(200, error(request_id, exc.rpc_code, exc.message))
 
 
-def _dispatch(message: dict, req: Request, store: Storefront) -> dict:
+def _dispatch(message: dict, req: Request, store: Storefront, settings: Settings) -> dict:
     request_id = message["id"]
     method = message["method"]
     params = message.get("params", {})
@@ -50,7 +51,7 @@ def _dispatch(message: dict, req: Request, store: Storefront) -> dict:
         return result(request_id, {"tools": list(TOOLS)})
     if method == "tools/call":
         name, arguments = tool_call(request_id, params)
-        return result(request_id, run_tool(name, arguments, req, store))
+        return result(request_id, run_tool(name, arguments, req, store, settings))
     return error(request_id, METHOD_NOT_FOUND, f"method not found: {method}"[:200])
 
 

@@ -173,8 +173,8 @@ def _call_tool(
 ) -> dict:
     name, arguments = tool_call(request_id, params)
     if name != OPERATION:
-        return run_tool(name, arguments, req, store)
-    call = purchase_call(req, "mcp", arguments)
+        return run_tool(name, arguments, req, store, settings)
+    call = purchase_call(req, "mcp", arguments, settings)
     resolved = resolve(
         request_id,
         params,
@@ -189,4 +189,4 @@ def _call_tool(
         return resolved.result
     if isinstance(resolved, Refuse):
         return purchase_result(store.refuse(call, resolved.error))
-    return run_tool(name, resolved, req, store)
+    return run_tool(name, resolved, req, store, settings)

@@ -19,6 +19,7 @@ from shared.errors import ProtocolError
 from shared.purchase import OPERATION, Storefront
 from shared.receipts import OUTPUT_SCHEMA
 from shared.schema import INPUT_SCHEMA
+from shared.settings import Settings
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 SERVER_INFO = {"name": "storefront", "title": "Storefront", "version": __version__}
@@ -89,11 +90,11 @@ def tool_call(request_id: object, params: dict) -> tuple[str, dict]:
     return name, arguments
 
 
-def run_tool(name: str, arguments: dict, req: Request, store: Storefront) -> dict:
+def run_tool(name: str, arguments: dict, req: Request, store: Storefront, settings: Settings) -> dict:
     """The tool's result (CallToolResult without any revision's envelope fields)."""
     if name == LIST_TOOL["name"]:
         return _list_bundles(arguments)
-    return purchase_result(store.purchase(purchase_call(req, "mcp", arguments)))
+    return purchase_result(store.purchase(purchase_call(req, "mcp", arguments, settings)))
 
 
 def purchase_result(outcome) -> dict:

@@ -323,7 +323,7 @@ class Storefront:
             f"within {limits.rate_limit_per_hour} per hour from this client",
         )
         purchase = self._validate(attempt)
-        self._guard_recipient(attempt)
+        self._guard_recipient(attempt, purchase.email)
         self._guard(
             attempt,
             "cost_ceiling",
@@ -333,13 +333,13 @@ class Storefront:
         )
         return purchase
 
-    def _guard_recipient(self, attempt: _Attempt) -> None:
+    def _guard_recipient(self, attempt: _Attempt, email: str) -> None:
         """The per-recipient limit, reported inside the rate_limit check (the checks stay six).
         A resumed attempt whose predecessor reached the cost ceiling took it already."""
         if attempt.checks.has("cost_ceiling"):
             return
         limits = self._governance.limits
-        reserve = functools.partial(self._governance.reserve_recipient, attempt.buyer["id"])
+        reserve = functools.partial(self._governance.reserve_recipient, email)
         if self._reserve(attempt, "rate_limit", reserve) and attempt.checks.result("rate_limit") == "pass":
             attempt.checks.record(
                 "rate_limit",

@@ -12,9 +12,10 @@ from decimal import Decimal
 
 import pytest
 from azure.core.exceptions import ResourceExistsError
+from azure.data.tables import EdmType, EntityProperty
 
 from shared.errors import LimitExceeded, StoreUnavailable
-from shared.governance import Governance, Limits, Reservation, client_ip
+from shared.governance import Governance, Limits, Reservation, client_address, client_ip
 from shared.hashing import Hasher
 from shared.storage import table_client
 from tests.support import AZURITE_KEY, RoundTrips
@@ -84,6 +85,117 @@ def test_absent_forwarded_for_is_unknown(forwarded_for):
     assert client_ip(forwarded_for) == "unknown"
 
 
+# --- behind the operator's proxies: trusted hops and Front Door -------------------------------------
+
+FRONT_DOOR = "7c1e5a2b-0f4d-4e8a-9b6c-3d2f1a0e9b8c"
+
+
+@pytest.mark.parametrize(
+    ("forwarded_for", "hops", "expected"),
+    [
+        pytest.param("203.0.113.7, 198.51.100.1:443", 1, "203.0.113.7", id="one-proxy"),
+        pytest.param("192.0.2.66, 203.0.113.7, 198.51.100.1", 1, "203.0.113.7", id="one-proxy-forged-left"),
+        pytest.param("203.0.113.7, 10.0.0.4, 198.51.100.1:80", 2, "203.0.113.7", id="two-proxies"),
+        pytest.param("1.1.1.1, 2.2.2.2, [2001:db8::7]:9, 10.0.0.4, 198.51.100.1", 2, "2001:db8::7", id="v6"),
+        pytest.param("203.0.113.7, 198.51.100.1", 0, "198.51.100.1", id="no-hops-is-rightmost"),
+    ],
+)
+def test_with_trusted_hops_the_client_is_that_many_entries_left_of_the_rightmost(
+    forwarded_for, hops, expected
+):
+    assert client_ip(forwarded_for, hops) == expected
+
+
+@pytest.mark.parametrize(
+    ("forwarded_for", "hops"),
+    [
+        pytest.param("198.51.100.1:443", 1, id="bypassed-the-proxy"),
+        pytest.param("203.0.113.7, 198.51.100.1", 2, id="one-short"),
+        pytest.param(None, 1, id="absent"),
+        pytest.param("garbage, 198.51.100.1", 1, id="unparseable-client"),
+        pytest.param(", 198.51.100.1", 1, id="empty-client"),
+        pytest.param("203.0.113.7, 198.51.100.1", 99, id="far-too-many-hops"),
+    ],
+)
+def test_too_few_entries_for_the_trusted_hops_is_unknown_never_a_forged_leftmost(forwarded_for, hops):
+    assert client_ip(forwarded_for, hops) == "unknown"
+
+
+def test_a_client_behind_a_trusted_proxy_cannot_pick_its_bucket_by_sending_forwarded_for():
+    """Whatever the client writes is left of what the proxy and Azure append."""
+    for forged in ("203.0.113.99", "203.0.113.99, 203.0.113.98", "unknown", "198.51.100.1"):
+        appended = f"{forged}, 192.0.2.10:5000, 198.51.100.1:443"  # the client as the proxy saw it, the proxy
+
+        assert client_ip(appended, 1) == "192.0.2.10"
+
+
+def headers(**values: str):
+    """A request's header lookup, as `Request.header` (names lower-case, with dashes)."""
+    found = {name.replace("_", "-"): value for name, value in values.items()}
+    return lambda name: found.get(name)
+
+
+def test_by_default_the_front_doors_headers_are_ignored_and_the_rightmost_entry_counts():
+    sent = headers(
+        x_forwarded_for="192.0.2.1, 198.51.100.1:443",
+        x_azure_fdid=FRONT_DOOR,
+        x_azure_socketip="203.0.113.5",
+        x_azure_clientip="203.0.113.6",
+    )
+
+    assert client_address(sent) == "198.51.100.1"
+    assert client_address(sent, hops=0, front_door_id="") == "198.51.100.1"
+
+
+@pytest.mark.parametrize("sent_id", [FRONT_DOOR, FRONT_DOOR.upper(), f" {FRONT_DOOR} "])
+def test_a_request_from_the_operators_front_door_counts_by_the_address_that_connected_to_it(sent_id):
+    sent = headers(
+        x_forwarded_for="192.0.2.1, 203.0.113.5, 198.51.100.1:443",
+        x_azure_fdid=sent_id,
+        x_azure_socketip="203.0.113.5",
+        x_azure_clientip="192.0.2.1",  # Front Door's copy of what the client claimed
+    )
+
+    assert client_address(sent, front_door_id=FRONT_DOOR) == "203.0.113.5"
+
+
+@pytest.mark.parametrize(
+    "sent_id",
+    [
+        pytest.param(None, id="missing"),
+        pytest.param("", id="empty"),
+        pytest.param("00000000-0000-0000-0000-000000000000", id="another-front-door"),
+        pytest.param(FRONT_DOOR[:-1], id="one-character-short"),
+        pytest.param(FRONT_DOOR + "0", id="one-character-long"),
+        pytest.param("\u00e9" + FRONT_DOOR[1:], id="non-ascii"),
+    ],
+)
+def test_front_door_headers_without_the_operators_id_are_ignored(sent_id):
+    """A client that reaches the app another way and writes the Front Door headers itself."""
+    values = {"x_forwarded_for": "192.0.2.1, 198.51.100.1:443", "x_azure_socketip": "203.0.113.5"}
+    values["x_azure_clientip"] = "203.0.113.6"
+    if sent_id is not None:
+        values["x_azure_fdid"] = sent_id
+
+    assert client_address(headers(**values), front_door_id=FRONT_DOOR) == "198.51.100.1"
+    assert client_address(headers(**values), hops=1, front_door_id=FRONT_DOOR) == "192.0.2.1"
+
+
+@pytest.mark.parametrize("socket_ip", [None, "", "not-an-address", "203.0.113.5, 192.0.2.1"])
+def test_the_operators_front_door_without_a_usable_socket_address_is_unknown(socket_ip):
+    values = {"x_forwarded_for": "192.0.2.1, 198.51.100.1", "x_azure_fdid": FRONT_DOOR}
+    if socket_ip is not None:
+        values["x_azure_socketip"] = socket_ip
+
+    assert client_address(headers(**values), front_door_id=FRONT_DOOR) == "unknown"
+
+
+def test_the_front_door_socket_address_is_read_like_a_forwarded_entry():
+    sent = headers(x_azure_fdid=FRONT_DOOR, x_azure_socketip="[2001:DB8::5]:5123")
+
+    assert client_address(sent, front_door_id=FRONT_DOOR) == "2001:db8::5"
+
+
 # --- Governance on Azurite -------------------------------------------------------------------------
 
 
@@ -108,7 +220,7 @@ def cost_governance(table, ceiling: str, cost: str, shards: int) -> Governance:
 def cost_shards(table, day: str = "cost-2030-01-01") -> dict[str, int]:
     """The cost counter's shards for one day, as stored: partition → count."""
     return {
-        e["PartitionKey"]: e["Count"]
+        e["PartitionKey"]: int(e["Count"])
         for e in table.list_entities()
         if e["PartitionKey"].startswith("store-cost-") and e["RowKey"] == day
     }
@@ -190,7 +302,7 @@ def test_client_address_is_stored_only_as_a_keyed_hash(table):
     assert reservation.partition == Hasher("unit-test-secret").client_ip("203.0.113.1")
     entities = list(table.list_entities())
     assert [(e["PartitionKey"], e["RowKey"], e["Count"]) for e in entities] == [
-        (reservation.partition, "rate-2030010110", 1)
+        (reservation.partition, "rate-2030010110", "1")
     ]
 
 
@@ -334,7 +446,7 @@ def test_concurrent_reservations_never_exceed_the_limit(table):
 
     assert sorted(results) == ["limited"] * 13 + ["ok"] * 7
     counter = table.get_entity(Hasher("unit-test-secret").client_ip("203.0.113.1"), "rate-2030010110")
-    assert counter["Count"] == 7
+    assert counter["Count"] == "7"
 
 
 def test_concurrent_first_reservations_create_the_table_and_lose_no_update(table):
@@ -357,7 +469,7 @@ def test_concurrent_first_reservations_create_the_table_and_lose_no_update(table
 
     assert errors == []
     counter = table.get_entity(Hasher("unit-test-secret").client_ip("203.0.113.1"), "rate-2030010110")
-    assert counter["Count"] == 20
+    assert counter["Count"] == "20"
 
 
 @pytest.fixture
@@ -406,7 +518,7 @@ def test_a_reservation_given_back_at_once_costs_one_conditional_write(table):
     g.release(reservation)
 
     assert calls == ["update"]
-    assert table.get_entity(reservation.partition, reservation.row)["Count"] == 0
+    assert table.get_entity(reservation.partition, reservation.row)["Count"] == "0"
 
 
 def test_the_first_purchase_of_an_hour_creates_its_counter_in_one_call(table):
@@ -579,7 +691,7 @@ def test_one_recipient_gets_at_most_the_daily_limit_whatever_the_client_address(
     for n in range(15):  # three client addresses, five purchases each, all to one address
         gov.reserve_rate(f"203.0.113.{n % 3 + 1}")
         try:
-            gov.reserve_recipient(victim_hash())
+            gov.reserve_recipient(VICTIM)
             outcomes.append("sent")
         except LimitExceeded as exc:
             outcomes.append(exc.code)
@@ -589,11 +701,11 @@ def test_one_recipient_gets_at_most_the_daily_limit_whatever_the_client_address(
 
 def test_the_recipient_refusal_is_a_429_until_midnight_utc_naming_the_setting(table):
     gov = recipient_governance(table, per_day=2)
-    gov.reserve_recipient(victim_hash())
-    gov.reserve_recipient(victim_hash())
+    gov.reserve_recipient(VICTIM)
+    gov.reserve_recipient(VICTIM)
 
     with pytest.raises(LimitExceeded) as caught:
-        gov.reserve_recipient(victim_hash())
+        gov.reserve_recipient(VICTIM)
 
     assert caught.value.status == 429
     assert caught.value.code == "rate_limited"
@@ -606,47 +718,110 @@ def test_the_recipient_refusal_is_a_429_until_midnight_utc_naming_the_setting(ta
 def test_the_recipient_limit_starts_again_at_midnight_utc_as_retry_after_promised(table):
     clock = Clock(T0)
     gov = recipient_governance(table, per_day=1, clock=clock)
-    gov.reserve_recipient(victim_hash())
+    gov.reserve_recipient(VICTIM)
     with pytest.raises(LimitExceeded) as caught:
-        gov.reserve_recipient(victim_hash())
+        gov.reserve_recipient(VICTIM)
 
     clock.now = T0 + caught.value.retry_after - 1
     with pytest.raises(LimitExceeded) as again:
-        gov.reserve_recipient(victim_hash())
+        gov.reserve_recipient(VICTIM)
     assert again.value.retry_after == 1
     clock.now = T0 + caught.value.retry_after
-    gov.reserve_recipient(victim_hash())
+    gov.reserve_recipient(VICTIM)
 
 
 def test_each_recipient_has_its_own_daily_count(table):
     gov = recipient_governance(table, per_day=1)
-    gov.reserve_recipient(victim_hash())
+    gov.reserve_recipient(VICTIM)
 
-    gov.reserve_recipient(victim_hash("someone.else@example.org"))
+    gov.reserve_recipient("someone.else@example.org")
     with pytest.raises(LimitExceeded):
-        gov.reserve_recipient(victim_hash())
+        gov.reserve_recipient(VICTIM)
+
+
+@pytest.mark.parametrize(
+    ("variants", "fourth"),
+    [
+        pytest.param(
+            ["ada+1@example.org", "ada+2@example.org", "ADA+news@Example.org"],
+            "ada@example.org",
+            id="plus-tags",
+        ),
+        pytest.param(
+            ["a.d.a@gmail.com", "ada+x@googlemail.com", "A.da@GoogleMail.com"], "ad.a@gmail.com", id="gmail"
+        ),
+        pytest.param(["ada@me.com", "ada+x@mac.com", "ada@icloud.com"], "ada+y@icloud.com", id="icloud"),
+        pytest.param(
+            ["ada-shop@yahoo.com", "ada-news@yahoo.com", "ada@yahoo.com"], "ada+z@yahoo.com", id="yahoo"
+        ),
+    ],
+)
+def test_addresses_that_reach_one_mailbox_share_its_daily_count(table, variants, fourth):
+    gov = recipient_governance(table, per_day=3)
+    for address in variants:
+        gov.reserve_recipient(address)
+
+    with pytest.raises(LimitExceeded) as caught:
+        gov.reserve_recipient(fourth)
+
+    assert "to one mailbox" in caught.value.message
+    [counter] = table.query_entities("RowKey eq 'recipient-20300101'")
+    assert counter["Count"] == "3"
+
+
+def test_other_mailboxes_on_the_same_domain_keep_their_own_count(table):
+    gov = recipient_governance(table, per_day=1)
+    gov.reserve_recipient("ada+1@example.org")
+
+    for other in ("ada-1@example.org", "ada.1@example.org", "adab@example.org", "ada@example.net"):
+        gov.reserve_recipient(other)  # on example.org neither "-" nor "." is a tag
+    with pytest.raises(LimitExceeded):
+        gov.reserve_recipient("ada+2@example.org")
+
+
+def test_a_count_kept_under_an_address_by_the_previous_version_goes_on_counting(table):
+    """An address that is its own mailbox keeps its key: the upgrade day does not start it again."""
+    gov = recipient_governance(table, per_day=3)
+    gov.reserve_rate("203.0.113.1")  # the table exists
+    table.create_entity({"PartitionKey": victim_hash(), "RowKey": "recipient-20300101", "Count": 2})
+
+    gov.reserve_recipient(VICTIM)
+    with pytest.raises(LimitExceeded):
+        gov.reserve_recipient(VICTIM)
+
+
+def test_a_count_kept_under_a_tagged_address_by_the_previous_version_is_no_longer_used(table):
+    gov = recipient_governance(table, per_day=1)
+    gov.reserve_rate("203.0.113.1")
+    tagged = "victim+1@example.org"
+    table.create_entity({"PartitionKey": victim_hash(tagged), "RowKey": "recipient-20300101", "Count": 1})
+
+    reservation = gov.reserve_recipient(tagged)
+
+    assert reservation.partition == victim_hash(VICTIM)
+    assert table.get_entity(victim_hash(tagged), "recipient-20300101")["Count"] == 1
 
 
 def test_a_released_recipient_reservation_gives_the_email_back(table):
     gov = recipient_governance(table, per_day=2)
-    first = gov.reserve_recipient(victim_hash())
-    gov.reserve_recipient(victim_hash())
+    first = gov.reserve_recipient(VICTIM)
+    gov.reserve_recipient(VICTIM)
 
     gov.release(first)
 
-    gov.reserve_recipient(victim_hash())
+    gov.reserve_recipient(VICTIM)
     with pytest.raises(LimitExceeded):
-        gov.reserve_recipient(victim_hash())
+        gov.reserve_recipient(VICTIM)
 
 
 def test_the_recipient_count_is_stored_under_the_email_hash_only(table):
     gov = recipient_governance(table)
 
-    reservation = gov.reserve_recipient(victim_hash())
+    reservation = gov.reserve_recipient(VICTIM)
 
     entities = list(table.list_entities())
     assert [(e["PartitionKey"], e["RowKey"], e["Count"]) for e in entities] == [
-        (victim_hash(), "recipient-20300101", 1)
+        (victim_hash(), "recipient-20300101", "1")
     ]
     assert (reservation.partition, reservation.row, reservation.amount) == (
         victim_hash(),
@@ -656,16 +831,12 @@ def test_the_recipient_count_is_stored_under_the_email_hash_only(table):
     assert "victim" not in repr(entities)
 
 
-@pytest.mark.parametrize(
-    "value",
-    [VICTIM, "VICTIM@EXAMPLE.ORG", "", "x" * 64, "A" * 64],
-    ids=["address", "upper", "empty", "x", "A"],
-)
-def test_reserve_recipient_refuses_anything_but_an_email_hash_and_stores_nothing(table, value):
+@pytest.mark.parametrize("value", [victim_hash(), "", "victim", None], ids=["hash", "empty", "word", "none"])
+def test_reserve_recipient_refuses_anything_but_an_address_and_stores_nothing(table, value):
     gov = recipient_governance(table)
     gov.reserve_rate("203.0.113.1")  # the table exists
 
-    with pytest.raises(ValueError, match="Hasher.email"):
+    with pytest.raises(ValueError, match="email address"):
         gov.reserve_recipient(value)
 
     assert [e["RowKey"] for e in table.list_entities()] == ["rate-2030010110"]
@@ -684,7 +855,7 @@ def test_recipient_limits_hold_across_instances_sharing_the_table(azurite):
     def send(gov: Governance) -> str:
         start.wait()
         try:
-            gov.reserve_recipient(victim_hash())
+            gov.reserve_recipient(VICTIM)
         except LimitExceeded:
             return "refused"
         return "sent"
@@ -694,12 +865,12 @@ def test_recipient_limits_hold_across_instances_sharing_the_table(azurite):
 
     assert outcomes == ["refused"] * 11 + ["sent"] * 5
     counter = table_client(azurite, name, timeout=5).get_entity(victim_hash(), "recipient-20300101")
-    assert counter["Count"] == 5
+    assert counter["Count"] == "5"
 
 
 def test_unreachable_table_storage_raises_store_unavailable_for_the_recipient_limit(dead_table):
     with pytest.raises(StoreUnavailable, match="governance table"):
-        recipient_governance(dead_table).reserve_recipient(victim_hash())
+        recipient_governance(dead_table).reserve_recipient(VICTIM)
 
 
 # --- the cost ceiling's shards: a partition each, two calls a purchase ------------------------------
@@ -877,3 +1048,64 @@ def test_concurrent_first_reservations_on_the_upgrade_day_never_pass_the_ceiling
     assert cost_shards(table_client(azurite, name, timeout=5)) == {
         f"store-cost-{i}": 100_000 for i in range(8)
     }
+
+
+# --- counters hold any count the settings allow ------------------------------------------------------
+
+INT32_MAX = 2**31 - 1
+NEAR_INT32 = 2_147_480_000  # $2,147.48 in millionths: one cent short of passing an Int32
+
+
+def test_a_cost_shard_keeps_counting_past_what_an_int32_holds_and_gives_back(table):
+    # $20,000 over 8 shards: $2,500 a shard. Each shard holds $2,147.48 as the previous version
+    # wrote it (an Int32), so whichever is drawn passes 2**31 millionths with this purchase.
+    write_old_layout(table, {})
+    for shard in range(8):
+        table.create_entity(
+            {"PartitionKey": f"store-cost-{shard}", "RowKey": "cost-2030-01-01", "Count": NEAR_INT32}
+        )
+    gov = cost_governance(table, "20000", "0.01", shards=8)
+
+    reservation = gov.reserve_cost()
+
+    assert reservation.count == NEAR_INT32 + 10_000 > INT32_MAX
+    assert table.get_entity(reservation.partition, reservation.row)["Count"] == str(NEAR_INT32 + 10_000)
+    gov.release(reservation)
+    assert cost_shards(table)[reservation.partition] == NEAR_INT32
+
+
+def test_the_largest_ceiling_fills_to_exactly_its_budget_without_overflow(table):
+    # One shard, a ceiling in the trillions of dollars: every count is far past an Int64.
+    gov = cost_governance(table, "100000000000000", "40000000000000", shards=1)
+
+    first, second = gov.reserve_cost(), gov.reserve_cost()
+    with pytest.raises(LimitExceeded):
+        gov.reserve_cost()
+
+    assert second.count == 2 * first.count == 80_000_000_000_000_000_000 > 2**63
+    gov.release(second)
+    assert cost_shards(table) == {"store-cost-0": 40_000_000_000_000_000_000}
+
+
+def test_a_counter_written_as_an_int64_is_read(table):
+    gov = governance(table, rate=3)
+    gov.reserve_rate("203.0.113.1")
+    key = Hasher("unit-test-secret").client_ip("203.0.113.2")
+    table.create_entity(
+        {"PartitionKey": key, "RowKey": "rate-2030010110", "Count": EntityProperty(2, EdmType.INT64)}
+    )
+
+    gov.reserve_rate("203.0.113.2")
+    with pytest.raises(LimitExceeded):
+        gov.reserve_rate("203.0.113.2")
+
+
+@pytest.mark.parametrize("stored", ["three", "", True, 2.5], ids=["word", "empty", "bool", "double"])
+def test_a_counter_holding_something_else_than_a_count_is_an_outage_not_a_crash(table, stored):
+    gov = governance(table, rate=3)
+    gov.reserve_rate("203.0.113.1")
+    key = Hasher("unit-test-secret").client_ip("203.0.113.2")
+    table.create_entity({"PartitionKey": key, "RowKey": "rate-2030010110", "Count": stored})
+
+    with pytest.raises(StoreUnavailable, match="count"):
+        gov.reserve_rate("203.0.113.2")
