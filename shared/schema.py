@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID, Bundle, find_bundle
 from shared.errors import InvalidIdempotencyKey, InvalidRequest, Unprocessable
+from shared.names import hides_text, looks_like_a_link
 
 KEY_PATTERN = "^[A-Za-z0-9._-]{8,128}$"
 NAME_MAX = 100
@@ -26,18 +26,15 @@ _EMAIL_RE = re.compile(
     r"^(?P<local>[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*)"
     rf"@(?P<domain>{_LABEL}(?:\.{_LABEL})*\.{_TLD})$"
 )
-# Names go verbatim into the email, so they may not carry a link or text that hides or breaks lines.
-_JOINERS = "\u200c\u200d"  # ZWNJ and ZWJ: part of Persian, Indic and emoji spelling, between letters
-_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")  # blank "letters" and the grapheme joiner
-_LINK_MARKS = ("@", "://", "www.")
 NAME_HIDDEN_MESSAGE = (
     "name must not contain line breaks, control characters or invisible formatting characters "
     "(bidirectional overrides, zero-width characters)"
 )
 NAME_LINK_MESSAGE = (
-    "name must be a person's name, not a link, a domain name or an email address: no '@', '://' "
-    "or 'www.', and no dot followed directly by a digit or by two letters or digits (write "
-    "initials as 'J. R. R. Tolkien')"
+    "name must be a person's name, not a link, a domain name or an email address: no '@', '://', "
+    "'www.' or 'xn--', and no word joined to a top-level domain by a dot, a character that looks "
+    "like one, brackets or the word 'dot'. Initials and titles are fine: 'J.K. Rowling', 'Dr. Kim', "
+    "'John Smith, M.Sc.'"
 )
 
 INPUT_SCHEMA: dict = {
@@ -53,8 +50,9 @@ INPUT_SCHEMA: dict = {
             "type": "string",
             "description": (
                 "The buyer's name, used in the email greeting. Optional. Any script, with spaces, "
-                "apostrophes, hyphens and initials such as 'J. R. R. Tolkien'; no links, domain "
-                "names, email addresses or line breaks."
+                "apostrophes, hyphens, initials and titles such as 'J.K. Rowling' or 'Dr. Kim'; no "
+                "links, domain names (also with look-alike dots or 'dot' for the dot), email "
+                "addresses or line breaks."
             ),
             "maxLength": NAME_MAX,
         },
@@ -176,57 +174,11 @@ def _name(value: object) -> str:
     name = value.strip()
     if len(name) > NAME_MAX:
         raise InvalidRequest(f"name must be at most {NAME_MAX} characters")
-    if _hides_text(name):
+    if hides_text(name):
         raise Unprocessable(NAME_HIDDEN_MESSAGE, code="invalid_name")
-    if _looks_like_a_link(name):
+    if looks_like_a_link(name):
         raise Unprocessable(NAME_LINK_MESSAGE, code="invalid_name")
     return name
-
-
-def _hides_text(name: str) -> bool:
-    """Controls, format characters (bidi overrides, zero-width), line and paragraph separators,
-    blank fillers; a ZWNJ or ZWJ only passes between two letters, marks or symbols."""
-    for i, ch in enumerate(name):
-        if ch in _JOINERS:
-            hidden = not (_joins(name, i - 1) and _joins(name, i + 1))
-        else:
-            category = unicodedata.category(ch)
-            hidden = category[0] == "C" or category in ("Zl", "Zp") or ch in _INVISIBLE
-        if hidden:
-            return True
-    return False
-
-
-def _joins(name: str, i: int) -> bool:
-    return 0 <= i < len(name) and unicodedata.category(name[i])[0] in "LMS"
-
-
-def _looks_like_a_link(name: str) -> bool:
-    """A link, an address or `label.tld` in any script. Compared in NFKC form, where fullwidth
-    and small forms of '.', '@', ':' and '/' become the plain ones, with the ideographic full stop
-    (a label separator in internationalised domains) read as a dot and joiners dropped."""
-    text = unicodedata.normalize("NFKC", name).replace("\u3002", ".")
-    text = text.translate({ord(j): None for j in _JOINERS}).casefold()
-    if any(mark in text for mark in _LINK_MARKS):
-        return True
-    return any(_tld_follows(text, i + 1) for i, ch in enumerate(text) if ch == ".")
-
-
-def _tld_follows(text: str, start: int) -> bool:
-    """A digit, or two letters (marks in between do not count), right after a dot: a top-level
-    domain or an address, where initials ("J.R.R.") have one letter."""
-    letters = 0
-    for ch in text[start:]:
-        kind = unicodedata.category(ch)[0]
-        if kind == "N" and letters == 0:
-            return True
-        if kind in "LN":
-            letters += 1
-        elif kind != "M":
-            break
-        if letters == 2:
-            return True
-    return False
 
 
 def _bundle(value: object) -> Bundle:
