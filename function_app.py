@@ -3,7 +3,8 @@
 Each function turns the `func.HttpRequest` into a plain `shared.api.Request`, calls the domain and
 turns the `Answer` back into a `func.HttpResponse`. The purchase routes (MCP, HTTP, A2A) answer
 inside their telemetry span (`shared.telemetry`), which exists only when Application Insights is
-configured.
+configured. An exception that escapes a route or a timer is logged with a correlation id
+(`shared.failures`); a route answers it with a JSON 500 carrying that id, never an empty body.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 
 import azure.functions as func
 
-from shared import a2a, api, mcp, runtime, telemetry
+from shared import a2a, api, failures, mcp, runtime, telemetry
+from shared.printable import printable
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 runtime.settings()  # a malformed setting stops the app at start-up, naming the setting
@@ -40,29 +43,67 @@ def _serve(
     usage: api.Usage,
     answer: Callable[[api.Request], api.Answer],
     channel: str | None = None,
+    *,
+    rpc: bool = False,
 ) -> func.HttpResponse:
-    """Answer with `answer`, or 405 for a method the route does not serve; `channel` marks a purchase
-    route (see `_observed`)."""
-    return _observed(req, lambda request: api.wrong_method(request, usage) or answer(request), channel)
+    """Answer with `answer`, or 405 for a method the route does not serve; `channel` and `rpc` as
+    for `_observed`."""
+    return _observed(
+        req, lambda request: api.wrong_method(request, usage) or answer(request), channel, rpc=rpc
+    )
 
 
 def _observed(
-    req: func.HttpRequest, answer: Callable[[api.Request], api.Answer], channel: str | None
+    req: func.HttpRequest,
+    answer: Callable[[api.Request], api.Answer],
+    channel: str | None,
+    *,
+    rpc: bool = False,
 ) -> func.HttpResponse:
     """Answer with `answer`; a purchase route (`channel` "mcp", "http" or "a2a") inside its telemetry span,
-    current for the whole call so every Brevo and Storage call is recorded as its child."""
-    request = _request(req)
-    with telemetry.purchase_span(channel, request.method) as span:
-        result = answer(request)
-        span.answered(result)
-    return _response(result)
+    current for the whole call so every Brevo and Storage call is recorded as its child. Whatever
+    escapes is a JSON 500 with a correlation id (a JSON-RPC error where `rpc`), logged."""
+    try:
+        request = _request(req)
+        with telemetry.purchase_span(channel, request.method) as span:
+            result = answer(request)
+            span.answered(result)
+        return _response(result)
+    except Exception as exc:
+        return _response(failures.unexpected(exc, f"{req.method} {_path(req)}", rpc=rpc))
+
+
+def _path(req: func.HttpRequest) -> str:
+    """The path for the log, as its route template: no query string (it may carry a function key)
+    and no route value (a download token is a credential), control characters escaped."""
+    try:
+        path = urlsplit(req.url).path
+    except ValueError:
+        return "?"
+    for name, value in (req.route_params or {}).items():
+        if value:
+            path = path.replace(value, f"{{{name}}}")
+    return printable(path[:200])
+
+
+def _scheduled(what: str, work: Callable[[], int], done: str) -> None:
+    """Run a timer's work and log `done` with its count. A failure is logged with a correlation id
+    and raised again as that id only, so the host records the run as failed without the message."""
+    try:
+        count = work()
+    except Exception as exc:
+        correlation_id = failures.log_unexpected(exc, what)
+        raise RuntimeError(f"{what} failed unexpectedly, correlation id {correlation_id}") from None
+    logging.info(done, count)
 
 
 # Every route lists every method: Azure answers a method a trigger does not list with an empty 404,
 # so the route answers it with 405, Allow and how to call it instead.
 @app.route(route="api/a2a/mcp", methods=api.EVERY_METHOD)
 def mcp_endpoint(req: func.HttpRequest) -> func.HttpResponse:
-    return _observed(req, lambda r: mcp.handle(r, runtime.services().storefront, runtime.settings()), "mcp")
+    return _observed(
+        req, lambda r: mcp.handle(r, runtime.services().storefront, runtime.settings()), "mcp", rpc=True
+    )
 
 
 @app.route(route="api/a2a/purchase", methods=api.EVERY_METHOD)
@@ -131,18 +172,25 @@ def a2a_endpoint(req: func.HttpRequest) -> func.HttpResponse:
         a2a.ENDPOINT_USAGE,
         lambda r: a2a.handle(r, runtime.services().storefront, runtime.settings()),
         "a2a" if a2a.sends(req.get_body() or b"") else None,  # reading a task buys nothing
+        rpc=True,
     )
 
 
 @app.timer_trigger(schedule="0 */15 * * * *", arg_name="timer", run_on_startup=False)
 def reap_idempotency_keys(timer: func.TimerRequest) -> None:
     """Every 15 minutes: delete idempotency claims past their expiry."""
-    removed = runtime.services().storefront.reap_expired_keys()
-    logging.info("reaped %d expired idempotency keys", removed)
+    _scheduled(
+        "reap_idempotency_keys",
+        lambda: runtime.services().storefront.reap_expired_keys(),
+        "reaped %d expired idempotency keys",
+    )
 
 
 @app.timer_trigger(schedule="0 */5 * * * *", arg_name="timer", run_on_startup=False)
 def repair_receipts(timer: func.TimerRequest) -> None:
     """Every 5 minutes: put on record the receipts answered while Blob or Table was down."""
-    repaired = runtime.services().storefront.repair_receipts()
-    logging.info("put %d receipts on record", repaired)
+    _scheduled(
+        "repair_receipts",
+        lambda: runtime.services().storefront.repair_receipts(),
+        "put %d receipts on record",
+    )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 
 import pytest
 import requests
@@ -211,3 +213,154 @@ def test_importing_the_app_opens_no_network_connection():
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"
+
+
+# --- the last line of defence: nothing escapes a route as an empty 500 -----------------------------
+
+# A storage connection string the SDK cannot parse: building the app's clients raises a ValueError
+# that no domain code expects. (The Functions host refuses such a string before the app starts on
+# Azure and under `func start`; the dev host and a direct call do not, so routes meet it.)
+UNPARSEABLE_STORAGE = "storefront-leaky:c2VjcmV0LWFjY291bnQta2V5"  # a key pasted without its names
+TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJhZ2VudC1zdGFydGVyLWtpdCJ9.c2lnbmF0dXJl"
+
+
+@pytest.fixture
+def broken_storage(monkeypatch):
+    """The app's process-wide services as they are built from a storage setting that raises."""
+    from shared import runtime
+    from shared.settings import Settings
+
+    monkeypatch.setattr(runtime, "_settings", Settings.from_env({"AzureWebJobsStorage": UNPARSEABLE_STORAGE}))
+    monkeypatch.setattr(runtime, "_services", None)
+
+
+def _call(route, method: str, url: str, body: bytes = b"", route_params: dict | None = None):
+    import azure.functions as func
+
+    query = dict(pair.split("=", 1) for pair in url.split("?", 1)[1].split("&")) if "?" in url else {}
+    request = func.HttpRequest(
+        method,
+        url,
+        headers={"Content-Type": "application/json"},
+        params=query,
+        route_params=route_params or {},
+        body=body,
+    )
+    return route(request)
+
+
+ROUTES = [
+    ("purchase", "POST", "/api/a2a/purchase", b'{"email": "ada@example.org"}', {}),
+    (
+        "receipt",
+        "GET",
+        "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy",
+        b"",
+        {"receipt_id": "rcpt_3356oymxvrlcnfepn66by6fqyy"},
+    ),
+    ("receipts_of_day", "GET", "/api/receipts?date=2026-11-30&code=ZnVuY3Rpb24ta2V5", b"", {}),
+    ("jwks", "GET", "/api/.well-known/jwks.json", b"", {}),
+    ("jwks_at_root", "GET", "/.well-known/jwks.json", b"", {}),
+    ("download", "GET", f"/api/download/{TOKEN}", b"", {"token": TOKEN}),
+    ("health", "GET", "/api/health", b"", {}),
+]
+
+
+@pytest.mark.parametrize(("name", "method", "path", "body", "params"), ROUTES, ids=[r[0] for r in ROUTES])
+def test_an_exception_escaping_a_route_is_a_json_500_whose_correlation_id_is_logged(
+    broken_storage, caplog, name, method, path, body, params
+):
+    import function_app
+
+    with caplog.at_level("ERROR"):
+        response = _call(getattr(function_app, name), method, f"http://localhost{path}", body, params)
+    answer = json.loads(response.get_body())
+    correlation_id = answer["error"]["correlation_id"]
+    logged = [r.getMessage() for r in caplog.records if correlation_id in r.getMessage()]
+
+    assert response.status_code == 500
+    assert response.headers["Content-Type"] == "application/json"
+    assert answer["error"]["code"] == "internal_error"
+    assert response.headers["X-Correlation-Id"] == correlation_id
+    assert re.fullmatch(r"[0-9a-f]{32}", correlation_id)
+    assert len(logged) == 1
+    assert logged[0].startswith(f"unexpected ValueError in {method} /")
+    assert "shared/runtime.py" in logged[0]  # where it was raised
+    text = "\n".join(r.getMessage() for r in caplog.records) + response.get_body().decode()
+    for secret in (
+        "c2VjcmV0LWFjY291bnQta2V5",
+        "storefront-leaky",
+        TOKEN,
+        "ZnVuY3Rpb24ta2V5",
+        "ada@example.org",
+    ):
+        assert secret not in text
+
+
+@pytest.mark.parametrize("name", ["mcp_endpoint", "a2a_endpoint"])
+def test_the_jsonrpc_endpoints_answer_an_escaped_exception_with_a_jsonrpc_internal_error(
+    broken_storage, name
+):
+    import function_app
+
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}
+    response = _call(
+        getattr(function_app, name), "POST", "http://localhost/api/x", json.dumps(message).encode()
+    )
+    answer = json.loads(response.get_body())
+
+    assert response.status_code == 500
+    assert answer["jsonrpc"] == "2.0" and answer["id"] is None
+    assert answer["error"]["code"] == -32603
+    assert answer["error"]["data"]["correlation_id"] == response.headers["X-Correlation-Id"]
+
+
+@pytest.mark.parametrize("name", ["reap_idempotency_keys", "repair_receipts"])
+def test_a_failing_timer_is_logged_with_a_correlation_id_and_fails_without_the_message(
+    broken_storage, caplog, name
+):
+    from azure.functions.timer import TimerRequest
+
+    import function_app
+
+    with caplog.at_level("ERROR"), pytest.raises(RuntimeError) as failure:
+        getattr(function_app, name)(TimerRequest(past_due=False))
+    correlation_id = re.search(r"correlation id ([0-9a-f]{32})", str(failure.value))[1]
+
+    assert str(failure.value) == f"{name} failed unexpectedly, correlation id {correlation_id}"
+    assert failure.value.__suppress_context__
+    assert any(
+        r.getMessage().startswith(f"unexpected ValueError in {name}, correlation id {correlation_id}")
+        for r in caplog.records
+    )
+
+
+def test_a_dev_host_answers_an_escaped_exception_with_json_and_logs_its_id(logs, azurite, sandbox):
+    from tests.support import dev_settings, free_port, start_process
+
+    port = free_port()
+    log_path = logs / f"devhost-broken-{port}.log"
+    env = {
+        **dev_settings(),
+        "AzureWebJobsStorage": UNPARSEABLE_STORAGE,
+        "BREVO_BASE_URL": f"{sandbox.url}/v3",
+    }
+    command = [sys.executable, "-m", "devstack.devhost", "--port", str(port), "--app-dir", str(ROOT)]
+    proc = start_process(command, port, log_path, env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        get = requests.get(f"{base}/api/health", timeout=10)
+        head = requests.head(f"{base}/api/health", timeout=10)
+        buy = requests.post(f"{base}/api/a2a/purchase", json={"email": "ada@example.org"}, timeout=10)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    log = log_path.read_text()
+
+    for answer in (get, buy):
+        assert answer.status_code == 500
+        assert answer.json()["error"]["correlation_id"] == answer.headers["X-Correlation-Id"]
+        assert log.count(answer.headers["X-Correlation-Id"]) == 1
+    assert head.status_code == 500 and head.content == b""
+    assert head.headers["X-Correlation-Id"] in log
+    assert "c2VjcmV0LWFjY291bnQta2V5" not in log and "ada@example.org" not in log
