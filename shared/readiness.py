@@ -1,5 +1,6 @@
 """Whether the app can serve purchases now, as `GET /api/health` reports it: every secret set,
-resolved and usable, and Table and Blob answering with the app's credentials.
+resolved, usable and (on Azure) neither public nor weak, and Table and Blob answering with the
+app's credentials.
 
 The storage probe is one cheap call per store (a point read that finds nothing, a container's
 properties), run side by side and bounded by the storage timeout. Its result is reused for a
@@ -46,6 +47,7 @@ def setting_problems(settings: Settings, keys: Callable[[], KeySet]) -> list[tup
     """(setting, what is wrong with it) for every setting that stops purchases; never a value."""
     found = [(name, f"{name} is an unresolved Key Vault reference") for name in settings.unresolved_settings]
     found += [(name, f"{name} is not set") for name in settings.missing_secrets if name not in dict(found)]
+    found += [(name, problem) for name, problem in settings.weak_secrets if name in settings.refused_secrets]
     if "STOREFRONT_SIGNING_KEY" not in dict(found):
         try:
             keys()

@@ -52,15 +52,29 @@ class Services:
 
 def settings() -> Settings:
     """The settings, read once; function_app reads them at start-up, which is when an
-    unresolved Key Vault reference is logged (by setting name only)."""
+    unresolved Key Vault reference or a refused secret is logged, and a public or weak secret
+    off Azure is warned of (by setting name only)."""
     global _settings
     if _settings is None:
         _settings = Settings.from_env()
-        for name in _settings.unresolved_settings:
-            log.error(
-                "%s is an unresolved Key Vault reference; purchases are refused until it resolves", name
-            )
+        report_settings(_settings)
     return _settings
+
+
+def report_settings(s: Settings) -> None:
+    """Log each setting that stops purchases, and once the public or weak secrets a developer
+    machine may use; never a value."""
+    for name in s.unresolved_settings:
+        log.error("%s is an unresolved Key Vault reference; purchases are refused until it resolves", name)
+    for name, problem in s.weak_secrets:
+        if name in s.refused_secrets:
+            log.error("%s; on Azure purchases are refused until it is replaced", problem)
+    if s.weak_secrets and not s.hosted_on_azure:
+        log.warning(
+            "%s: public or weak values, fine on this machine; on Azure the store refuses them "
+            "(docs/deploying.md#secrets-the-app-refuses)",
+            ", ".join(name for name, _ in s.weak_secrets),
+        )
 
 
 def services() -> Services:

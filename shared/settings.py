@@ -1,9 +1,15 @@
 """The storefront's configuration, read once from the environment (app settings on Azure,
 `local.settings.json` Values locally) into one validated object.
 
-Malformed values fail at start-up with a message naming the setting. Missing production secrets do
-not stop the app from serving health checks and replays; they are listed in `missing_secrets`, and
-the purchase flow refuses to mint tokens until they are set.
+Malformed values, and numbers outside their bounds (`BOUNDS`), fail at start-up with a message
+naming the setting. Missing production secrets do not stop the app from serving health checks and
+replays; they are listed in `missing_secrets`, and the purchase flow refuses to mint tokens until
+they are set.
+
+Public or weak secrets (`shared.secret_strength`): on Azure, as the platform's own variables
+(`AZURE_MARKERS`) tell, such a value counts as unset and is never used; the setting is listed in
+`refused_secrets`, health reports it and purchases are refused. Elsewhere (a developer machine) the
+value is used and listed in `weak_secrets`, for one warning at start-up.
 
 Key Vault references: a setting whose value is still `@Microsoft.KeyVault(...)` (or
 `@Microsoft.AppConfiguration(...)`) was not resolved by the platform and reaches the app as that
@@ -37,6 +43,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from urllib.parse import urlsplit
 
+from shared import secret_strength
+
 DEFAULT_BREVO_BASE_URL = "https://api.brevo.com/v3"
 SECRET_SETTINGS = ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")
 STORAGE = "AzureWebJobsStorage"
@@ -48,8 +56,47 @@ IDENTITY_SETTINGS = tuple(
 # The credential the app's storage clients use with an identity-based connection.
 MANAGED_IDENTITY = "ManagedIdentityCredential"
 DEVELOPER_IDENTITY = "DefaultAzureCredential"
+# Set by the platform wherever Azure runs the app, read-only, never by an operator: every App
+# Service plan, Flex and Linux Consumption included, sets WEBSITE_SITE_NAME and WEBSITE_SKU
+# ("FlexConsumption" on Flex), and all but those two Linux plans WEBSITE_INSTANCE_ID; Container Apps
+# set CONTAINER_APP_NAME. Core Tools and the dev host set none of them. CONTAINER_NAME, which
+# Linux Consumption also sets, is not one: containers elsewhere (a dev container, CI) set it too.
+AZURE_MARKERS = ("WEBSITE_INSTANCE_ID", "WEBSITE_SITE_NAME", "WEBSITE_SKU", "CONTAINER_APP_NAME")
+# The lowest and highest value of every numeric setting, as text (documented in
+# docs/configuration.md). Timeouts: host.json lets a function run 5 minutes, and a purchase makes
+# several Brevo and storage calls in series. Limits and costs: the governance counters and the
+# cost counter in micro-dollars stay well inside a 64-bit count. A download link lasts a year at
+# most, and a key's replay (30 days at most) plus its lease (a day at most) fits inside it.
+BOUNDS: dict[str, tuple[str, str]] = {
+    "STOREFRONT_BREVO_TIMEOUT_SECONDS": ("0.1", "60"),
+    "STOREFRONT_STORAGE_TIMEOUT_SECONDS": ("0.1", "60"),
+    "STOREFRONT_RATE_LIMIT_PER_HOUR": ("1", "1000000"),
+    "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": ("1", "1000000"),
+    "STOREFRONT_DAILY_COST_CEILING_USD": ("0", "1000000"),
+    "STOREFRONT_COST_PER_PURCHASE_USD": ("0", "100"),
+    "STOREFRONT_COST_COUNTER_SHARDS": ("1", "100"),
+    "STOREFRONT_TRUSTED_PROXY_HOPS": ("0", "10"),
+    "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": ("60", "31536000"),
+    "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": ("1", "86400"),
+    "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": ("1", "2592000"),
+}
+# Costs are counted in whole millionths of a dollar.
+MONEY_PLACES = 6
 _REFERENCE = re.compile(r"@Microsoft\.(KeyVault|AppConfiguration)\(.*\)", re.IGNORECASE | re.DOTALL)
 _ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,6})?")
+# Azure's naming rules: a table is 3-63 letters and digits starting with a letter; a container is
+# 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.
+_TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
+_CONTAINER_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9]+(?:-[a-z0-9]+)*")
+# What an HTTP header value can carry as it is (the Brevo key travels in `api-key`).
+_HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+def hosted_on_azure(env: Mapping[str, str]) -> bool:
+    """True where the platform's own variables say the app runs on Azure."""
+    return any(env.get(name, "").strip() for name in AZURE_MARKERS)
 
 
 def is_unresolved_reference(value: str) -> bool:
@@ -97,11 +144,19 @@ class Settings:
     retired_public_keys: tuple[dict, ...] = ()
     missing_secrets: tuple[str, ...] = field(default=())
     unresolved_settings: tuple[str, ...] = ()
+    hosted_on_azure: bool = False
+    weak_secrets: tuple[tuple[str, str], ...] = ()  # (setting, what is wrong), never the value
+
+    @property
+    def refused_secrets(self) -> tuple[str, ...]:
+        """The public or weak secrets the store refuses: on Azure, all of them; elsewhere none."""
+        return tuple(name for name, _ in self.weak_secrets) if self.hosted_on_azure else ()
 
     @property
     def not_configured(self) -> tuple[str, ...]:
-        """Every setting that stops purchases: missing secrets, then unresolved references."""
-        return tuple(dict.fromkeys(self.missing_secrets + self.unresolved_settings))
+        """Every setting that stops purchases: missing secrets, unresolved references, then
+        refused secrets."""
+        return tuple(dict.fromkeys(self.missing_secrets + self.unresolved_settings + self.refused_secrets))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -122,41 +177,66 @@ class Settings:
         r = _Reader(env)
         website = env.get("WEBSITE_HOSTNAME", "").strip()
         default_base = f"https://{website}" if website else "http://localhost:7071"
-        secrets = {name: r.text(name, "") for name in SECRET_SETTINGS}
+        secrets = _secrets(r)
+        missing = tuple(name for name, value in secrets.items() if not value)
+        weak = tuple(
+            (name, found)
+            for name, value in secrets.items()
+            if (found := secret_strength.problem(name, value))
+        )
+        on_azure = hosted_on_azure(env)
+        if on_azure:  # a refused secret is never used: it counts as unset
+            secrets.update({name: "" for name, _ in weak})
         values = dict(
             **_storage(r, env),
             brevo_api_key=secrets["BREVO_API_KEY"],
-            signing_key_pem=secrets["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n"),
+            signing_key_pem=secrets["STOREFRONT_SIGNING_KEY"],
             hash_secret=secrets["STOREFRONT_HASH_SECRET"],
-            brevo_base_url=r.text("BREVO_BASE_URL", DEFAULT_BREVO_BASE_URL).rstrip("/"),
-            brevo_timeout_seconds=float(r.decimal("STOREFRONT_BREVO_TIMEOUT_SECONDS", "10", low="0.1")),
-            rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5, low=1),
-            recipient_limit_per_day=r.integer("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", 3, low=1),
-            daily_cost_ceiling_usd=r.decimal("STOREFRONT_DAILY_COST_CEILING_USD", "5.00", low="0"),
-            cost_per_purchase_usd=r.decimal("STOREFRONT_COST_PER_PURCHASE_USD", "0.01", low="0"),
-            cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8, low=1),
+            brevo_base_url=r.url("BREVO_BASE_URL", DEFAULT_BREVO_BASE_URL),
+            brevo_timeout_seconds=float(r.decimal("STOREFRONT_BREVO_TIMEOUT_SECONDS", "10")),
+            rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5),
+            recipient_limit_per_day=r.integer("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", 3),
+            daily_cost_ceiling_usd=r.money("STOREFRONT_DAILY_COST_CEILING_USD", "5.00"),
+            cost_per_purchase_usd=r.money("STOREFRONT_COST_PER_PURCHASE_USD", "0.01"),
+            cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8),
             sender_email=r.text("STOREFRONT_SENDER_EMAIL", "store@example.com"),
             sender_name=r.text("STOREFRONT_SENDER_NAME", "Storefront"),
-            public_base_url=r.text("STOREFRONT_PUBLIC_BASE_URL", default_base).rstrip("/"),
+            public_base_url=r.url("STOREFRONT_PUBLIC_BASE_URL", default_base),
             allowed_origins=r.hosts("STOREFRONT_ALLOWED_ORIGINS"),
-            trusted_proxy_hops=r.integer("STOREFRONT_TRUSTED_PROXY_HOPS", 0, low=0),
-            front_door_id=r.text("STOREFRONT_FRONT_DOOR_ID", ""),
-            download_token_ttl_seconds=r.integer(
-                "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", 7 * 24 * 3600, low=60
-            ),
-            storage_timeout_seconds=float(r.decimal("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5", low="0.1")),
-            idempotency_lease_seconds=r.integer("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", 600, low=1),
-            idempotency_ttl_seconds=r.integer("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, low=1),
+            trusted_proxy_hops=r.integer("STOREFRONT_TRUSTED_PROXY_HOPS", 0),
+            front_door_id=r.guid("STOREFRONT_FRONT_DOOR_ID"),
+            download_token_ttl_seconds=r.integer("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", 7 * 24 * 3600),
+            storage_timeout_seconds=float(r.decimal("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5")),
+            idempotency_lease_seconds=r.integer("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", 600),
+            idempotency_ttl_seconds=r.integer("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", 24 * 3600),
             idempotency_fail_open=r.boolean("STOREFRONT_IDEMPOTENCY_FAIL_OPEN", False),
-            idempotency_table=r.text("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency"),
-            governance_table=r.text("STOREFRONT_GOVERNANCE_TABLE", "governance"),
-            receipts_container=r.text("STOREFRONT_RECEIPTS_CONTAINER", "receipts"),
-            bundles_container=r.text("STOREFRONT_BUNDLES_CONTAINER", "bundles"),
-            ledger_table=r.text("STOREFRONT_LEDGER_TABLE", "ledger"),
+            idempotency_table=r.name("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency", _TABLE_NAME),
+            governance_table=r.name("STOREFRONT_GOVERNANCE_TABLE", "governance", _TABLE_NAME),
+            receipts_container=r.name("STOREFRONT_RECEIPTS_CONTAINER", "receipts", _CONTAINER_NAME),
+            bundles_container=r.name("STOREFRONT_BUNDLES_CONTAINER", "bundles", _CONTAINER_NAME),
+            ledger_table=r.name("STOREFRONT_LEDGER_TABLE", "ledger", _TABLE_NAME),
             retired_public_keys=r.jwks("STOREFRONT_RETIRED_PUBLIC_KEYS"),
         )
-        missing = tuple(name for name, value in secrets.items() if not value)
-        return cls(**values, missing_secrets=missing, unresolved_settings=tuple(r.unresolved))
+        return cls(
+            **values,
+            missing_secrets=missing,
+            unresolved_settings=tuple(r.unresolved),
+            hosted_on_azure=on_azure,
+            weak_secrets=weak,
+        )
+
+
+def _secrets(r: _Reader) -> dict[str, str]:
+    """The three secrets as the app uses them (the signing key's `\\n` escapes made line breaks).
+    The Brevo key travels in an HTTP header, so anything a header cannot carry is refused here,
+    naming the setting and not the value."""
+    secrets = {name: r.text(name, "") for name in SECRET_SETTINGS}
+    secrets["STOREFRONT_SIGNING_KEY"] = secrets["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")
+    if secrets["BREVO_API_KEY"] and not _HEADER_TOKEN.fullmatch(secrets["BREVO_API_KEY"]):
+        raise SettingsError(
+            "BREVO_API_KEY must be printable ASCII without spaces: Brevo takes it in an HTTP header"
+        )
+    return secrets
 
 
 def _storage(r: _Reader, env: Mapping[str, str]) -> dict[str, str]:
@@ -217,6 +297,11 @@ def _is_guid(value: str) -> bool:
     return True
 
 
+def _shown(raw: str) -> str:
+    """A value as an error message quotes it: a long one cut short."""
+    return repr(raw if len(raw) <= 40 else raw[:40] + "...")
+
+
 def _is_public_ec_jwk(jwk: object) -> bool:
     return (
         isinstance(jwk, dict)
@@ -237,6 +322,10 @@ class _Reader:
 
     def raw(self, name: str) -> str:
         value = self.env.get(name, "").strip()
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # undecodable bytes in the environment: nothing could send them
+            raise SettingsError(f"{name} is not valid UTF-8 text") from None
         if is_unresolved_reference(value):
             self.unresolved.append(name)
             return ""
@@ -245,17 +334,15 @@ class _Reader:
     def text(self, name: str, default: str) -> str:
         return self.raw(name) or default
 
-    def integer(self, name: str, default: int, *, low: int) -> int:
+    def integer(self, name: str, default: int) -> int:
+        """A whole number (ASCII digits, an optional sign) within `BOUNDS[name]`."""
         raw = self.raw(name)
         if not raw:
             return default
-        try:
-            value = int(raw)
-        except ValueError:
-            raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
-        if value < low:
-            raise SettingsError(f"{name} must be at least {low}, got {value}")
-        return value
+        low, high = BOUNDS[name]
+        if not _INTEGER.fullmatch(raw):
+            raise SettingsError(f"{name} must be an integer from {low} to {high}, got {_shown(raw)}")
+        return int(self._bounded(name, Decimal(raw), raw))
 
     def boolean(self, name: str, default: bool) -> bool:
         raw = self.raw(name).lower()
@@ -265,14 +352,59 @@ class _Reader:
             raise SettingsError(f"{name} must be true or false, got {raw!r}")
         return raw in ("true", "1")
 
-    def decimal(self, name: str, default: str, *, low: str) -> Decimal:
+    def decimal(self, name: str, default: str) -> Decimal:
+        """A finite number within `BOUNDS[name]`."""
         raw = self.raw(name) or default
+        low, high = BOUNDS[name]
         try:
-            value = Decimal(raw)
+            value = Decimal(raw) if _NUMBER.fullmatch(raw) else None
         except InvalidOperation:
-            raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-        if not value.is_finite() or value < Decimal(low):
-            raise SettingsError(f"{name} must be a number of at least {low}, got {raw!r}")
+            value = None
+        if value is None:
+            raise SettingsError(f"{name} must be a number from {low} to {high}, got {_shown(raw)}")
+        return self._bounded(name, value, raw)
+
+    def money(self, name: str, default: str) -> Decimal:
+        """Dollars in whole millionths, the unit the cost counter adds up."""
+        value = self.decimal(name, default)
+        if value != value.quantize(Decimal(1).scaleb(-MONEY_PLACES)):
+            places = f"at most {MONEY_PLACES} decimal places"
+            raise SettingsError(f"{name} must be in whole millionths ({places}), got {_shown(str(value))}")
+        return value
+
+    def _bounded(self, name: str, value: Decimal, raw: str) -> Decimal:
+        low, high = BOUNDS[name]
+        if not Decimal(low) <= value <= Decimal(high):
+            raise SettingsError(f"{name} must be from {low} to {high}, got {_shown(raw)}")
+        return value.copy_abs() if value.is_zero() else value  # -0 is 0
+
+    def url(self, name: str, default: str) -> str:
+        """An http(s) URL with a host and no query or fragment, without its trailing slash."""
+        value = self.text(name, default)
+        try:
+            parts = urlsplit(value)
+            usable = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+            usable = (
+                usable and not (parts.query or parts.fragment) and value.isprintable() and " " not in value
+            )
+        except ValueError:
+            usable = False
+        if not usable:
+            raise SettingsError(f"{name} must be an http:// or https:// URL with a host, got {_shown(value)}")
+        return value.rstrip("/")
+
+    def guid(self, name: str) -> str:
+        raw = self.raw(name)
+        if raw and not _is_guid(raw):
+            raise SettingsError(f"{name} must be a GUID, as Azure shows it, got {_shown(raw)}")
+        return raw
+
+    def name(self, name: str, default: str, rule: re.Pattern[str]) -> str:
+        """A table or container name that Azure accepts."""
+        value = self.text(name, default)
+        if not rule.fullmatch(value) or value.lower() == "tables":
+            kind = "table" if rule is _TABLE_NAME else "container"
+            raise SettingsError(f"{name} is not a name Azure accepts for a {kind}, got {_shown(value)}")
         return value
 
     def jwks(self, name: str) -> tuple[dict, ...]:

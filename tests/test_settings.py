@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from shared import telemetry
 from shared.keys import public_jwk
 from shared.settings import (
+    AZURE_MARKERS,
+    BOUNDS,
     DEFAULT_BREVO_BASE_URL,
     DEVELOPER_IDENTITY,
     IDENTITY_SETTINGS,
@@ -25,12 +27,15 @@ from shared.settings import (
     is_unresolved_reference,
 )
 
+BREVO_KEY = "xkeysib-" + "0f1e2d3c4b5a6978" * 4 + "-Ab12Cd34Ef56Gh78"
+HASH_SECRET = "9c1d4e7f2a5b8c3d6e9f0a1b4c7d2e5f8a3b6c9d0e1f4a7b2c5d8e3f6a9b0c1d"
 SECRETS = {
-    "BREVO_API_KEY": "xkeysib-test",
+    "BREVO_API_KEY": BREVO_KEY,
     "STOREFRONT_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END PRIVATE KEY-----\\n",
-    "STOREFRONT_HASH_SECRET": "hash-secret",
+    "STOREFRONT_HASH_SECRET": HASH_SECRET,
 }
 RETIRED_JWK = public_jwk(ec.generate_private_key(ec.SECP256R1()))
+FRONT_DOOR_ID = "3f2a9c1e-7b4d-4e8a-9c6f-1d2e3f4a5b6c"
 
 
 def test_an_empty_environment_gives_the_documented_defaults():
@@ -79,6 +84,8 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_SENDER_NAME": "The Shop",
         "STOREFRONT_PUBLIC_BASE_URL": "https://shop.example.net/",
         "STOREFRONT_ALLOWED_ORIGINS": " App.Example.net, ,tools.example.org,",
+        "STOREFRONT_TRUSTED_PROXY_HOPS": "2",
+        "STOREFRONT_FRONT_DOOR_ID": FRONT_DOOR_ID,
         "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "3600",
         "STOREFRONT_STORAGE_TIMEOUT_SECONDS": "1.5",
         "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "120",
@@ -96,7 +103,7 @@ def test_every_setting_is_read_from_the_environment():
 
     assert settings == Settings(
         storage_connection_string="DefaultEndpointsProtocol=https;AccountName=acct",
-        brevo_api_key="xkeysib-test",
+        brevo_api_key=BREVO_KEY,
         brevo_base_url="http://127.0.0.1:8025/v3",
         brevo_timeout_seconds=2.5,
         rate_limit_per_hour=12,
@@ -105,11 +112,13 @@ def test_every_setting_is_read_from_the_environment():
         cost_per_purchase_usd=Decimal("0.015"),
         cost_counter_shards=4,
         signing_key_pem="-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-        hash_secret="hash-secret",
+        hash_secret=HASH_SECRET,
         sender_email="shop@example.net",
         sender_name="The Shop",
         public_base_url="https://shop.example.net",
         allowed_origins=("app.example.net", "tools.example.org"),
+        trusted_proxy_hops=2,
+        front_door_id=FRONT_DOOR_ID,
         download_token_ttl_seconds=3600,
         storage_timeout_seconds=1.5,
         idempotency_lease_seconds=120,
@@ -127,8 +136,9 @@ def test_every_setting_is_read_from_the_environment():
 
 def test_every_field_is_covered_by_the_full_environment_tests():
     # If a field is added, test_every_setting_is_read_from_the_environment (or, for storage
-    # identity, test_user_assigned_identity_settings_are_read) must name it too.
-    assert len(dataclasses.fields(Settings)) == 32
+    # identity, test_user_assigned_identity_settings_are_read; for the secrets' strength, the
+    # tests of public and weak secrets below) must name it too.
+    assert len(dataclasses.fields(Settings)) == 36
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
@@ -238,6 +248,184 @@ def test_the_lowest_allowed_value_is_accepted(name, value, field, expected, othe
     assert getattr(Settings.from_env({name: value, **other}), field) == expected
 
 
+# --- bounds: every numeric setting has a lowest and a highest value -----------------------------
+
+# What each setting's extremes need beside them to pass the rule that a key's replay and lease fit
+# inside the download link's lifetime.
+COMPANIONS = {
+    ("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", "low"): FITTING_TTL,
+    ("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", "high"): {"STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "31536000"},
+    ("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", "high"): {"STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "31536000"},
+}
+FIELDS = {
+    "STOREFRONT_BREVO_TIMEOUT_SECONDS": "brevo_timeout_seconds",
+    "STOREFRONT_STORAGE_TIMEOUT_SECONDS": "storage_timeout_seconds",
+    "STOREFRONT_RATE_LIMIT_PER_HOUR": "rate_limit_per_hour",
+    "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": "recipient_limit_per_day",
+    "STOREFRONT_DAILY_COST_CEILING_USD": "daily_cost_ceiling_usd",
+    "STOREFRONT_COST_PER_PURCHASE_USD": "cost_per_purchase_usd",
+    "STOREFRONT_COST_COUNTER_SHARDS": "cost_counter_shards",
+    "STOREFRONT_TRUSTED_PROXY_HOPS": "trusted_proxy_hops",
+    "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "download_token_ttl_seconds",
+    "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "idempotency_lease_seconds",
+    "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "idempotency_ttl_seconds",
+}
+WHOLE = {name for name, field in FIELDS.items() if isinstance(getattr(Settings(), field), int)}
+
+
+def _step(name: str) -> Decimal:
+    """The smallest change a setting can tell apart: 1 for a whole number, else a hundredth."""
+    return Decimal(1) if name in WHOLE else Decimal("0.01")
+
+
+def test_every_numeric_setting_has_bounds():
+    numeric = {f.name for f in dataclasses.fields(Settings) if f.type in ("int", "float", "Decimal")}
+    assert set(FIELDS.values()) == numeric
+    assert set(FIELDS) == set(BOUNDS)
+
+
+def test_the_configuration_doc_gives_each_numeric_settings_bounds():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    table = doc.split("## Settings", 1)[1].split("### Set by the platform", 1)[0]
+    cells = {name: rest.split(" | ") for name, rest in re.findall(r"^\| `(\w+)` \| (.*) \|$", table, re.M)}
+
+    for name, (low, high) in BOUNDS.items():
+        assert cells[name][2].startswith(f"`{low}` to `{high}`"), name
+
+
+@pytest.mark.parametrize("side", ["low", "high"])
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_each_bound_is_accepted(name, side):
+    value = BOUNDS[name][0 if side == "low" else 1]
+
+    settings = Settings.from_env({name: value, **COMPANIONS.get((name, side), {})})
+
+    assert Decimal(str(getattr(settings, FIELDS[name]))) == Decimal(value)
+
+
+@pytest.mark.parametrize("side", ["low", "high"])
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_a_value_just_past_a_bound_stops_start_up_naming_the_setting_and_its_bounds(name, side):
+    low, high = BOUNDS[name]
+    value = Decimal(low) - _step(name) if side == "low" else Decimal(high) + _step(name)
+
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({name: str(value), **COMPANIONS.get((name, side), {})})
+
+    assert str(caught.value).startswith(f"{name} must be ")
+    assert f"from {low} to {high}" in str(caught.value)
+
+
+HUGE_OR_ODD = [
+    "1e12",
+    "1e30",
+    "1E+400",
+    "9" * 5000,
+    "-" + "9" * 5000,
+    "inf",
+    "-Infinity",
+    "nan",
+    "sNaN",
+    "1e999999999",
+    "0x10",
+    "1_000",
+    "\u0665",  # ARABIC-INDIC DIGIT FIVE, which int() and Decimal() would read as 5
+    "\uff15",  # FULLWIDTH DIGIT FIVE
+    "5 5",
+]
+
+
+@pytest.mark.parametrize("value", HUGE_OR_ODD)
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_huge_infinite_or_foreign_numbers_stop_start_up_naming_the_setting(name, value):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({name: value})
+
+    assert str(caught.value).startswith(f"{name} must be ")
+    assert len(str(caught.value)) < 200  # a 5,000-digit value is not echoed whole
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_minus_zero_is_zero_where_zero_is_allowed_and_refused_elsewhere(name):
+    if Decimal(BOUNDS[name][0]) > 0:
+        with pytest.raises(SettingsError, match=name):
+            Settings.from_env({name: "-0"})
+        return
+    value = getattr(Settings.from_env({name: "-0"}), FIELDS[name])
+
+    assert value == 0 and str(value) in ("0", "0.0")
+
+
+@pytest.mark.parametrize("name", ["STOREFRONT_DAILY_COST_CEILING_USD", "STOREFRONT_COST_PER_PURCHASE_USD"])
+def test_money_is_counted_in_whole_millionths_of_a_dollar(name):
+    assert getattr(Settings.from_env({name: "0.000001"}), FIELDS[name]) == Decimal("0.000001")
+    assert getattr(Settings.from_env({name: "0.0100000"}), FIELDS[name]) == Decimal("0.01")
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({name: "0.0000001"})  # would count as nothing: a free purchase
+    assert f"{name} must be in whole millionths" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("STOREFRONT_IDEMPOTENCY_TABLE", "idem_keys"),
+        ("STOREFRONT_GOVERNANCE_TABLE", "1governance"),
+        ("STOREFRONT_LEDGER_TABLE", "ab"),
+        ("STOREFRONT_LEDGER_TABLE", "tables"),
+        ("STOREFRONT_LEDGER_TABLE", "l" * 64),
+        ("STOREFRONT_RECEIPTS_CONTAINER", "Receipts"),
+        ("STOREFRONT_RECEIPTS_CONTAINER", "receipts--old"),
+        ("STOREFRONT_BUNDLES_CONTAINER", "-bundles"),
+        ("STOREFRONT_BUNDLES_CONTAINER", "bundles_2"),
+        ("STOREFRONT_PUBLIC_BASE_URL", "shop.example.net"),
+        ("STOREFRONT_PUBLIC_BASE_URL", "javascript:alert(1)"),
+        ("STOREFRONT_PUBLIC_BASE_URL", "https://shop.example.net/?a=1"),
+        ("STOREFRONT_PUBLIC_BASE_URL", "https://shop example.net"),
+        ("STOREFRONT_PUBLIC_BASE_URL", "https://[::1"),
+        ("BREVO_BASE_URL", "api.brevo.com/v3"),
+        ("BREVO_BASE_URL", "ftp://api.brevo.com/v3"),
+        ("STOREFRONT_FRONT_DOOR_ID", "my-front-door"),
+    ],
+)
+def test_names_and_urls_azure_or_a_browser_would_refuse_stop_start_up_naming_the_setting(name, value):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({name: value})
+
+    assert str(caught.value).startswith(name)
+
+
+def test_names_and_urls_azure_accepts_are_kept():
+    settings = Settings.from_env(
+        {
+            "STOREFRONT_LEDGER_TABLE": "Ledger2026",
+            "STOREFRONT_BUNDLES_CONTAINER": "bundles-2026",
+            "BREVO_BASE_URL": "http://127.0.0.1:8025/v3/",
+            "STOREFRONT_FRONT_DOOR_ID": FRONT_DOOR_ID.upper(),
+        }
+    )
+
+    assert (settings.ledger_table, settings.bundles_container) == ("Ledger2026", "bundles-2026")
+    assert settings.brevo_base_url == "http://127.0.0.1:8025/v3"
+    assert settings.front_door_id == FRONT_DOOR_ID.upper()
+
+
+@pytest.mark.parametrize(
+    "value", ["ключ-" + "k" * 40, "xkeysib-" + "a" * 40 + " x", "xkeysib-\u00e9" + "a" * 40]
+)
+def test_a_brevo_key_no_http_header_can_carry_stops_start_up_without_echoing_it(value):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"BREVO_API_KEY": value})
+
+    assert str(caught.value).startswith("BREVO_API_KEY must be printable ASCII")
+    assert value not in str(caught.value) and "ключ" not in str(caught.value)
+
+
+def test_a_value_that_is_not_utf8_stops_start_up_naming_the_setting():
+    # os.environ gives undecodable bytes as lone surrogates; nothing downstream could encode them.
+    with pytest.raises(SettingsError, match="STOREFRONT_HASH_SECRET is not valid UTF-8 text"):
+        Settings.from_env({"STOREFRONT_HASH_SECRET": "secret-\udcff" + "x" * 40})
+
+
 # --- the idempotency lease and TTL -----------------------------------------------------------------
 
 
@@ -288,7 +476,7 @@ def test_an_idempotency_ttl_plus_lease_up_to_the_token_ttl_is_accepted(ttl, leas
         {"STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "3001", "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "3600"},
         {"STOREFRONT_IDEMPOTENCY_TTL_SECONDS": "604201"},
         {"STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "86999"},
-        {"STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "518401"},
+        {"STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "86400", "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "172799"},
     ],
     ids=[
         "one-second-longer",
@@ -529,7 +717,7 @@ def test_the_configuration_doc_lists_exactly_the_settings_the_app_reads():
     rows = set(re.findall(r"^\| `([A-Za-z_]+)` \|", settings_table, flags=re.MULTILINE))
     platform_rows = set(re.findall(r"^\| `([A-Za-z_]+)` \|", platform_table, flags=re.MULTILINE))
     # Set by Azure, not by the operator, or OpenTelemetry's own: the second table.
-    platform = {"WEBSITE_HOSTNAME", "IDENTITY_ENDPOINT"}
+    platform = {"WEBSITE_HOSTNAME", "IDENTITY_ENDPOINT", *AZURE_MARKERS}
     read = env.asked | env_identity.asked | {telemetry.CONNECTION_SETTING}
     telemetry_source = Path(telemetry.__file__).read_text()
     telemetry_reads = set(re.findall(r"environ\.get\(\"([A-Z_]+)\"", telemetry_source))
