@@ -63,13 +63,15 @@ DEVELOPER_IDENTITY = "DefaultAzureCredential"
 # Linux Consumption also sets, is not one: containers elsewhere (a dev container, CI) set it too.
 AZURE_MARKERS = ("WEBSITE_INSTANCE_ID", "WEBSITE_SITE_NAME", "WEBSITE_SKU", "CONTAINER_APP_NAME")
 # The lowest and highest value of every numeric setting, as text (documented in
-# docs/configuration.md). Timeouts: host.json lets a function run 5 minutes, and a purchase makes
-# several Brevo and storage calls in series. Limits and costs: the governance counters and the
-# cost counter in micro-dollars stay well inside a 64-bit count. A download link lasts a year at
+# docs/configuration.md). Timeouts: a purchase against a store that never answers waits out a
+# dozen storage timeouts and two Brevo ones in series, which must end before Azure's front end
+# gives up on an HTTP answer (230 s) and host.json's function timeout (5 minutes). Limits and
+# costs: the governance counters and the cost counter in micro-dollars stay well inside a 64-bit
+# count. A download link lasts a year at
 # most, and a key's replay (30 days at most) plus its lease (a day at most) fits inside it.
 BOUNDS: dict[str, tuple[str, str]] = {
-    "STOREFRONT_BREVO_TIMEOUT_SECONDS": ("0.1", "60"),
-    "STOREFRONT_STORAGE_TIMEOUT_SECONDS": ("0.1", "60"),
+    "STOREFRONT_BREVO_TIMEOUT_SECONDS": ("0.1", "30"),
+    "STOREFRONT_STORAGE_TIMEOUT_SECONDS": ("0.1", "10"),
     "STOREFRONT_RATE_LIMIT_PER_HOUR": ("1", "1000000"),
     "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": ("1", "1000000"),
     "STOREFRONT_DAILY_COST_CEILING_USD": ("0", "1000000"),

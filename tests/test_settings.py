@@ -969,3 +969,42 @@ def test_an_unresolved_storage_connection_string_gives_way_to_identity_settings(
 def test_values_that_are_not_whole_references_are_kept(value):
     assert not is_unresolved_reference(value)
     assert Settings.from_env({"STOREFRONT_HASH_SECRET": value}).hash_secret == value
+
+
+# A purchase waits out at most this many storage timeouts in series when storage never answers
+# (measured below); with two Brevo timeouts it must answer within what Azure's front end waits.
+STORAGE_TIMEOUTS_IN_SERIES = 12
+FRONT_END_SECONDS = 230
+
+
+def test_the_highest_timeouts_still_answer_before_azures_front_end_gives_up():
+    storage, brevo = (Decimal(BOUNDS[f"STOREFRONT_{n}_TIMEOUT_SECONDS"][1]) for n in ("STORAGE", "BREVO"))
+
+    assert STORAGE_TIMEOUTS_IN_SERIES * storage + 2 * brevo < FRONT_END_SECONDS - 30
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_a_purchase_against_storage_that_never_answers_waits_out_a_dozen_timeouts_at_most(
+    host_factory, azurite, keyed
+):
+    import time
+
+    from tests.faultproxy import FaultProxy, endpoint_port, proxied
+    from tests.support import Buyer
+
+    timeout = 0.5
+    with (
+        FaultProxy(endpoint_port(azurite, "Blob")) as blob,
+        FaultProxy(endpoint_port(azurite, "Table")) as table,
+    ):
+        storage = proxied(azurite, blob=blob, table=table)
+        host = host_factory(AzureWebJobsStorage=storage, STOREFRONT_STORAGE_TIMEOUT_SECONDS=str(timeout))
+        buyer = Buyer(host.url)
+        blob.set("stall")
+        table.set("stall")
+        started = time.monotonic()
+        answer = buyer.purchase({"email": buyer.email, **({"idempotency_key": buyer.key} if keyed else {})})
+        waited = time.monotonic() - started
+
+    assert answer.status_code == 503
+    assert waited < STORAGE_TIMEOUTS_IN_SERIES * timeout + 2, waited
