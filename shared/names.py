@@ -34,6 +34,10 @@ _LINK_MARKS = re.compile(
 # What may follow a top-level domain in a link and never follows a name: a path, query, fragment
 # or port ("T.Co/x", "evil.com:443").
 _PATH = re.compile(r"\.?(?:[/\\?#=&]|:[\d/\\])")
+_ONE_DOT = re.compile(
+    r"(?:^|\s)(?:DOT|SPOT|POINT|FULL STOP)$|^BRAILLE PATTERN DOTS-\d$"
+    r"|^(?:MEDIUM )?BLACK (?:SMALL |LARGE )?CIRCLE$"
+)
 # Latin small capitals live in the IPA, phonetic and Latin Extended-D blocks.
 _SMALL_CAPITAL_BLOCKS = (range(0x0250, 0x02B0), range(0x1D00, 0x1D80), range(0xA720, 0xA800))
 _SMALL_CAPITAL = re.compile(r"LATIN LETTER SMALL CAPITAL ([A-Z])")
@@ -99,17 +103,26 @@ def _as_read(name: str) -> str:
     read = []
     for i, ch in enumerate(text):
         plain = table.get(ch, ch)
-        if plain == _MIDDLE_DOT:
+        if plain == _MIDDLE_DOT or (plain == ch and _one_dot(ch)):
             plain = "." if _middle_dot_separates(text, i) else ch
-        elif plain == "." and unicodedata.category(ch)[0] == "N" and _digit_beside(text, i):
-            plain = ch  # an Arabic-Indic zero inside a number is a digit, not a dot
+        elif plain == "." and ch not in "." + _IDEOGRAPHIC_FULL_STOP and _spells_its_own_script(text, i):
+            plain = ch
         read.append(plain)
     return "".join(read)
 
 
+@cache
+def _one_dot(ch: str) -> bool:
+    """Punctuation or a symbol that Unicode names as one dot but does not list as a confusable
+    of '.' or the middle dot: RAISED DOT, Z NOTATION SPOT, SESAME DOT, a one-dot braille cell,
+    a black circle, the full stops of other scripts."""
+    return unicodedata.category(ch)[0] in "PS" and bool(_ONE_DOT.search(unicodedata.name(ch, "")))
+
+
 def _middle_dot_separates(text: str, i: int) -> bool:
-    """A middle dot (or a look-alike) between letters reads as a dot, except in Catalan's "l·l"
-    and between kana or ideographs, where it separates the parts of a Japanese name."""
+    """A middle dot (or a look-alike, or another one-dot sign) between letters reads as a dot,
+    except in Catalan's "l·l" and between kana or ideographs, where it separates the parts of a
+    Japanese name."""
     if not (0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()):
         return False
     if text[i - 1] in "lL" and text[i + 1] in "lL":
@@ -121,8 +134,18 @@ def _east_asian(ch: str) -> bool:
     return unicodedata.name(ch, "").startswith(("KATAKANA", "HIRAGANA", "CJK", "HALFWIDTH KATAKANA"))
 
 
-def _digit_beside(text: str, i: int) -> bool:
-    return any(0 <= j < len(text) and text[j].isdigit() for j in (i - 1, i + 1))
+def _spells_its_own_script(text: str, i: int) -> bool:
+    """A look-alike of '.' doing its own job: an Arabic-Indic zero inside a number, or a letter
+    such as Lisu's tone mark ending a word of its script before a space ("ꓡꓲꓸ ꓟꓬ"). Joined
+    straight to the next word it is a dot, whatever the script around it."""
+    if unicodedata.category(text[i])[0] == "N":
+        return any(0 <= j < len(text) and text[j].isdigit() for j in (i - 1, i + 1))
+    ends_a_word = i + 1 == len(text) or text[i + 1].isspace()
+    return ends_a_word and i > 0 and _script(text[i - 1]) == _script(text[i])
+
+
+def _script(ch: str) -> str:
+    return unicodedata.name(ch, "").split(" ", 1)[0]
 
 
 @dataclass(frozen=True)
