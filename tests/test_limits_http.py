@@ -128,7 +128,7 @@ def test_clients_of_the_operators_front_door_count_by_the_address_that_connected
 @pytest.mark.parametrize("fdid", [None, "00000000-0000-0000-0000-000000000000", FRONT_DOOR[:-1]])
 def test_front_door_headers_without_the_operators_id_are_ignored(proxied_host, fdid):
     """A client that writes Front Door's headers itself is counted by X-Forwarded-For."""
-    erin = f"192.0.2.{uuid.uuid4().int % 200 + 20}"
+    erin = fresh_ipv6()
     proxy = Buyer(proxied_host.url)
     statuses = []
     for _ in range(3):
