@@ -59,7 +59,7 @@ class Downloads:
             raise InvalidToken("the download link is malformed")
         try:
             header = jws.get_unverified_header(token)
-        except JOSEError:
+        except (JOSEError, RecursionError):  # a header of nested arrays parses past the stack
             raise InvalidToken("the download link is malformed") from None
         if header.get("alg") != ALGORITHM:
             raise InvalidToken(f"the download link must be signed with {ALGORITHM}")

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+import requests
 from azure.core.exceptions import ResourceNotFoundError
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -451,6 +452,24 @@ def test_a_megabyte_of_dots_and_letters_is_refused_by_its_shape_before_any_parsi
     error = refused(downloads, container, ("a" * 1024 + ".") * 1024)
 
     assert str(error) == "the download link is malformed"
+
+
+def test_a_header_nested_past_the_parsers_stack_is_malformed_not_a_crash(downloads, container):
+    token = f"{b64url(b'[' * 2500)}.{b64url_json(claims())}.c2ln"  # 2,500 arrays deep, in 3.5 kB
+    assert len(token) <= MAX_TOKEN_LENGTH
+
+    error = refused(downloads, container, token)
+
+    assert str(error) == "the download link is malformed"
+
+
+def test_the_route_answers_a_nested_header_with_401(host):
+    token = f"{b64url(b'[' * 2500)}.{b64url_json(claims())}.c2ln"
+
+    answer = requests.get(f"{host.url}/api/download/{token}", timeout=10)
+
+    assert answer.status_code == 401
+    assert answer.json()["error"]["code"] == "invalid_token"
 
 
 @pytest.mark.parametrize(

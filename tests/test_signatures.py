@@ -522,3 +522,12 @@ def test_a_receipt_signed_by_a_key_dropped_from_the_jwks_no_longer_verifies(body
 
     assert not verdict.valid
     assert verdict.kid == keys.kid
+
+
+def test_a_signature_header_nested_past_the_parsers_stack_is_unreadable_not_a_crash(signed, keys):
+    receipt = {**signed, "signature": {**signed["signature"], "jws": f"{b64url(b'[' * 2500)}..c2ln"}}
+
+    verdict = verify(json.dumps(receipt).encode(), keys.jwks(), exact_bytes=False)
+
+    assert verdict.valid is False
+    assert verdict.reason == "the signature header is unreadable"
