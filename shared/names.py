@@ -53,6 +53,9 @@ _ABBREVIATIONS = frozenset(
         "sta sto mme mmes mlle mgr msgr me pr hr fru frk dhr mevr mw ir ing mag dipl univ doz priv sig",
         "sigg sigra dott avv arch geom rag lic arq abg gral cnel hon sen rep gov pres amb esq messrs",
         "bros mudr judr phdr rndr mvdr paeddr inz hab bc",
+        # Turkish, Indonesian and Malay, Swahili, Russian, Finnish and Latin American titles
+        "av doç yrd dt öğr uz çev arş gör hj drg tgk kh ind engr bw bi др проф тов arkkit mtro mtra",
+        "dña srita csc drsc dsc dis mba dkt",
         # ranks
         "capt cpt col gen lt maj brig adm cmdr cdr sgt cpl pvt insp supt det",
         # South Asian honorifics and given names (Shri, Smt., Kumari, Md. for Mohammed, Sheikh)
@@ -199,9 +202,12 @@ def _runs(text: str) -> Iterator[tuple[str, int, int]]:
 
 
 def _separator(gap: str) -> str | None:
+    """A gap of dots, brackets, quotes and spaces joins two words: "spaced" when a space follows
+    its last dot ("Dr. Kim"), else "tight" ("J.Kim", and "evil .com", where the dot hugs the
+    top-level domain)."""
     if "." not in gap or not all(ch in _GAP_CHARS or ch.isspace() for ch in gap):
         return None
-    return "spaced" if any(ch.isspace() for ch in gap) else "tight"
+    return "spaced" if any(ch.isspace() for ch in gap[gap.rindex(".") :]) else "tight"
 
 
 def _is_link(text: str, candidate: tuple[list[_Word], int]) -> bool:
@@ -215,9 +221,11 @@ def _is_link(text: str, candidate: tuple[list[_Word], int]) -> bool:
     if _PATH.match(after) or word.separator == "word":
         return True
     labels = _labels_before(words, i)
+    named = word.text[0].isupper() or unicodedata.category(word.text[0]) == "Lt"
+    if word.separator == "spaced" and named and not word.text.isupper():
+        return False  # a name after a title no list holds ("Doç. Kim"), never "evil. com"
     if not labels or not all(_name_part(label.text) for label in labels):
         return True
-    named = word.text[0].isupper() or unicodedata.category(word.text[0]) == "Lt"
     abbreviated = word.text.casefold() in _ABBREVIATIONS and after.startswith(".")
     return not (word.separator == "spaced" or named or abbreviated)
 

@@ -33,8 +33,8 @@ NAME_HIDDEN_MESSAGE = (
 NAME_LINK_MESSAGE = (
     "name must be a person's name, not a link, a domain name or an email address: no '@', '://', "
     "'www.' or 'xn--', and no word joined to a top-level domain by a dot, a character that looks "
-    "like one, brackets or the word 'dot'. Initials and titles are fine: 'J.K. Rowling', 'Dr. Kim', "
-    "'John Smith, M.Sc.'"
+    "like one, brackets or the word 'dot'. Initials and titles are fine, capitalised and with a "
+    "space after a title's dot: 'J.K. Rowling', 'Dr. Kim', 'John Smith, M.Sc.'"
 )
 
 INPUT_SCHEMA: dict = {
