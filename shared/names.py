@@ -177,7 +177,7 @@ def _words(text: str) -> list[_Word]:
         gap = text[previous_end:start]
         separator = pending or _separator(gap)
         pending = None
-        if _dot_word(run) and words and gap.isspace() and text[end : end + 1].isspace():
+        if _dot_word(run, text[end:]) and words and gap.isspace():
             pending = "word"
         else:
             words.append(_Word(run, start, end, separator))
@@ -185,9 +185,12 @@ def _words(text: str) -> list[_Word]:
     return words
 
 
-def _dot_word(run: str) -> bool:
-    """ "dot" standing for '.', in any case but "Dot", a given name ("Dot Kim")."""
-    return run.casefold() == "dot" and run != "Dot"
+def _dot_word(run: str, after: str) -> bool:
+    """ "dot" standing for '.' between spaces, in any case; "Dot" before a capitalised word is
+    a given name ("Dot Kim")."""
+    if run.casefold() != "dot" or not after[:1].isspace():
+        return False
+    return run != "Dot" or not after.lstrip()[:1].isupper()
 
 
 def _runs(text: str) -> Iterator[tuple[str, int, int]]:
@@ -213,20 +216,21 @@ def _separator(gap: str) -> str | None:
 def _is_link(text: str, candidate: tuple[list[_Word], int]) -> bool:
     words, i = candidate
     word = words[i]
+    tld = word.text.strip("-")  # "evil.com-" ends in the domain all the same
     if word.separator == "tight" and word.text[0].isdigit():
         return True  # an address or a version: "192.168.0.1", "Ada 1.2"
-    if not is_top_level_domain(word.text):
+    if not tld or not is_top_level_domain(tld):
         return False
     after = text[word.end :]
     if _PATH.match(after) or word.separator == "word":
         return True
-    labels = _labels_before(words, i)
-    named = word.text[0].isupper() or unicodedata.category(word.text[0]) == "Lt"
-    if word.separator == "spaced" and named and not word.text.isupper():
+    named = tld[0].isupper() or unicodedata.category(tld[0]) == "Lt"
+    if word.separator == "spaced" and named and not tld.isupper():
         return False  # a name after a title no list holds ("Doç. Kim"), never "evil. com"
+    labels = _labels_before(words, i)
     if not labels or not all(_name_part(label.text) for label in labels):
         return True
-    abbreviated = word.text.casefold() in _ABBREVIATIONS and after.startswith(".")
+    abbreviated = tld.casefold() in _ABBREVIATIONS and after.startswith(".")
     return not (word.separator == "spaced" or named or abbreviated)
 
 
