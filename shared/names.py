@@ -18,7 +18,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 _JOINERS = "\u200c\u200d"  # ZWNJ and ZWJ: part of Persian, Indic and emoji spelling, between letters
 _INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")  # blank "letters" and the grapheme joiner
@@ -254,6 +254,7 @@ def _name_part(label: str) -> bool:
     return label.casefold() in _ABBREVIATIONS
 
 
+@lru_cache(maxsize=4096)
 def is_top_level_domain(word: str) -> bool:
     """A delegated top-level domain, written in ASCII, in Unicode (an IDN such as "рф"), or in
     look-alike letters a reader takes for one ("соm" in Cyrillic, marks dropped)."""
