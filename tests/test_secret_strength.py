@@ -311,3 +311,28 @@ def test_a_dev_host_off_azure_warns_once_naming_the_settings_never_the_values(ho
     assert "public development" not in log  # the refusals are Azure's only
     for text in secret_texts():
         assert text not in log
+
+
+@pytest.mark.parametrize("on_azure", [True, False], ids=["azure", "elsewhere"])
+def test_the_start_up_log_names_weak_secrets_and_never_shows_them(caplog, on_azure):
+    from shared import runtime
+
+    weak = {
+        "BREVO_API_KEY": "xkeysib-short7",
+        "STOREFRONT_HASH_SECRET": "hunter2-hunter2",
+        "STOREFRONT_SIGNING_KEY": pem_of_scalar(3),
+    }
+    settings = Settings.from_env({**weak, **(ON_AZURE if on_azure else {})})
+
+    with caplog.at_level("WARNING", logger="shared.runtime"):
+        runtime.report_settings(settings)
+    lines = [record.getMessage() for record in caplog.records]
+
+    if on_azure:
+        assert [line.split(" ", 1)[0] for line in lines] == list(SECRET_SETTINGS)
+        assert all(line.endswith("; on Azure purchases are refused until it is replaced") for line in lines)
+    else:
+        assert len(lines) == 1 and lines[0].startswith(", ".join(SECRET_SETTINGS) + ": public or weak values")
+    pem_line = weak["STOREFRONT_SIGNING_KEY"].splitlines()[1]
+    for value in (weak["BREVO_API_KEY"], weak["STOREFRONT_HASH_SECRET"], pem_line, "hunter2"):
+        assert not any(value in line for line in lines)
