@@ -58,6 +58,10 @@ PLATFORM_SETTINGS = {
 LEFT_TO_THE_PLATFORM = {
     "WEBSITE_HOSTNAME": "the platform sets it to the app's host name",
     "IDENTITY_ENDPOINT": "the platform sets it where a managed identity is offered",
+    "WEBSITE_INSTANCE_ID": "the platform sets it; it tells the app it runs on Azure",
+    "WEBSITE_SITE_NAME": "the platform sets it to the app's name; it tells the app it runs on Azure",
+    "WEBSITE_SKU": "the platform sets it; it tells the app it runs on Azure",
+    "CONTAINER_APP_NAME": "Azure Container Apps sets it; it tells the app it runs on Azure",
 }
 NEVER_SET = {
     "AzureWebJobsStorage": "a connection string carries the account key, and shared keys are disabled",
