@@ -19,7 +19,10 @@ class Hasher:
 
     def _digest(self, label: str, value: str) -> str:
         if not self._secret:
-            raise NotConfigured("STOREFRONT_HASH_SECRET is not set; the store cannot hash identifiers")
+            raise NotConfigured(
+                "STOREFRONT_HASH_SECRET is not set (or was refused as an example or weak value); the store "
+                "cannot hash identifiers"
+            )
         return hmac.new(self._secret, f"{label}\x00{value}".encode(), hashlib.sha256).hexdigest()
 
     def idempotency_key(self, key: str) -> str:

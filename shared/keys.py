@@ -42,7 +42,10 @@ class KeySet:
 
 def load_private_key(pem: str) -> ec.EllipticCurvePrivateKey:
     if not pem:
-        raise NotConfigured("STOREFRONT_SIGNING_KEY is not set; the store cannot sign tokens or receipts")
+        raise NotConfigured(
+            "STOREFRONT_SIGNING_KEY is not set (or was refused as an example or weak key); the store cannot "
+            "sign tokens or receipts"
+        )
     try:
         key = serialization.load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError):

@@ -416,7 +416,8 @@ class Storefront:
             raise NotConfigured(
                 "the store is not configured: "
                 + ", ".join(self._config.missing_secrets)
-                + " unset or not resolved from Key Vault; its health check names each"
+                + " unset, not resolved from Key Vault, or refused as an example or weak value; its health"
+                + " check names each and why"
             )
         signer = TokenSigner(
             self._keys(), self._config.public_base_url, self._config.download_token_ttl_seconds, self._clock
