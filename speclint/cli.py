@@ -9,9 +9,13 @@ JSON file holding a ``tools/list`` result (or a bare list, or a JSON-RPC respons
 A live server is spoken to in MCP 2026-07-28 when it speaks it, else through ``initialize``
 (``speclint.negotiate``); the report names the revision. The rules are listed in ``speclint.rules``.
 
+``--timeout`` bounds the whole run, engine compiles included, and what is read is capped
+(``--max-tools``, ``--max-bytes``, ``--max-tool-bytes``; ``speclint.limits``).
+
 Output: text, ``--format json`` or ``--format sarif`` (2.1.0). Exit status: 0 when nothing is at or
-above ``--fail-on`` (default high), 1 when something is, 2 when the target could not be read (one
-line on stderr). docs/speclint.md has the tables, the measurements and the peers.
+above ``--fail-on`` (default high), 1 when something is, 2 when the target could not be read, is
+over a cap or the run ran out of time (one line on stderr). docs/speclint.md has the tables, the
+measurements and the peers.
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ import shlex
 import sys
 
 from speclint import engines as oracle
+from speclint import limits as caps
 from speclint import stdio, streamable_http
 from speclint.findings import SEVERITIES, fails
+from speclint.limits import MAX_TIMEOUT_SECONDS, TIMEOUT_SECONDS, Deadline, Limits
 from speclint.load import Listing, Unreadable, one_line, read_target
 from speclint.output import render_json, render_sarif, render_text
 from speclint.rules import lint
-
-TIMEOUT_SECONDS = 30
 
 
 def header(value: str) -> tuple[str, str]:
@@ -35,9 +39,6 @@ def header(value: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected 'Name: value', got {value!r}")
     return name.strip(), content.strip()
-
-
-MAX_TIMEOUT_SECONDS = 3600.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,9 +77,50 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=TIMEOUT_SECONDS,
         metavar="SECONDS",
-        help=f"give up on a URL or a stdio server after this long (default: {TIMEOUT_SECONDS})",
+        help=f"give up after this long, for the whole run: reading, rules and engine compiles "
+        f"(default: {TIMEOUT_SECONDS:g}); each engine compile gets a third of it, at most "
+        f"{caps.ENGINE_SECONDS:g} s",
+    )
+    p.add_argument(
+        "--max-tools",
+        type=count,
+        default=caps.MAX_TOOLS,
+        metavar="N",
+        help=f"refuse a list of more tools than this (default: {caps.MAX_TOOLS})",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=byte_size,
+        default=caps.MAX_BYTES,
+        metavar="SIZE",
+        help="refuse to read more than this from the target in all, e.g. 64M "
+        f"(default: {caps.human(caps.MAX_BYTES)})",
+    )
+    p.add_argument(
+        "--max-tool-bytes",
+        type=byte_size,
+        default=caps.MAX_TOOL_BYTES,
+        metavar="SIZE",
+        help=f"refuse a tool bigger than this as JSON (default: {caps.human(caps.MAX_TOOL_BYTES)})",
     )
     return p
+
+
+def count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
+def byte_size(text: str) -> int:
+    try:
+        return caps.size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,17 +141,21 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.timeout <= MAX_TIMEOUT_SECONDS:  # also refuses nan and inf
         p.error(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g} seconds")
     target = "stdio:" + shlex.join(command) if command else args.target
+    deadline = Deadline.after(args.timeout)
+    limits = Limits.for_timeout(
+        args.timeout, tools=args.max_tools, bytes=args.max_bytes, tool_bytes=args.max_tool_bytes
+    )
     try:
         if args.engines and not oracle.installed_engines():
             raise Unreadable(
                 "--engines needs llguidance or outlines-core where speclint runs "
                 "(pip install llguidance outlines-core)"
             )
-        listing = read(args.target or "", command, dict(args.header), args.timeout)
+        listing = read(args.target or "", command, dict(args.header), deadline, limits)
+        findings = lint(listing.tools, engines=args.engines, limits=limits, deadline=deadline)
     except Unreadable as exc:
         print(f"speclint: {one_line(str(exc), 500)}", file=sys.stderr)
         return 2
-    findings = lint(listing.tools, engines=args.engines)
     if args.format == "json":
         sys.stdout.write(render_json(findings, listing, target, args.fail_on))
     elif args.format == "sarif":
@@ -119,9 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if fails(findings, args.fail_on) else 0
 
 
-def read(target: str, command: list[str], headers: dict[str, str], timeout: float) -> Listing:
+def read(
+    target: str, command: list[str], headers: dict[str, str], deadline: Deadline, limits: Limits
+) -> Listing:
     if command:
-        return stdio.list_tools(command, timeout)
+        return stdio.list_tools(command, deadline.seconds, limits=limits)
     if target.startswith(("http://", "https://")):
-        return streamable_http.list_tools(target, headers, timeout)
-    return read_target(target)
+        return streamable_http.list_tools(target, headers, deadline.seconds, limits)
+    return read_target(target, limits, deadline)

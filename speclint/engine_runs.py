@@ -1,12 +1,16 @@
 """Running the real engines: compile a schema with every installed engine (llguidance,
-outlines-core) and report their own messages. Engines are imported lazily, only here."""
+outlines-core) and report their own messages. Engines are imported lazily, only here.
+
+``engine_problems`` compiles in this process, with no limit of time or memory: a schema built to
+blow up a compile holds it. speclint's command line and ``speclint.rules.lint`` compile through
+``speclint.engine_child`` instead, which runs ``run_engine`` in a child process under a budget."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from speclint.engine_nodes import (
     ENGINES,
@@ -26,8 +30,7 @@ from speclint.patterns import repetition_count
 
 def installed_engines() -> list[str]:
     """The engines `engine_problems` can compile with here (llama.cpp's converter never is)."""
-    modules = {LLGUIDANCE: "llguidance", OUTLINES: "outlines_core"}
-    return [name for name, module in modules.items() if importlib.util.find_spec(module)]
+    return [name for name, module in MODULES.items() if importlib.util.find_spec(module)]
 
 
 def engine_problems(schema: object, base: str = "/inputSchema") -> list[Problem]:
@@ -37,17 +40,38 @@ def engine_problems(schema: object, base: str = "/inputSchema") -> list[Problem]
     probes and ablations), otherwise at `base`: llguidance's messages name keys, not places.
     """
     text = json.dumps(schema)
-    found: dict[tuple[str, str], Problem] = {}
+    engines = installed_engines()
+    return merged((engine, said) for engine in engines for said in run_engine(engine, text, schema, base))
+
+
+Said = tuple[str, str, str]  # (JSON Pointer, impact, the engine's message)
+MODULES = {LLGUIDANCE: "llguidance", OUTLINES: "outlines_core"}
+
+
+def _nowhere(path: str) -> None:
+    return None
+
+
+def run_engine(
+    engine: str, text: str, schema: object, base: str = "/inputSchema", step: Callable[[str], None] = _nowhere
+) -> Iterator[Said]:
+    """What `engine` says of `schema` (`text` is its JSON), one (path, impact, message) each;
+    `step(path)` is called before each compile, with the place that compile is about."""
     runners = {LLGUIDANCE: _run_llguidance, OUTLINES: _run_outlines}
-    for engine in installed_engines():
-        for path, impact, message in runners[engine](text, schema, base):
-            key = (path, impact)
-            if key not in found:
-                found[key] = Problem(path, (engine,), impact, one_line(f"{engine}: {message}"), _ENGINE_FIX)
-            else:
-                old = found[key]
-                merged = one_line(f"{old.message}; {engine}: {message}")
-                found[key] = Problem(path, (*old.engines, engine), impact, merged, _ENGINE_FIX)
+    return runners[engine](text, schema, base, step)
+
+
+def merged(said: Iterable[tuple[str, Said]]) -> list[Problem]:
+    """One problem per (path, impact) from what each engine said, naming every engine."""
+    found: dict[tuple[str, str], Problem] = {}
+    for engine, (path, impact, message) in said:
+        key = (path, impact)
+        if key not in found:
+            found[key] = Problem(path, (engine,), impact, one_line(f"{engine}: {message}"), _ENGINE_FIX)
+        else:
+            old = found[key]
+            joined_message = one_line(f"{old.message}; {engine}: {message}")
+            found[key] = Problem(path, (*old.engines, engine), impact, joined_message, _ENGINE_FIX)
     return list(found.values())
 
 
@@ -88,15 +112,16 @@ def joined(problems: list[Problem]) -> list[Problem]:
 _ENGINE_FIX = "rewrite the construct the engine names (speclint's built-in SL004 findings say how)"
 
 
-def _run_llguidance(text: str, schema: object, base: str) -> Iterator[tuple[str, str, str]]:
+def _run_llguidance(text: str, schema: object, base: str, step: Callable[[str], None]) -> Iterator[Said]:
     from llguidance import LLMatcher, grammar_from
 
+    step(base)
     is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar_from("json_schema", text))
     if messages:
         yield base, REJECTED if is_error else WEAKENED, " | ".join(messages)
 
 
-def _run_outlines(text: str, schema: object, base: str) -> Iterator[tuple[str, str, str]]:
+def _run_outlines(text: str, schema: object, base: str, step: Callable[[str], None]) -> Iterator[Said]:
     """build_regex_from_schema, then the DFA that outlines_core.Index builds, for each probe.
 
     Lookarounds, backreferences, \\b and inverted item counts pass build_regex_from_schema and
@@ -112,6 +137,7 @@ def _run_outlines(text: str, schema: object, base: str) -> Iterator[tuple[str, s
     from outlines_core import Index, Vocabulary
     from outlines_core.json_schema import build_regex_from_schema
 
+    step(base)
     try:
         regex = build_regex_from_schema(text)
     except Exception as error:  # noqa: BLE001 - the engine's refusal is the result
@@ -121,11 +147,13 @@ def _run_outlines(text: str, schema: object, base: str) -> Iterator[tuple[str, s
         return
     vocabulary = Vocabulary(1, {"a": [0]})
     for path, probe in _outlines_probes(schema, base):
+        step(path)
         try:
             Index(build_regex_from_schema(json.dumps(probe)), vocabulary)
         except Exception as error:  # noqa: BLE001
             if "vocabulary provided is incompatible" not in str(error):
                 yield path, REJECTED, f"Index: {error}"
+    step(base)
     yield from _outlines_ignored(schema, base, regex, build_regex_from_schema)
 
 
@@ -168,7 +196,7 @@ def probe_pattern(pattern: str) -> str:
     return _BRACE_COUNT.sub(clamp, pattern)
 
 
-def _outlines_ignored(root: dict, base: str, regex: str, build) -> Iterator[tuple[str, str, str]]:
+def _outlines_ignored(root: dict, base: str, regex: str, build) -> Iterator[Said]:
     for node in nodes(root, base):
         schema = node.schema
         if not isinstance(schema, dict):

@@ -9,21 +9,26 @@ and ``speclint.streamable_http``; ``speclint.negotiate`` picks the protocol revi
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
+import selectors
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-MAX_PAGES = 1000
+from speclint.limits import MAX_PAGES, Deadline, Limits, human
+
 MAX_NAME_CHARS = 256  # of a server's name or version: display only, and the server chooses it
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 CACHE_SCOPES = ("public", "private")
 
 
 class Unreadable(Exception):
-    """The target could not be fetched or is not a tools list."""
+    """The target could not be fetched or is not a tools list, it is over a cap of
+    ``speclint.limits``, or the run's deadline passed."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +120,10 @@ class Pages:
     ttl_ms: int | None = None
     cache_scope: str | None = None
     stamp: tuple[str | None, str | None] = (None, None)
+    limits: Limits = field(default_factory=Limits)
 
     def add(self, result: dict, source: str) -> None:
-        self.tools.extend(tools_from(result, source))
+        self.tools.extend(within_limits(tools_from(result, source), self.limits, source, len(self.tools)))
         ttl = result.get("ttlMs")
         if isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
             ttl = max(0, int(ttl))  # a negative time to live is read as 0, as the spec asks of clients
@@ -129,9 +135,30 @@ class Pages:
             self.stamp = server_stamp(result)
 
 
-def all_pages(request: Callable[[str, dict], dict], source: str) -> Pages:
-    """Every page of `tools/list`, following `nextCursor` for at most `MAX_PAGES` pages."""
-    pages = Pages()
+def within_limits(tools: list[dict], limits: Limits, source: str, before: int = 0) -> list[dict]:
+    """`tools`, refused when they take the list past `limits.tools` (`before` came on earlier
+    pages) or one of them is over `limits.tool_bytes` as JSON."""
+    if before + len(tools) > limits.tools:
+        raise Unreadable(
+            f"{source} lists more than {limits.tools} tools (--max-tools {limits.tools}: raise it to lint "
+            "them all)"
+        )
+    for index, tool in enumerate(tools):
+        size = len(json.dumps(tool, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > limits.tool_bytes:
+            name = tool.get("name")
+            label = one_line(repr(name[:80]), 80) if isinstance(name, str) else f"#{before + index}"
+            raise Unreadable(
+                f"{source}: tool {label} is {size} bytes as JSON, over --max-tool-bytes "
+                f"({human(limits.tool_bytes)})"
+            )
+    return tools
+
+
+def all_pages(request: Callable[[str, dict], dict], source: str, limits: Limits | None = None) -> Pages:
+    """Every page of `tools/list`, following `nextCursor` for at most `MAX_PAGES` pages and
+    `limits.tools` tools."""
+    pages = Pages(limits=limits or Limits())
     seen: set[str] = set()
     params: dict = {}
     while True:
@@ -194,21 +221,58 @@ def parse_json(data: bytes | str, source: str) -> object:
         raise Unreadable(f"{source} is not JSON the rules can read ({one_line(str(exc), 120)})") from None
 
 
-def read_target(target: str) -> Listing:
-    """A saved tools/list: a file, or standard input for ``-``. One page is linted as it is; a
-    2026-07-28 result names its server in ``_meta`` and carries its caching hints."""
+def read_target(target: str, limits: Limits | None = None, deadline: Deadline | None = None) -> Listing:
+    """A saved tools/list: a file, or standard input for ``-``, at most `limits.bytes` of it and,
+    from a pipe, before `deadline`. One page is linted as it is; a 2026-07-28 result names its
+    server in ``_meta`` and carries its caching hints."""
+    limits = limits or Limits()
     if target == "-":
-        source, data = "standard input", sys.stdin.buffer.read()
+        source = "standard input"
+        data = read_within(sys.stdin.buffer, limits.bytes, deadline, source)
     else:
         source = target
         try:
-            data = Path(target).read_bytes()
+            with open(target, "rb") as stream:
+                data = read_within(stream, limits.bytes, deadline, source)
         except OSError as exc:
             raise Unreadable(f"cannot read {target}: {exc.strerror or exc}") from None
     document = _result(parse_json(data, source), source)
     if not isinstance(document, dict):
-        return Listing(tools_from(document, source))
-    pages = Pages()
+        return Listing(within_limits(tools_from(document, source), limits, source))
+    pages = Pages(limits=limits)
     pages.add(document, source)
     name, version = pages.stamp
     return Listing(pages.tools, Server(name, version, None, pages.ttl_ms, pages.cache_scope))
+
+
+def read_within(stream, limit: int, deadline: Deadline | None, source: str) -> bytes:
+    """All of `stream`, refused past `limit` bytes. A regular file is read at once; a pipe,
+    terminal or device only as its bytes come, and never past `deadline`: a writer that
+    trickles or never closes does not hold the run."""
+    try:
+        fd = stream.fileno()
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except (OSError, ValueError, io.UnsupportedOperation):  # an in-memory stream: read at once
+        fd, regular = -1, True
+    data = stream.read(limit + 1) if regular else _read_pipe(fd, limit, deadline, source)
+    if len(data) > limit:
+        raise Unreadable(f"{source} is over {human(limit)} (--max-bytes)")
+    return data
+
+
+def _read_pipe(fd: int, limit: int, deadline: Deadline | None, source: str) -> bytes:
+    data = bytearray()
+    # poll, not epoll: epoll refuses devices that are always ready (/dev/zero), poll says so
+    with getattr(selectors, "PollSelector", selectors.SelectSelector)() as ready:
+        ready.register(fd, selectors.EVENT_READ)
+        while len(data) <= limit:
+            left = None if deadline is None else deadline.left()
+            if left is not None and left <= 0:
+                raise Unreadable(f"{source}: " + deadline.missed("its writer did not finish"))
+            if not ready.select(left):
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    return bytes(data)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from speclint import legacy, modern
 from speclint.legacy import Legacy
+from speclint.limits import Limits
 from speclint.load import Listing, Server, Unreadable, all_pages, one_line
 from speclint.modern import Modern
 from speclint.wire import Garbled, Refused, TimedOut, Wire
@@ -25,11 +26,11 @@ PROBE_SECONDS = 10.0  # the official Python SDK's wait for server/discover
 PROBE_SHARE = 1 / 3  # of the whole exchange's time, at most, so a silent probe leaves time to fall back
 
 
-def list_tools(wire: Wire, probe: bool = True) -> Listing:
-    """Every tool the server lists, in the revision it speaks; `probe=False` goes straight to
-    the handshake."""
+def list_tools(wire: Wire, probe: bool = True, limits: Limits | None = None) -> Listing:
+    """Every tool the server lists (at most `limits.tools`), in the revision it speaks;
+    `probe=False` goes straight to the handshake."""
     session = connect(wire) if probe else Legacy.open(wire)
-    pages = all_pages(session.request, f"tools/list from {wire.name}")
+    pages = all_pages(session.request, f"tools/list from {wire.name}", limits)
     name, version = (session.name, session.version) if session.name else pages.stamp
     server = Server(name, version, session.protocol_version, pages.ttl_ms, pages.cache_scope)
     return Listing(pages.tools, server)

@@ -30,6 +30,10 @@ SL008 instructions-to-the-model [high]: a description or title that hides text o
 SL001, SL002 and SL005 live in ``speclint.behaviour``, SL008 in ``speclint.instructions``, the schema
 rules in ``speclint.schema_rules``;
 the records and severities in ``speclint.findings``.
+
+``lint`` keeps to a deadline: the engines' compiles run in a child process killed at its budget
+or the deadline (``speclint.engine_child``), and the rules look at the deadline before each
+tool, whose size ``speclint.limits`` caps.
 """
 
 from __future__ import annotations
@@ -37,9 +41,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from speclint import engine_child
 from speclint.behaviour import check_annotations, check_idempotency_key, check_side_effects
+from speclint.engines import installed_engines
 from speclint.findings import RANK, Finding
 from speclint.instructions import check_instructions
+from speclint.limits import Deadline, Limits
+from speclint.load import Unreadable
 from speclint.schema_rules import (
     check_bounds,
     check_local_models,
@@ -59,20 +67,45 @@ CHECKS: tuple[Callable[[dict, str], list[Finding]], ...] = (
 )
 
 
-def lint(tools: list[dict], engines: bool = False) -> list[Finding]:
+def lint(
+    tools: list[dict], engines: bool = False, limits: Limits | None = None, deadline: Deadline | None = None
+) -> list[Finding]:
     """Every finding for every tool, in tool order, then rule order. With `engines`, SL004
-    compiles each input schema with the installed engines instead of mirroring them; SL008 knows
-    the names of every tool of the list, to see one tool's text directing another."""
+    compiles each input schema with the installed engines (in a child process, each compile
+    within `limits`) instead of mirroring them; SL008 knows the names of every tool of the list,
+    to see one tool's text directing another. Past `deadline`, ``Unreadable``."""
     names = frozenset(t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
-    options = {check_local_models: {"engines": engines}, check_instructions: {"others": names}}
+    labels = [_label(tool, index) for index, tool in enumerate(tools)]
+    compiled = _compiled(tools, labels, limits, deadline) if engines else {}
+    options = {check_instructions: {"others": names}}
     checks = [functools.partial(check, **options.get(check, {})) for check in CHECKS]
+    local_models = CHECKS.index(check_local_models)
     findings = []
     for index, tool in enumerate(tools):
-        name = tool.get("name")
-        label = name if isinstance(name, str) and name else f"<tool #{index}>"
-        found = [finding for check in checks for finding in check(tool, label)]
+        if deadline is not None and deadline.passed():
+            raise Unreadable(deadline.missed(f"the rules had checked {index} of {len(tools)} tools"))
+        checks[local_models] = functools.partial(
+            check_local_models, engines=engines, compiled=compiled.get(index)
+        )
+        found = [finding for check in checks for finding in check(tool, labels[index])]
         findings.extend(merge_schema_findings(found))
     return findings
+
+
+def _compiled(
+    tools: list[dict], labels: list[str], limits: Limits | None, deadline: Deadline | None
+) -> dict[int, engine_child.Compiled]:
+    """Each input schema compiled by the installed engines in one child process, by tool index."""
+    at = [index for index, tool in enumerate(tools) if isinstance(tool.get("inputSchema"), dict)]
+    schemas = [tools[index]["inputSchema"] for index in at]
+    names = [repr(labels[index][:80]) for index in at]
+    compiled = engine_child.compile_schemas(schemas, installed_engines(), limits, deadline, names)
+    return dict(zip(at, compiled, strict=True))
+
+
+def _label(tool: dict, index: int) -> str:
+    name = tool.get("name")
+    return name if isinstance(name, str) and name else f"<tool #{index}>"
 
 
 def merge_schema_findings(found: list[Finding]) -> list[Finding]:

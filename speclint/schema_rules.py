@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
+from speclint import engine_child, patterns, words
 from speclint import engines as oracle
-from speclint import patterns, words
 from speclint.findings import Finding
 from speclint.schema import pointer, schema_types, text, walk
 
@@ -79,16 +79,22 @@ def check_bounds(tool: dict, name: str) -> list[Finding]:
     return found
 
 
-def check_local_models(tool: dict, name: str, engines: bool = False) -> list[Finding]:
+def check_local_models(
+    tool: dict, name: str, engines: bool = False, compiled: engine_child.Compiled | None = None
+) -> list[Finding]:
     """SL004: what an engine local runtimes constrain generation with rejects (high) or silently
     weakens (medium) in the input schema. Built-in rules mirror the engines' measured verdicts;
-    with `engines`, the installed engines compile the schema and speak for themselves, and the
-    built-in rules still speak for llama.cpp's converter, which never runs here."""
+    with `engines`, the installed engines compile the schema and speak for themselves (`compiled`
+    holds what they made of it when ``lint`` compiled the whole list in one child process), a
+    compile stopped at its budget is a problem of the schema, and the built-in rules still speak
+    for llama.cpp's converter, which never runs here."""
     schema = tool.get("inputSchema")
     if not isinstance(schema, dict):
         return []
     if engines:
-        ran = oracle.located(oracle.engine_problems(schema), oracle.builtin_problems(schema))
+        if compiled is None:
+            (compiled,) = engine_child.compile_schemas([schema], oracle.installed_engines())
+        ran = oracle.located(compiled.problems, oracle.builtin_problems(schema)) + compiled.stopped
         problems = oracle.joined(ran + oracle.builtin_problems(schema, engines=(oracle.LLAMA_CPP,)))
     else:
         problems = oracle.builtin_problems(schema)

@@ -15,7 +15,8 @@ found"). Some servers exit on any request before ``initialize``; one that ends o
 started again for the handshake. Whatever goes wrong raises ``speclint.Unreadable`` with a
 one-line message: the command cannot start, the server exits or closes stdout before answering
 (with its exit status and the tail of its stderr), no answer before the deadline, a JSON-RPC
-error, a line over ``MAX_LINE_BYTES``, pagination that does not end.
+error, a line over ``MAX_LINE_BYTES``, more than ``--max-bytes`` on stdout in all, more tools
+than ``--max-tools``, pagination that does not end.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from speclint import negotiate
+from speclint.limits import Limits, human
 from speclint.load import Listing, NotFinite, Unreadable, loads, one_line, rpc_error_text
 from speclint.wire import Ended, Garbled, Refused, TimedOut
 
@@ -47,22 +49,26 @@ METHOD_NOT_FOUND = -32601
 _CHUNK = 1 << 16
 
 
-def list_tools(command: list[str], timeout: float, env: dict[str, str] | None = None) -> Listing:
+def list_tools(
+    command: list[str], timeout: float, env: dict[str, str] | None = None, limits: Limits | None = None
+) -> Listing:
     """Every tool the stdio server started by `command` lists, each as the server sent it.
 
     `timeout` bounds the whole exchange, from start-up to the last page; `env` holds variables set
-    for the server on top of speclint's own environment (as MCP clients' "env" settings do)."""
+    for the server on top of speclint's own environment (as MCP clients' "env" settings do);
+    `limits` caps the bytes read from its stdout and the tools listed."""
     deadline = time.monotonic() + timeout
-    with StdioServer(command, timeout, env, deadline) as server:
+    limits = limits or Limits()
+    with StdioServer(command, timeout, env, deadline, limits.bytes) as server:
         try:
-            return negotiate.list_tools(server)
+            return negotiate.list_tools(server, limits=limits)
         except Ended as exc:
             if exc.method != "server/discover":
                 raise
     # It ended on the probe, as servers that take any request before initialize as fatal do:
     # the fallback needs a server that answers, so a fresh one gets the handshake.
-    with StdioServer(command, timeout, env, deadline) as server:
-        return negotiate.list_tools(server, probe=False)
+    with StdioServer(command, timeout, env, deadline, limits.bytes) as server:
+        return negotiate.list_tools(server, probe=False, limits=limits)
 
 
 class StdioServer:
@@ -74,6 +80,7 @@ class StdioServer:
         timeout: float,
         env: dict[str, str] | None = None,
         deadline: float | None = None,
+        max_bytes: int | None = None,
     ):
         if not command:
             raise Unreadable("no server command given")
@@ -90,6 +97,8 @@ class StdioServer:
         self._writable = selectors.DefaultSelector()
         self._writable.register(self.process.stdin, selectors.EVENT_WRITE)
         self._buffer = bytearray()
+        self._read = 0  # bytes of stdout's lines in all, at most max_bytes
+        self._max_bytes = Limits().bytes if max_bytes is None else max_bytes
         self._noise = 0
         self._first_noise = ""
         self._next_id = 0
@@ -210,6 +219,12 @@ class StdioServer:
             if end > MAX_LINE_BYTES or (end < 0 and len(self._buffer) > MAX_LINE_BYTES):
                 raise Garbled(f"{self.name} wrote a line over {MAX_LINE_BYTES >> 20} MiB answering {method}")
             if end >= 0:
+                self._read += end + 1
+                if self._read > self._max_bytes:
+                    raise Unreadable(
+                        f"{self.name} wrote over {human(self._max_bytes)} to stdout in all, answering "
+                        f"{method} (--max-bytes)"
+                    )
                 line = bytes(self._buffer[:end])
                 del self._buffer[: end + 1]
                 return line

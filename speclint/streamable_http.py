@@ -4,32 +4,43 @@ with JSON or an event stream, all within one deadline however the server trickle
 The revision decides the headers (``speclint.legacy``, ``speclint.modern``); this module keeps
 what the handshake revisions add to the transport: the ``Mcp-Session-Id`` an ``initialize``
 answer assigns is sent on every later request, and the session is deleted at the end. A
-2026-07-28 exchange never initializes, so it never has one."""
+2026-07-28 exchange never initializes, so it never has one.
+
+urllib3's read timeout runs afresh for every read, so a server that sends its headers a byte at
+a time would never reach it: every connection is watched, and shut when a request's deadline
+passes, whatever stage the answer is at."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 
 import requests
+import requests.adapters
 import urllib3
 
 from speclint import negotiate
 from speclint.findings import __version__
+from speclint.limits import Limits, human
 from speclint.load import Listing, Unreadable, parse_json, rpc_error_text
 from speclint.wire import Garbled, Refused, TimedOut
 
 MAX_BODY_BYTES = 64 << 20  # one answer; a bigger one is refused, never buffered whole
 METHOD_NOT_FOUND = -32601
+CLOSE_SECONDS = 2.0  # for the DELETE that ends a session, within what is left of the deadline
 
 
-def list_tools(url: str, headers: dict[str, str], timeout: float) -> Listing:
-    """Every tool the MCP endpoint at `url` lists; `headers` go on every request."""
-    wire = HttpWire(url, headers, timeout)
+def list_tools(url: str, headers: dict[str, str], timeout: float, limits: Limits | None = None) -> Listing:
+    """Every tool the MCP endpoint at `url` lists; `headers` go on every request; `limits` caps
+    the bytes of every answer together and the tools listed."""
+    limits = limits or Limits()
+    wire = HttpWire(url, headers, timeout, limits.bytes)
     try:
-        return negotiate.list_tools(wire)
+        return negotiate.list_tools(wire, limits=limits)
     finally:
         wire.close()
 
@@ -37,10 +48,13 @@ def list_tools(url: str, headers: dict[str, str], timeout: float) -> Listing:
 class HttpWire:
     """One MCP endpoint, spoken to within one deadline."""
 
-    def __init__(self, url: str, headers: dict[str, str], timeout: float):
+    def __init__(self, url: str, headers: dict[str, str], timeout: float, max_bytes: int | None = None):
         self.name = self.url = url
         self.timeout = timeout
         self.http = requests.Session()
+        self.adapter = _WatchedAdapter()
+        for scheme in ("http://", "https://"):
+            self.http.mount(scheme, self.adapter)
         self.http.headers.update(
             {
                 "Accept": "application/json, text/event-stream",
@@ -52,20 +66,36 @@ class HttpWire:
         self.session_id: str | None = None
         self.session_version: str | None = None  # the MCP-Protocol-Version a session goes with
         self.next_id = 0
+        self.received = 0  # body bytes of every answer, at most max_bytes
+        self.max_bytes = Limits().bytes if max_bytes is None else max_bytes
         self.deadline = time.monotonic() + timeout
         self._until = self.deadline  # the current request's own deadline
 
     def close(self) -> None:
-        if self.session_id is not None:
+        self._until = min(self.deadline, time.monotonic() + CLOSE_SECONDS)
+        if self.session_id is not None and self._until > time.monotonic():
             # The spec asks clients to end a session they no longer need; best effort.
-            with contextlib.suppress(requests.RequestException):
-                self.http.delete(self.url, headers=self._session_headers(), timeout=self.timeout)
+            with self._watched(), contextlib.suppress(requests.RequestException):
+                left = self._until - time.monotonic()
+                self.http.delete(self.url, headers=self._session_headers(), timeout=max(left, 0.01))
         self.http.close()
+
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
+        """Every connection shut once the request's deadline passes, should it still be waiting."""
+        timer = threading.Timer(max(self._until - time.monotonic(), 0), self.adapter.shut)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
 
     def notify(self, method: str, headers: Mapping[str, str]) -> None:
         self._until = self.deadline
-        response = self._post({"jsonrpc": "2.0", "method": method}, method, headers)
-        response.close()
+        with self._watched():
+            response = self._post({"jsonrpc": "2.0", "method": method}, method, headers)
+            response.close()
 
     def request(
         self, method: str, params: dict, headers: Mapping[str, str], wait: float | None = None
@@ -74,11 +104,12 @@ class HttpWire:
         request_id = self.next_id
         self._until = self.deadline if wait is None else min(self.deadline, time.monotonic() + wait)
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        response = self._post(message, method, headers)
-        try:
-            answer = self._message(response, request_id, method)
-        finally:
-            response.close()
+        with self._watched():
+            response = self._post(message, method, headers)
+            try:
+                answer = self._message(response, request_id, method)
+            finally:
+                response.close()
         result = self._result(response.status_code, answer, request_id, method)
         if method == "initialize" and response.headers.get("Mcp-Session-Id"):
             self.session_id = response.headers["Mcp-Session-Id"]
@@ -120,6 +151,8 @@ class HttpWire:
         except requests.ReadTimeout:
             raise self._out_of_time(method) from None
         except requests.RequestException as exc:
+            if time.monotonic() >= self._until:  # shut at the deadline while the headers trickled
+                raise self._out_of_time(method) from None
             raise Unreadable(f"cannot reach {self.url} ({method}): {type(exc).__name__}") from None
 
     def _left(self, method: str) -> float:
@@ -142,10 +175,17 @@ class HttpWire:
         # read1 returns what has arrived; iter_content would wait for a whole 64 KiB chunk.
         while chunk := response.raw.read1(1 << 16, decode_content=True):
             received += len(chunk)
+            self.received += len(chunk)
             if received > MAX_BODY_BYTES:
                 raise Garbled(f"{method} answer from {self.url} is over {MAX_BODY_BYTES >> 20} MiB")
+            if self.received > self.max_bytes:
+                raise Unreadable(
+                    f"the answers from {self.url} are over {human(self.max_bytes)} in all, at {method} "
+                    "(--max-bytes)"
+                )
             self._left(method)
             yield chunk
+        self._left(method)  # a body cut off by the deadline's shut is not the whole answer
 
     def _message(self, response: requests.Response, request_id: int, method: str) -> object:
         """The answer's JSON-RPC message, from a JSON body or an event stream; None if unreadable
@@ -162,7 +202,7 @@ class HttpWire:
         except requests.ReadTimeout:  # raw reads raise it when no byte comes within the timeout
             raise self._out_of_time(method) from None
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:  # raw reads raise urllib3's
-            if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+            if isinstance(exc, urllib3.exceptions.ReadTimeoutError) or time.monotonic() >= self._until:
                 raise self._out_of_time(method) from None
             raise Garbled(f"{method} answer from {self.url} broke off: {type(exc).__name__}") from None
         except Garbled:
@@ -213,3 +253,52 @@ class HttpWire:
         ):
             return message
         return None
+
+
+class _KeepsConnections:
+    """A pool that keeps every connection it opens, so they can be shut from another thread."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.opened: list = []
+
+    def _new_conn(self):
+        connection = super()._new_conn()
+        self.opened.append(connection)
+        return connection
+
+
+class _WatchedPool(_KeepsConnections, urllib3.HTTPConnectionPool):
+    pass
+
+
+class _WatchedTlsPool(_KeepsConnections, urllib3.HTTPSConnectionPool):
+    pass
+
+
+_POOLS = {"http": _WatchedPool, "https": _WatchedTlsPool}
+
+
+class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    """requests' adapter over watched pools, directly or through an HTTP proxy."""
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _POOLS
+
+    def proxy_manager_for(self, proxy: str, **kwargs):
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        if not proxy.lower().startswith("socks"):
+            manager.pool_classes_by_scheme = _POOLS
+        return manager
+
+    def shut(self) -> None:
+        """Shut every connection's socket: a read waiting on it returns at once."""
+        for manager in (self.poolmanager, *self.proxy_manager.values()):
+            for key in list(manager.pools.keys()):
+                pool = manager.pools.get(key)
+                for connection in getattr(pool, "opened", ()):
+                    sock = getattr(connection, "sock", None)
+                    if sock is not None:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from shared.mcp_tools import TOOL
 from speclint.cli import main
 from speclint.findings import Finding
-from tests.support import run_module
+from tests.support import ROOT, run_module
 
 FIXTURES = Path(__file__).parent / "fixtures" / "speclint"
 
@@ -31,6 +32,21 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def run_cli(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return run_module("speclint", *argv, stdin=stdin)
+
+
+BOUND_SECONDS = 30  # a hostile input's run: far past any --timeout it is given, short of exhausting the host
+
+
+def run_bounded(*argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """`python -m speclint argv...` in the repository, its output as bytes, killed after
+    BOUND_SECONDS: a run that ignores its own --timeout fails by raising TimeoutExpired."""
+    return subprocess.run(
+        [sys.executable, "-m", "speclint", *argv],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        timeout=BOUND_SECONDS,
+    )
 
 
 def pre_idempotency_tool() -> dict:

@@ -387,7 +387,7 @@ def test_a_megabyte_tool_list_is_linted_within_the_hang_bound(tmp_path, case):
     manifest = tmp_path / "tools.json"
     manifest.write_text(MEGABYTE_LISTS[case])
 
-    done = run_cli(str(manifest), "--fail-on", "never")
+    done = run_cli(str(manifest), "--fail-on", "never", "--max-tool-bytes", "4M")  # past the 1 MiB default
 
     assert done.returncode == 0, done.stderr
     assert "checked" in done.stdout.splitlines()[-1]

@@ -60,7 +60,8 @@ class FakeMcp:
         discover: str = "legacy",
     ):
         self.pages, self.sse, self.list_error, self.status = pages, sse, list_error, status
-        self.stall = stall  # tools/list never completes: "keep-alive", "trickle" (bytes keep coming), "cut"
+        # tools/list never completes: "keep-alive", "trickle" (bytes keep coming), "cut", "headers"
+        self.stall = stall
         self.discover = discover
         self.seen: list[tuple[str, str, dict, dict]] = []  # (HTTP method, RPC method, params, headers)
         fake = self
@@ -150,9 +151,18 @@ class FakeMcp:
 
     @staticmethod
     def stall_forever(handler, stall: str) -> None:
-        """Bytes every 0.2 s and never the answer: SSE keep-alive comments, or a JSON body one
-        byte at a time. Each read finishes quickly, so only a deadline ends the exchange."""
+        """Bytes every 0.2 s and never the answer: SSE keep-alive comments, a JSON body one byte
+        at a time, or a header one byte at a time. Each read finishes quickly, so only a deadline
+        ends the exchange."""
         keep_alive = stall == "keep-alive"
+        if stall == "headers":
+            with contextlib.suppress(OSError):
+                handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                for _ in range(600):
+                    handler.wfile.write(b"a")
+                    handler.wfile.flush()
+                    time.sleep(0.2)
+            return
         if stall == "cut":  # a body shorter than its Content-Length, then the connection closes
             handler.send_response(200)
             handler.send_header("Content-Type", "application/json")
@@ -259,13 +269,44 @@ def test_url_target_follows_next_cursor_and_carries_the_session(fake_mcp, capsys
     }
 
 
-@pytest.mark.parametrize("stall", ["keep-alive", "trickle"])
+@pytest.mark.parametrize("stall", ["keep-alive", "trickle", "headers"])
 def test_a_server_that_keeps_sending_but_never_answers_is_given_up_on_at_the_deadline(fake_mcp, stall):
+    """Each read is quick, so no read timeout fires: a header sent a byte at a time held speclint
+    for as long as the server liked (urllib3 times each read, not the answer)."""
     server = fake_mcp(pages=two_pages(), stall=stall)
 
     done = run_cli(server.url, "--timeout", "1.5")
     assert done.returncode == 2
     assert "did not finish listing tools in time (1.5s for the whole exchange)" in done.stderr
+
+
+def many_pages(pages: int, per_page: int) -> dict:
+    tool = {"name": "read_record", "inputSchema": {"type": "object"}}
+    cursors = [None, *(f"page-{n}" for n in range(1, pages))]
+    return {
+        cursor: {"tools": [tool] * per_page, **({"nextCursor": cursors[n + 1]} if n + 1 < pages else {})}
+        for n, cursor in enumerate(cursors)
+    }
+
+
+def test_pages_stop_being_read_at_the_page_that_passes_the_tool_cap(fake_mcp, capsys):
+    server = fake_mcp(pages=many_pages(pages=10, per_page=1000))
+
+    code, out, err = run(capsys, server.url)
+
+    assert (code, out) == (2, "")
+    assert "lists more than 5000 tools (--max-tools 5000" in err and err.count("\n") == 1
+    assert [rpc for _, rpc, _, _ in server.seen].count("tools/list") == 6
+
+
+def test_answers_over_the_byte_cap_in_all_are_refused(fake_mcp, capsys):
+    server = fake_mcp(pages=many_pages(pages=10, per_page=100))  # about 6 KiB a page
+
+    code, out, err = run(capsys, server.url, "--max-bytes", "16K")
+
+    assert (code, out) == (2, "")
+    assert f"the answers from {server.url} are over 16 KiB in all, at tools/list (--max-bytes)" in err
+    assert [rpc for _, rpc, _, _ in server.seen].count("tools/list") < 10
 
 
 def test_an_answer_cut_short_exits_2_with_one_line(fake_mcp):

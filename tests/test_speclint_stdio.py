@@ -431,13 +431,22 @@ def test_the_speclint_console_script_installs_from_pyproject_and_runs(tmp_path):
     )
     assert installed.returncode == 0, installed.stderr
 
-    done = subprocess.run(
-        [sys.executable, target / "bin" / "speclint", "--", *SDK_SERVER, "--tools", "2"],
-        env={**os.environ, "PYTHONPATH": str(target)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    def script(*argv: object) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, target / "bin" / "speclint", *argv],
+            env={**os.environ, "PYTHONPATH": str(target)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    done = script("--", *SDK_SERVER, "--tools", "2")
     assert done.returncode == 0, done.stderr
     assert "2 tools checked" in done.stdout
+
+    # --engines compiles in a child process, which imports speclint as the script did
+    blowup = ROOT / "tests" / "fixtures" / "speclint" / "compile_blowup.json"
+    done = script(blowup, "--engines", "--timeout", "5")
+    assert done.returncode == 1, done.stderr
+    assert "outlines-core: did not finish compiling within its budget" in done.stdout
     assert not (ROOT / "build").exists() and not list(ROOT.glob("*.egg-info"))
