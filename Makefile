@@ -9,7 +9,7 @@ NODE_STAMP := node_modules/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run test bench soak package lint format clean
+.PHONY: install run test bench soak mutate package lint format clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -47,6 +47,12 @@ bench: install
 ## Two dev hosts under seeded faults (SOAK_SECONDS, default 120; SOAK_SEED); exits 1 on a violation.
 soak: install
 	$(PY) -m soak
+
+## Mutation testing of the core modules (mutmut, far too slow for `make test`): prints each module's
+## score and fails below its floor. MUTATE_TARGETS picks some (purchase governance idempotency
+## signatures tokens); MUTATE_JOBS mutants run at once (default 2).
+mutate: install
+	$(PY) -m tests.mutation $(MUTATE_TARGETS)
 
 ## The zip a publish uploads (the tree minus .funcignore), checked and written to dist/storefront.zip.
 package:

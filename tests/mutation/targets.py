@@ -1,0 +1,45 @@
+"""What `make mutate` mutates: one target per core module, with the in-process tests that run
+against each mutant (never the dev-host or whole-suite tests: a mutant is tested in a forked
+worker, and every worker starts its own Azurite and sandbox)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    source: str
+    tests: tuple[str, ...]
+    scope: str = ""  # a class whose mutants the floor applies to ("" : the whole module)
+    floor: float = 0.0  # the least score, in percent of the non-equivalent mutants, that passes
+
+    @property
+    def module(self) -> str:
+        return self.source.removesuffix(".py").replace("/", ".")
+
+
+TARGETS = (
+    Target(
+        "purchase",
+        "shared/purchase.py",
+        ("tests/test_purchase.py", "tests/test_purchase_answers.py"),
+        scope="Storefront",
+        floor=90.0,
+    ),
+    Target(
+        "governance",
+        "shared/governance.py",
+        ("tests/test_governance.py", "tests/test_governance_limits.py"),
+        floor=90.0,
+    ),
+    # The claim state machine's races and outages are pinned where a caller meets them: the answers.
+    Target(
+        "idempotency",
+        "shared/idempotency.py",
+        ("tests/test_idempotency.py", "tests/test_purchase_answers.py"),
+    ),
+    Target("signatures", "shared/signatures.py", ("tests/test_signatures.py",)),
+    Target("tokens", "shared/tokens.py", ("tests/test_tokens.py",)),
+)
