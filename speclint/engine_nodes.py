@@ -71,7 +71,8 @@ def _walk(
     yield Node(path, schema, keyword, required, engines)
     if not isinstance(schema, dict):
         return
-    names = schema.get("required") if isinstance(schema.get("required"), list) else []
+    listed = schema.get("required") if isinstance(schema.get("required"), list) else []
+    names = {name for name in listed if isinstance(name, str)}  # a set: 40,000 names fit in a tool
     for kw in _MAP:
         if isinstance(schema.get(kw), dict):
             for name, sub in schema[kw].items():

@@ -4,6 +4,7 @@ in ``speclint.engine_patterns``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterator
@@ -77,20 +78,33 @@ def builtin_problems(
         verdicts = {e: REJECTED for e in (OUTLINES, LLAMA_CPP) if e in engines}
         return [_problem(base, verdicts, "the schema is not an object")] if verdicts else []
     found: dict[tuple[str, str], Problem] = {}
+    root = _Root(schema)
     for node in nodes(schema, base):
-        for path, verdicts, what, fix in _node_findings(node, schema, frozenset(engines)):
+        for path, verdicts, what, fix in _node_findings(node, root, frozenset(engines)):
             _add(found, path, verdicts, what, fix)
     return list(found.values())
 
 
-def _node_findings(node: Node, root: dict, wanted: frozenset[str]) -> Iterator[Verdict]:
+class _Root:
+    """The schema checked, and its $anchor names, gathered once: a walk of the whole schema for
+    each of thousands of $refs to an anchor was quadratic."""
+
+    def __init__(self, schema: dict):
+        self.schema = schema
+
+    @functools.cached_property
+    def anchors(self) -> set[str]:
+        return {n["$anchor"] for n in every_object(self.schema) if isinstance(n.get("$anchor"), str)}
+
+
+def _node_findings(node: Node, root: _Root, wanted: frozenset[str]) -> Iterator[Verdict]:
     for where, verdicts, what, fix in _schema_findings(node, root):
         kept = {e: impact for e, impact in verdicts.items() if e in node.engines and e in wanted}
         if kept:
             yield where, kept, what, fix
 
 
-def _schema_findings(node: Node, root: dict) -> Iterator[Verdict]:
+def _schema_findings(node: Node, root: _Root) -> Iterator[Verdict]:
     schema, path = node.schema, node.path
     if isinstance(schema, bool):
         if node.keyword in ("properties", "items", "prefixItems", "anyOf", "oneOf", "allOf"):
@@ -153,13 +167,13 @@ def _structure_findings(schema: dict, node: Node) -> Iterator[Verdict]:
         )
 
 
-def _ref_findings(schema: dict, path: str, root: dict) -> Iterator[Verdict]:
+def _ref_findings(schema: dict, path: str, root: _Root) -> Iterator[Verdict]:
     ref = schema.get("$ref")
     if not isinstance(ref, str):
         return
     where = f"{path}/$ref"
     if ref.startswith("#/"):
-        if not _resolves(root, ref):
+        if not _resolves(root.schema, ref):
             yield (
                 where,
                 dict.fromkeys(ENGINES, REJECTED),
@@ -175,7 +189,7 @@ def _ref_findings(schema: dict, path: str, root: dict) -> Iterator[Verdict]:
         )
     elif ref.startswith("#"):
         engines = {OUTLINES: REJECTED, LLAMA_CPP: REJECTED}
-        if ref[1:] not in _anchors(root):
+        if ref[1:] not in root.anchors:
             engines[LLGUIDANCE] = REJECTED
         yield (
             where,
@@ -377,8 +391,7 @@ def _one_of_findings(schema: dict, path: str) -> Iterator[Verdict]:
     branches = schema.get("oneOf")
     if not isinstance(branches, list) or len(branches) < 2:
         return
-    pairs = ((a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
-    if not all(_disjoint(a, b) for a, b in pairs):
+    if _all_disjoint(branches) is False:
         yield (
             f"{path}/oneOf",
             {LLGUIDANCE: REJECTED},
@@ -387,8 +400,70 @@ def _one_of_findings(schema: dict, path: str) -> Iterator[Verdict]:
         )
 
 
-def _disjoint(a: object, b: object) -> bool:
+MAX_COMPARISONS = 50_000  # of branch pairs and their shared properties, for one oneOf
+
+
+class _OverBudget(Exception):
+    """Proving a oneOf's branches disjoint pair by pair would take more than MAX_COMPARISONS."""
+
+
+def _all_disjoint(branches: list) -> bool | None:
+    """Whether llguidance proves every pair of `branches` disjoint; None when that is past
+    MAX_COMPARISONS. llguidance compares every pair; this mirror proves the two shapes a
+    oneOf of hundreds of branches takes at once (distinct literals, or one required property
+    whose literals are distinct: a discriminator), and compares pair by pair otherwise. Past the
+    budget it gives no verdict (--engines asks llguidance itself)."""
+    if any(not isinstance(b, dict) or "$ref" in b for b in branches):
+        return False
+    budget = [MAX_COMPARISONS]
+    try:
+        literals = [_literals(b) for b in branches]
+        if all(literal is not None for literal in literals):
+            # Branches sharing no literal are disjoint: only those that share one need a look.
+            return all(_disjoint(branches[i], branches[j], budget) for i, j in _sharing(literals))
+        if _discriminated(branches):
+            return True
+        pairs = ((a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
+        return all(_disjoint(a, b, budget) for a, b in pairs)
+    except _OverBudget:
+        return None
+
+
+def _sharing(literals: list[set[str]]) -> Iterator[tuple[int, int]]:
+    """The pairs of indices whose literal sets share a value."""
+    holders: dict[str, list[int]] = {}
+    for index, values in enumerate(literals):
+        for value in values:
+            holders.setdefault(value, []).append(index)
+    seen: set[tuple[int, int]] = set()
+    for indices in holders.values():
+        for n, i in enumerate(indices):
+            for j in indices[n + 1 :]:
+                if (i, j) not in seen:
+                    seen.add((i, j))
+                    yield i, j
+
+
+def _discriminated(branches: list[dict]) -> bool:
+    """Whether one property is required in every branch, with literals no two branches share."""
+    required = [_required(b) for b in branches]
+    properties = [_properties(b) for b in branches]
+    for name in sorted(required[0] & set(properties[0])):
+        subs = [
+            props.get(name) if name in names else None
+            for props, names in zip(properties, required, strict=True)
+        ]
+        if not all(isinstance(sub, dict) and "$ref" not in sub for sub in subs):
+            continue
+        literals = [_literals(sub) for sub in subs]
+        if all(literal is not None for literal in literals) and next(_sharing(literals), None) is None:
+            return True
+    return False
+
+
+def _disjoint(a: object, b: object, budget: list[int]) -> bool:
     """Mirrors llguidance's is_verifiably_disjoint_from: types, literal sets, a const discriminator."""
+    _spend(budget, 1)
     if not isinstance(a, dict) or not isinstance(b, dict) or "$ref" in a or "$ref" in b:
         return False
     ta, tb = declared_types(a), declared_types(b)
@@ -397,11 +472,26 @@ def _disjoint(a: object, b: object) -> bool:
     la, lb = _literals(a), _literals(b)
     if la is not None and lb is not None and not (la & lb):
         return True
-    pa = a.get("properties") if isinstance(a.get("properties"), dict) else {}
-    pb = b.get("properties") if isinstance(b.get("properties"), dict) else {}
-    ra = a.get("required") if isinstance(a.get("required"), list) else []
-    rb = b.get("required") if isinstance(b.get("required"), list) else []
-    return any(name in ra and name in rb and _disjoint(pa[name], pb[name]) for name in set(pa) & set(pb))
+    pa, pb = _properties(a), _properties(b)
+    shared = set(pa) & set(pb)
+    _spend(budget, len(shared))
+    ra, rb = _required(a), _required(b)
+    return any(name in ra and name in rb and _disjoint(pa[name], pb[name], budget) for name in shared)
+
+
+def _spend(budget: list[int], comparisons: int) -> None:
+    budget[0] -= comparisons
+    if budget[0] < 0:
+        raise _OverBudget
+
+
+def _properties(schema: dict) -> dict:
+    return schema["properties"] if isinstance(schema.get("properties"), dict) else {}
+
+
+def _required(schema: dict) -> set[str]:
+    names = schema.get("required")
+    return {name for name in names if isinstance(name, str)} if isinstance(names, list) else set()
 
 
 # ---------------------------------------------------------------- helpers
@@ -446,10 +536,6 @@ def _resolves(root: dict, ref: str) -> bool:
         else:
             return False
     return True
-
-
-def _anchors(root: object) -> set[str]:
-    return {node["$anchor"] for node in every_object(root) if isinstance(node.get("$anchor"), str)}
 
 
 def _types(schema: dict) -> set[str]:

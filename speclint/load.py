@@ -144,10 +144,13 @@ def within_limits(tools: list[dict], limits: Limits, source: str, before: int = 
             "them all)"
         )
     for index, tool in enumerate(tools):
-        size = len(json.dumps(tool, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        name = tool.get("name")
+        label = one_line(repr(name[:80]), 80) if isinstance(name, str) else f"#{before + index}"
+        try:
+            size = len(json.dumps(tool, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        except RecursionError:
+            raise Unreadable(f"{source}: tool {label} is nested too deep to read") from None
         if size > limits.tool_bytes:
-            name = tool.get("name")
-            label = one_line(repr(name[:80]), 80) if isinstance(name, str) else f"#{before + index}"
             raise Unreadable(
                 f"{source}: tool {label} is {size} bytes as JSON, over --max-tool-bytes "
                 f"({human(limits.tool_bytes)})"

@@ -226,3 +226,39 @@ def test_engine_problems_finish_on_patterns_whose_dfa_explodes():
 )
 def test_probes_clamp_counts_but_keep_an_inverted_one_inverted(pattern, probe):
     assert probe_pattern(pattern) == probe
+
+
+def test_builtin_rules_stay_linear_on_wide_schemas(tmp_path):
+    """Quadratic before, each of these alone overran this bound by minutes: a oneOf of 8,000
+    titled constants and a tagged union of 7,000 variants (every pair of branches compared), a
+    oneOf of 6,000 typed constants and one integer (no shortcut applies: the mirror stops after
+    its budget of comparisons), 12,000 $refs to anchors (the schema walked again for each) and
+    120,000 required properties (a list searched for each). Well under a tool's 1 MiB, some of
+    them. In a fresh interpreter with a bound: a hang guard, not a speed claim. The verdicts
+    stay llguidance's: distinct constants prove a oneOf, a repeated one does not."""
+    code = """
+import json, sys
+from speclint.engines import LLGUIDANCE, builtin_problems
+
+def one_of(branches):
+    schema = {"type": "object", "properties": {"q": {"oneOf": branches}}, "required": ["q"]}
+    return [p.path for p in builtin_problems(schema) if LLGUIDANCE in p.engines]
+
+titled = [{"const": f"v{i}", "title": f"V{i}"} for i in range(8000)]
+assert one_of(titled) == []
+assert one_of(titled + [{"const": "v7999"}]) == ["/inputSchema/properties/q/oneOf"]
+kinds = [{"kind": {"const": f"k{i}"}} for i in range(7000)]
+tagged = [{"type": "object", "properties": kind, "required": ["kind"]} for kind in kinds]
+assert one_of(tagged) == []
+tagged[-1]["properties"]["kind"]["const"] = "k0"
+assert one_of(tagged) == ["/inputSchema/properties/q/oneOf"]
+one_of([{"type": "string", "const": f"v{i}"} for i in range(6000)] + [{"type": "integer"}])
+defs = {f"d{i}": {"$anchor": f"a{i}", "type": "string"} for i in range(12000)}
+refs = {f"p{i}": {"$ref": f"#a{i}"} for i in range(12000)}
+builtin_problems({"type": "object", "$defs": defs, "properties": refs})
+wide = {f"p{i}": {"type": "string", "maxLength": 3} for i in range(120000)}
+assert builtin_problems({"type": "object", "properties": wide, "required": list(wide)}) == []
+print("done")
+"""
+    done = fresh_python(code, timeout=30)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr

@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from speclint.limits import MAX_TOOLS, human, size
+from speclint.limits import MAX_TOOLS, Limits, human, size
+from speclint.load import Unreadable, within_limits
 from tests.speclint_support import BOUND_SECONDS, FIXTURES, object_schema, run_bounded
 from tests.support import ROOT
 
@@ -141,3 +142,11 @@ def test_sizes_read_as_binary_units_and_print_back(text, count):
     assert size(text) == count
     assert size(human(count)) == count
     assert human(1000) == "1000 bytes"
+
+
+def test_a_tool_nested_past_the_interpreters_recursion_limit_is_refused_not_a_traceback():
+    deep: dict = {"type": "string"}
+    for _ in range(sys.getrecursionlimit() + 100):
+        deep = {"items": deep}
+    with pytest.raises(Unreadable, match="tool 'deep' is nested too deep to read"):
+        within_limits([{"name": "deep", "inputSchema": deep}], Limits(), "tools.json")
