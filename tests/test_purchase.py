@@ -217,7 +217,9 @@ def test_past_brevos_window_an_unreadable_log_stops_the_taker_instead_of_risking
     assert len(emails_to(sandbox, email)) == 1
 
 
-def test_inside_brevos_window_an_unreadable_log_leaves_the_repeat_to_the_idempotency_key(shop, sandbox):
+def test_inside_brevos_window_an_unreadable_log_leaves_the_repeat_to_the_idempotency_key(
+    shop, sandbox, caplog
+):
     storefront, store, clock = shop
     email, key = unique_email("keyed"), unique_key()
     died_after_brevo_accepted(storefront, store, sandbox, email, key)
@@ -229,6 +231,11 @@ def test_inside_brevos_window_an_unreadable_log_leaves_the_repeat_to_the_idempot
     assert taken_over.status == 200
     assert len(emails_to(sandbox, email)) == 1
     assert json.loads(taken_over.body)["checks"][-1]["detail"] == "already accepted by Brevo before a restart"
+    warned = [r.getMessage() for r in caplog.records if r.name == "storefront.purchase"]
+    assert [w for w in warned if w.startswith("Brevo's log unreadable (Brevo refused the ")] == [
+        "Brevo's log unreadable (Brevo refused the email log lookup (500 internal_error)); "
+        "the idempotency key covers the resend"
+    ], warned
 
 
 def test_two_purchases_without_a_key_get_different_token_ids(shop, sandbox):

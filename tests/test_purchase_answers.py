@@ -279,6 +279,16 @@ def checks(**given: tuple[str, str]) -> dict[str, tuple[str, str]]:
     return {name: given.get(name, NOT_REACHED) for name in CHECK_NAMES}
 
 
+def logged(caplog) -> list[str]:
+    """What the flow told the operator's log."""
+    return [r.getMessage() for r in caplog.records if r.name == "storefront.purchase"]
+
+
+def outage(text: str) -> str:
+    """A pattern for an outage as the storage adapters word it, after `text`."""
+    return re.escape(text) + r"[a-z ]+ unavailable: [A-Za-z]+"
+
+
 def verified(answer: Answer) -> bool:
     return signatures.verify(answer.outcome.body, KEYS.jwks()).valid
 
@@ -566,7 +576,7 @@ def test_the_cost_ceiling_refusal_gives_the_rate_and_recipient_counts_back(make_
     assert later.status == 200  # neither the client's one purchase nor the recipient's one email was used
 
 
-def test_counters_that_cannot_be_reached_are_not_enforced_and_say_so(shop):
+def test_counters_that_cannot_be_reached_are_not_enforced_and_say_so(shop, caplog):
     shop.counters.set("cut")
 
     keyed = shop.call(unique_email("degraded"), unique_key())
@@ -577,6 +587,9 @@ def test_counters_that_cannot_be_reached_are_not_enforced_and_say_so(shop):
         assert answer.status == 200
         assert answer.checks["rate_limit"] == degraded
         assert answer.checks["cost_ceiling"] == degraded
+    warned = logged(caplog)
+    for check in ("rate_limit", "cost_ceiling"):
+        assert [w for w in warned if re.fullmatch(outage(f"{check} not enforced: "), w)], warned
 
 
 def test_an_unkeyed_purchase_with_counters_and_blob_down_sends_nothing(shop):
@@ -767,7 +780,7 @@ def test_brevo_refusing_the_contact_frees_the_key_and_gives_the_counts_back(make
 
 
 def test_a_send_brevo_refused_keeps_the_key_and_its_counts_and_the_retry_resumes(make_shop):
-    shop = make_shop(Limits(1, Decimal("5"), Decimal("0.01")))
+    shop = make_shop(Limits(1, Decimal("5"), Decimal("0.01"), recipient_limit_per_day=1))
     email, key = unique_email("sendrefused"), unique_key()
     shop.fault("/v3/smtp/email", 503, email)
 
@@ -832,18 +845,23 @@ def test_a_receipt_no_store_would_take_is_503_for_a_key_and_the_retry_gets_it(sh
     assert len(shop.emails_to(email)) == 1
 
 
-def test_an_unkeyed_receipt_no_store_would_take_is_still_answered(shop):
+def test_an_unkeyed_receipt_no_store_would_take_is_still_answered(shop, caplog):
     email = unique_email("unrecordedunkeyed")
     shop.hooks.on("sent", shop.down(shop.blob, shop.records))
 
     answer = shop.call(email)
 
+    rid = answer.receipt["receipt_id"]
     assert answer.status == 200 and answer.receipt["status"] == "fulfilled"
     shop.up()
-    assert shop.receipts.read(answer.receipt["receipt_id"]) is None
+    assert shop.receipts.read(rid) is None
+    warned = logged(caplog)
+    assert re.fullmatch(outage(f"receipt {rid} not in Blob yet: "), warned[0]), warned
+    assert re.fullmatch(outage(f"receipt {rid} not queued for repair either: "), warned[1]), warned
+    assert warned[2:] == [f"receipt {rid} answered but not on record: both stores unreachable"]
 
 
-def test_a_receipt_blob_could_not_take_is_served_from_the_repair_queue_until_repaired(shop):
+def test_a_receipt_blob_could_not_take_is_served_from_the_repair_queue_until_repaired(shop, caplog):
     email = unique_email("queued")
     shop.blob.set("cut")
 
@@ -855,6 +873,8 @@ def test_a_receipt_blob_could_not_take_is_served_from_the_repair_queue_until_rep
     assert answer.status == 200
     assert served == answer.outcome.body
     assert repaired == 1
+    rid = answer.receipt["receipt_id"]
+    assert [w for w in logged(caplog) if re.fullmatch(outage(f"receipt {rid} not in Blob yet: "), w)]
     assert shop.receipts.read(answer.receipt["receipt_id"]) == answer.outcome.body
 
 
@@ -1007,7 +1027,7 @@ def answered_while_the_claim_missed_its_receipt(shop: Shop, email: str, key: str
     return answered
 
 
-def test_a_taker_adopts_the_receipt_its_predecessor_queued_and_answers_the_same_bytes(shop):
+def test_a_taker_adopts_the_receipt_its_predecessor_queued_and_answers_the_same_bytes(shop, caplog):
     email, key = unique_email("adopts"), unique_key()
     first = answered_while_the_claim_missed_its_receipt(shop, email, key)
 
@@ -1015,6 +1035,9 @@ def test_a_taker_adopts_the_receipt_its_predecessor_queued_and_answers_the_same_
 
     assert first.status == 200
     assert (taken.status, taken.outcome.body) == (200, first.outcome.body)
+    warned = logged(caplog)
+    point = re.escape("recovery point not recorded (") + r"[a-z ]+ unavailable: [A-Za-z]+"
+    assert [w for w in warned if re.fullmatch(point + re.escape("); the lease still holds the key"), w)]
     assert len(shop.emails_to(email)) == 1
 
 
@@ -1045,3 +1068,32 @@ def test_arguments_that_are_not_an_object_with_a_key_in_the_header_are_400(shop)
     assert (answer.status, answer.error["code"]) == (400, "invalid_request")
     assert answer.checks["idempotency"] == ("pass", KEY_FREE_AGAIN)
     assert answer.checks["input_schema"][0] == "fail"
+
+
+def test_a_receipt_blob_took_while_the_ledger_and_claims_were_out_is_answered_and_logged(shop, caplog):
+    email, key = unique_email("ledgerout"), unique_key()
+    shop.hooks.on("record", shop.down(shop.records, shop.claims))
+
+    answer = shop.call(email, key)
+
+    rid = answer.receipt["receipt_id"]
+    assert answer.status == 200
+    assert shop.receipts.read(rid) == answer.outcome.body
+    warned = logged(caplog)
+    ledger = re.escape(f"receipt {rid} not in the ledger yet (the repair timer adds it): ")
+    assert [w for w in warned if re.fullmatch(ledger + r"[a-z ]+ unavailable: [A-Za-z]+", w)], warned
+    claim = re.escape("claim not completed (") + r"[a-z ]+ unavailable: [A-Za-z]+"
+    assert [
+        w for w in warned if re.fullmatch(claim + re.escape("); a retry after the lease will finish it"), w)
+    ]
+
+
+def test_a_receipt_the_stores_take_within_the_patience_is_answered(make_shop):
+    shop = make_shop(record_patience_seconds=4.0)
+    email, key = unique_email("patience"), unique_key()
+    shop.hooks.on("sent", lambda: [p.set("cut", seconds=0.6) for p in (shop.blob, shop.records)])
+
+    answer = shop.call(email, key)
+
+    assert answer.status == 200
+    assert shop.receipts.read(answer.receipt["receipt_id"]) == answer.outcome.body
