@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 from tests.mutation.plugin import start_services
@@ -101,11 +102,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("targets", nargs="*", metavar="target", help=f"some of {', '.join(names)} (all)")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATE_JOBS", "2")))
     parser.add_argument("--workdir", type=Path, default=_default_workdir())
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only the mutants whose mutmut name matches, e.g. 'shared.purchase.xǁStorefrontǁ_release*'",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.targets) - set(names)
     if unknown:
         parser.error(f"no target {', '.join(sorted(unknown))}; the targets are {', '.join(names)}")
     chosen = [t for t in TARGETS if not args.targets or t.name in args.targets]
+    if args.only:  # each glob names its module: shared.purchase.…
+        chosen = [t for t in chosen if any(g.startswith(t.module + ".") for g in args.only)]
     equivalents = _load_equivalents()
     _become_subreaper()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the run's services on the way out
@@ -114,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     for target in chosen:
         started = time.monotonic()
         staging = _stage(target, args.workdir / target.name)
-        mutants = _run(target, staging, args.jobs)
+        only = [g for g in args.only if g.startswith(target.module + ".")]
+        mutants = _run(target, staging, args.jobs, only)
         elapsed = time.monotonic() - started
         scores, ok = _report(target, staging, mutants, equivalents, elapsed)
         summary += [(score, elapsed if i == 0 else None) for i, score in enumerate(scores)]
@@ -164,10 +175,10 @@ def _stage(target: Target, staging: Path) -> Path:
     return staging
 
 
-def _run(target: Target, staging: Path, jobs: int) -> list[Mutant]:
+def _run(target: Target, staging: Path, jobs: int, only: list[str]) -> list[Mutant]:
     print(f"\n== {target.name}: mutating {target.source}, testing with {' '.join(target.tests)}")
     print(f"   in {staging} (mutmut's log: mutmut.log there)", flush=True)
-    command = [str(MUTMUT), "run", "--max-children", str(jobs)]
+    command = [str(MUTMUT), "run", "--max-children", str(jobs), *only]
     log = staging / "mutmut.log"
     env, services = start_services(staging)
     try:
@@ -198,7 +209,7 @@ def _run(target: Target, staging: Path, jobs: int) -> list[Mutant]:
     mutants = []
     for line in listing.splitlines():
         name, _, status = line.strip().rpartition(": ")
-        if name.startswith(target.module + "."):
+        if name.startswith(target.module + ".") and (not only or any(fnmatch(name, g) for g in only)):
             mutants.append(Mutant(name, status))
     return mutants
 
