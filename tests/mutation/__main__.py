@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import ctypes
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -214,16 +215,32 @@ def _run(target: Target, staging: Path, jobs: int, only: list[str]) -> list[Muta
     return mutants
 
 
-def _diff(staging: Path, mutant: Mutant) -> list[str]:
-    """The mutant's changed lines, each as its sign and the stripped line."""
+# What `mutmut show` prints, for many mutants in one process (mutmut's own function for it).
+_SHOW = """
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+json.dump({name: get_diff_for_mutant(name) for name in json.load(sys.stdin)}, sys.stdout)
+"""
+
+
+def _diffs(staging: Path, mutants: list[Mutant]) -> dict[str, list[str]]:
+    """Each mutant's changed lines, each as its sign and the stripped line."""
     shown = subprocess.run(
-        [str(MUTMUT), "show", mutant.name], cwd=staging, capture_output=True, text=True, check=True
+        [sys.executable, "-c", _SHOW],
+        cwd=staging,
+        input=json.dumps([m.name for m in mutants]),
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
-    return [
-        f"{line[0]} {line[1:].strip()}"
-        for line in shown.splitlines()
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]
+    return {
+        name: [
+            f"{line[0]} {line[1:].strip()}"
+            for line in diff.splitlines()
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        ]
+        for name, diff in json.loads(shown).items()
+    }
 
 
 def _report(
@@ -232,10 +249,11 @@ def _report(
     listed = [e for e in equivalents if e["module"] == target.source]
     missed, matched = [], set()
     equivalent: set[str] = set()
-    for mutant in mutants:
-        if mutant.caught and not any(e["function"] == mutant.function for e in listed):
-            continue
-        diff = _diff(staging, mutant)
+    judged = {e["function"] for e in listed}
+    looked_at = [m for m in mutants if not m.caught or m.function in judged]
+    diffs = _diffs(staging, looked_at)
+    for mutant in looked_at:
+        diff = diffs[mutant.name]
         entry = next(
             (
                 (i, j)
