@@ -15,9 +15,10 @@ from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import TableClient
 
 from shared.errors import LimitExceeded, StoreUnavailable
-from shared.governance import Governance, Limits, Reservation
+from shared.governance import Governance, Limits, Reservation, client_address
 from shared.hashing import Hasher
 from shared.storage import table_client
+from tests.support import RoundTrips
 
 # 2030-01-01T10:15:00Z: 45 minutes to the next hour, 13 h 45 min to midnight UTC.
 T0 = 1893492900.0
@@ -174,16 +175,6 @@ def test_a_shard_with_room_left_takes_the_purchase_up_to_its_budget(table):
     assert refused.code == "cost_ceiling_reached"
 
 
-def test_a_day_whose_total_is_at_the_ceiling_is_refused_even_if_a_shard_shows_room(table):
-    gov = governed(table, limits(ceiling="0.04", cost="0.01", shards=2))  # 2 shards of two
-    fill(table, {0: 40_000, 1: 0})  # written under a larger budget earlier in the day
-
-    refused = refusal(gov.reserve_cost)
-
-    assert refused.code == "cost_ceiling_reached"
-    assert shard_counts(table) == {0: 40_000, 1: 0}
-
-
 def test_a_cost_given_back_goes_to_the_shard_it_was_taken_from(table):
     gov = governed(table, limits(ceiling="0.03", cost="0.01", shards=3))
     fill(table, {0: 10_000, 1: 10_000})
@@ -223,3 +214,162 @@ def test_a_counter_that_loses_every_race_is_an_outage_not_an_endless_loop(azurit
 
     assert time.monotonic() - started < 30
     assert governed(table, limits()).reserve_rate("203.0.113.20").count == 2  # nothing was added
+
+
+# --- the client's address -------------------------------------------------------------------------
+
+FRONT_DOOR = "2f0f3a5e-9c1b-4ffa-8d2e-77a1b0c4d9e1"
+
+
+def headers(**values: str):
+    named = {name.replace("_", "-"): value for name, value in values.items()}
+    return lambda name: named.get(name)
+
+
+@pytest.mark.parametrize("sent_id", [FRONT_DOOR, "", "XXXX", "*"])
+def test_with_no_front_door_configured_no_fdid_a_request_names_is_trusted(sent_id):
+    sent = headers(x_azure_fdid=sent_id, x_azure_socketip="192.0.2.44", x_forwarded_for="203.0.113.44")
+
+    assert client_address(sent) == "203.0.113.44"
+
+
+@pytest.mark.parametrize("sent_id", ["\udcff" + FRONT_DOOR[1:], FRONT_DOOR + "\ud800"])
+def test_an_fdid_header_that_is_not_text_is_not_the_front_door_and_never_an_error(sent_id):
+    sent = headers(x_azure_fdid=sent_id, x_azure_socketip="192.0.2.45", x_forwarded_for="203.0.113.45")
+
+    assert client_address(sent, front_door_id=FRONT_DOOR) == "203.0.113.45"
+
+
+# --- windows are UTC, whatever the host's time zone ------------------------------------------------
+
+
+@pytest.fixture
+def far_time_zone(monkeypatch):
+    """The host's local time 14 hours ahead of UTC (POSIX TZ), so a local window would differ."""
+    monkeypatch.setenv("TZ", "LINT-14")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_recipient_and_cost_windows_are_the_utc_day_on_a_host_in_another_time_zone(table, far_time_zone):
+    clock = [T0 + 13 * 3600 + 30 * 60]  # 23:45 UTC, already the next day at UTC+14
+    gov = Governance(
+        table, Hasher("limits-test-secret"), limits(ceiling="0.01", recipients=1), lambda: clock[0]
+    )
+    gov.reserve_recipient("tz@example.org")
+    gov.reserve_cost()
+
+    clock[0] += 30 * 60  # 00:15 UTC: a new UTC day, the same local one
+
+    assert gov.reserve_recipient("tz@example.org").count == 1
+    assert gov.reserve_cost().count == 10_000
+
+
+def test_the_rate_window_is_the_utc_hour_on_a_host_half_an_hour_off(table, monkeypatch):
+    monkeypatch.setenv("TZ", "HALF-5:30")
+    time.tzset()
+    try:
+        clock = [T0 + 40 * 60]  # 10:55 UTC, 16:25 at UTC+5:30
+        gov = Governance(table, Hasher("limits-test-secret"), limits(rate=1), lambda: clock[0])
+        gov.reserve_rate("203.0.113.46")
+        clock[0] += 10 * 60  # 11:05 UTC: a new UTC hour, the same local one (16:35)
+
+        assert gov.reserve_rate("203.0.113.46").count == 1
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+# --- counters: what a reservation and a release cost, and their edges -----------------------------
+
+
+@pytest.fixture
+def counted_table(azurite, table):
+    trips = RoundTrips()
+    client = table_client(azurite, table.table_name, 5, trips.transport("table"))
+    yield client, trips
+    client.close()
+
+
+def test_the_first_email_of_a_day_to_a_recipient_creates_its_counter_in_one_call(counted_table):
+    client, trips = counted_table
+    gov = governed(client, limits())
+
+    first = gov.reserve_recipient("fresh@example.org")
+
+    assert first.count == 1
+    assert trips.take() == {"table": 1}
+
+
+def test_giving_back_costs_one_write_with_the_etag_it_left_and_two_without(counted_table):
+    client, trips = counted_table
+    gov = governed(client, limits(ceiling="0.03", cost="0.01", shards=3))
+    fill(client, {0: 10_000, 1: 10_000})
+    created = gov.reserve_cost()  # shard 2, created now
+    updated = gov.reserve_rate("203.0.113.47")
+    updated = gov.reserve_rate("203.0.113.47")  # the second of the hour: an update
+    trips.take()
+
+    gov.release(created)
+    gov.release(updated)
+    with_etag = trips.take()
+    gov.release(Reservation(updated.partition, updated.row, 1))
+
+    assert with_etag == {"table": 2}
+    assert trips.take() == {"table": 2}
+    assert shard_counts(client)[2] == 0
+
+
+def test_a_reservation_given_back_at_once_frees_its_slot_for_the_next(table):
+    gov = governed(table, limits(rate=1))
+
+    gov.release(gov.reserve_rate("203.0.113.48"))
+
+    assert gov.reserve_rate("203.0.113.48").count == 1
+    assert refusal(lambda: gov.reserve_rate("203.0.113.48")).code == "rate_limited"
+
+
+def test_giving_back_to_a_counter_that_is_gone_leaves_it_at_zero(table):
+    gov = governed(table, limits(rate=2))
+    hour = "rate-2030010110"
+
+    gov.release(Reservation(Hasher("limits-test-secret").client_ip("203.0.113.49"), hour, 1))
+
+    assert [gov.reserve_rate("203.0.113.49").count for _ in range(2)] == [1, 2]
+    assert refusal(lambda: gov.reserve_rate("203.0.113.49")).code == "rate_limited"
+
+
+def test_a_zero_cost_is_never_refused_even_when_the_days_spend_already_passed_the_ceiling(table):
+    gov = governed(table, limits(ceiling="0.02", cost="0", shards=2))
+    fill(table, {0: 30_000, 1: 30_000})  # spent before the operator set the cost to zero
+
+    assert gov.reserve_cost().count == 30_000
+
+
+def test_a_counter_holding_no_count_is_reported_as_what_it_is(table):
+    table.create_entity({"PartitionKey": "store-cost-0", "RowKey": DAY, "Count": "three"})
+    gov = governed(table, limits(ceiling="0.01", cost="0.01", shards=1))
+
+    with pytest.raises(StoreUnavailable, match="^a governance counter holds something other than a count$"):
+        gov.reserve_cost()
+
+
+def test_an_unreachable_counter_table_is_named_in_the_outage(azurite):
+    dead = azurite.replace(
+        azurite.split("TableEndpoint=")[1].split(";")[0], "http://127.0.0.1:9/devstoreaccount1"
+    )
+    gov = governed(table_client(dead, "nowhere", timeout=1), limits())
+
+    with pytest.raises(StoreUnavailable, match="^governance table unavailable: "):
+        gov.reserve_rate("203.0.113.50")
+
+
+def test_reserve_recipient_says_what_it_takes(table):
+    with pytest.raises(ValueError, match="^reserve_recipient takes the buyer's email address$"):
+        governed(table, limits()).reserve_recipient("not an address")
+
+
+def test_a_micro_dollar_cost_spreads_over_the_shards_its_ceiling_fills():
+    assert limits(ceiling="0.000003", cost="0.000001").cost_partitions == 3
