@@ -212,7 +212,7 @@ def test_a_counter_that_loses_every_race_is_an_outage_not_an_endless_loop(azurit
     with pytest.raises(StoreUnavailable, match="^governance counter too contended$"):
         gov.reserve_rate("203.0.113.20")
 
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 15
     assert governed(table, limits()).reserve_rate("203.0.113.20").count == 2  # nothing was added
 
 
@@ -233,8 +233,12 @@ def test_with_no_front_door_configured_no_fdid_a_request_names_is_trusted(sent_i
     assert client_address(sent) == "203.0.113.44"
 
 
-@pytest.mark.parametrize("sent_id", ["\udcff" + FRONT_DOOR[1:], FRONT_DOOR + "\ud800"])
-def test_an_fdid_header_that_is_not_text_is_not_the_front_door_and_never_an_error(sent_id):
+@pytest.mark.parametrize(
+    "sent_id",
+    ["\udcff" + FRONT_DOOR[1:], FRONT_DOOR + "\ud800", FRONT_DOOR.replace("ff", "\ufb00")],
+    ids=["lone-surrogate", "trailing-surrogate", "ligature-ff"],
+)
+def test_an_fdid_that_only_resembles_the_operators_is_not_the_front_door_and_never_an_error(sent_id):
     sent = headers(x_azure_fdid=sent_id, x_azure_socketip="192.0.2.45", x_forwarded_for="203.0.113.45")
 
     assert client_address(sent, front_door_id=FRONT_DOOR) == "203.0.113.45"
