@@ -352,8 +352,9 @@ def test_a_zero_cost_is_never_refused_even_when_the_days_spend_already_passed_th
     assert gov.reserve_cost().count == 30_000
 
 
-def test_a_counter_holding_no_count_is_reported_as_what_it_is(table):
-    table.create_entity({"PartitionKey": "store-cost-0", "RowKey": DAY, "Count": "three"})
+@pytest.mark.parametrize("stored", ["three", True, 2.5], ids=["word", "bool", "double"])
+def test_a_counter_holding_no_count_is_reported_as_what_it_is(table, stored):
+    table.create_entity({"PartitionKey": "store-cost-0", "RowKey": DAY, "Count": stored})
     gov = governed(table, limits(ceiling="0.01", cost="0.01", shards=1))
 
     with pytest.raises(StoreUnavailable, match="^a governance counter holds something other than a count$"):
