@@ -110,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="GLOB",
         help="only the mutants whose mutmut name matches, e.g. 'shared.purchase.xǁStorefrontǁ_release*'",
     )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="judge and score the last run's results again (after editing equivalent.toml), running nothing",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.targets) - set(names)
     if unknown:
@@ -124,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     summary = []
     for target in chosen:
         started = time.monotonic()
-        staging = _stage(target, args.workdir / target.name)
+        staging = args.workdir / target.name
         only = [g for g in args.only if g.startswith(target.module + ".")]
-        mutants = _run(target, staging, args.jobs, only)
-        elapsed = time.monotonic() - started
+        if not args.report_only:
+            _run(target, _stage(target, staging), args.jobs, only)
+        mutants = _results(target, staging, only)
+        elapsed = None if args.report_only else time.monotonic() - started
         scores, ok = _report(target, staging, mutants, equivalents, elapsed)
         summary += [(score, elapsed if i == 0 else None) for i, score in enumerate(scores)]
         if not ok:
@@ -176,7 +183,7 @@ def _stage(target: Target, staging: Path) -> Path:
     return staging
 
 
-def _run(target: Target, staging: Path, jobs: int, only: list[str]) -> list[Mutant]:
+def _run(target: Target, staging: Path, jobs: int, only: list[str]) -> None:
     print(f"\n== {target.name}: mutating {target.source}, testing with {' '.join(target.tests)}")
     print(f"   in {staging} (mutmut's log: mutmut.log there)", flush=True)
     command = [str(MUTMUT), "run", "--max-children", str(jobs), *only]
@@ -204,6 +211,10 @@ def _run(target: Target, staging: Path, jobs: int, only: list[str]) -> list[Muta
         tail = log.read_text(errors="replace").replace("\r", "\n").splitlines()[-60:]
         print("\n".join(tail))
         sys.exit(f"mutmut failed on {target.name} (exit {process.returncode}); its log: {log}")
+
+
+def _results(target: Target, staging: Path, only: list[str]) -> list[Mutant]:
+    """Every mutant of the target's module in the last run, with its status."""
     listing = subprocess.run(
         [str(MUTMUT), "results", "--all", "true"], cwd=staging, capture_output=True, text=True, check=True
     ).stdout
@@ -244,7 +255,7 @@ def _diffs(staging: Path, mutants: list[Mutant]) -> dict[str, list[str]]:
 
 
 def _report(
-    target: Target, staging: Path, mutants: list[Mutant], equivalents: list[dict], elapsed: float
+    target: Target, staging: Path, mutants: list[Mutant], equivalents: list[dict], elapsed: float | None
 ) -> tuple[list[Score], bool]:
     listed = [e for e in equivalents if e["module"] == target.source]
     missed, matched = [], set()
@@ -286,7 +297,8 @@ def _report(
     else:
         scores = [score(target.source, mutants)]
     counts = Counter(m.status for m in mutants)
-    print(f"\n{target.name}: {len(mutants)} mutants in {_minutes(elapsed)} ({dict(counts)})")
+    took = f" in {_minutes(elapsed)}" if elapsed is not None else ""
+    print(f"\n{target.name}: {len(mutants)} mutants{took} ({dict(counts)})")
     for mutant, diff in missed:
         print(f"  missed ({mutant.status}): {mutant.name}")
         for line in diff:
