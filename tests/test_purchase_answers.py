@@ -299,6 +299,13 @@ def outage(text: str) -> str:
     return re.escape(text) + r"[a-z ]+ unavailable: [A-Za-z]+"
 
 
+def unavailable_for_now(answer: Answer, message: str) -> None:
+    """A 503 the caller is told to retry in 5 seconds, saying why."""
+    assert (answer.status, answer.outcome.retry_after) == (503, 5)
+    assert answer.error == {"code": "store_unavailable", "message": message, "retry_after_seconds": 5}
+    assert answer.receipt["status"] == "failed"
+
+
 def verified(answer: Answer) -> bool:
     return signatures.verify(answer.outcome.body, KEYS.jwks()).valid
 
@@ -614,8 +621,7 @@ def test_an_unkeyed_purchase_with_counters_and_blob_down_sends_nothing(shop):
         "table and blob storage are both unreachable, so this purchase could not be recorded; "
         "nothing was sent"
     )
-    assert (refused.status, refused.outcome.retry_after) == (503, 5)
-    assert refused.error == {"code": "store_unavailable", "message": message, "retry_after_seconds": 5}
+    unavailable_for_now(refused, message)
     assert refused.receipt["status"] == "failed"
     assert refused.checks["contact_upsert"] == NOT_REACHED
     assert shop.emails_to(email) == []
@@ -849,8 +855,7 @@ def test_a_receipt_no_store_would_take_is_503_for_a_key_and_the_retry_gets_it(sh
         "the bundle was sent, but its receipt could not be recorded yet; retry with the same idempotency "
         "key to receive it"
     )
-    assert (refused.status, refused.outcome.retry_after) == (503, 5)
-    assert refused.error == {"code": "store_unavailable", "message": message, "retry_after_seconds": 5}
+    unavailable_for_now(refused, message)
     assert retried.status == 200 and retried.receipt["status"] == "fulfilled"
     assert shop.receipts.read(retried.receipt["receipt_id"]) == retried.outcome.body
     assert len(shop.emails_to(email)) == 1
@@ -1066,8 +1071,7 @@ def test_a_taker_that_cannot_look_for_a_queued_receipt_is_503_and_issues_none(sh
         "the receipt an earlier attempt may have issued cannot be looked up yet; retry with the same "
         "idempotency key"
     )
-    assert (refused.status, refused.outcome.retry_after) == (503, 5)
-    assert refused.error == {"code": "store_unavailable", "message": message, "retry_after_seconds": 5}
+    unavailable_for_now(refused, message)
     assert taken.outcome.body == first.outcome.body
     assert len(shop.emails_to(email)) == 1
 
