@@ -13,7 +13,7 @@ import pytest
 import requests
 from jose import jwt
 
-from shared.brevo import BrevoClient
+from shared.brevo import IDEMPOTENCY_WINDOW_SECONDS, BrevoClient
 from shared.errors import StoreUnavailable
 from shared.governance import Governance, Limits
 from shared.hashing import Hasher
@@ -337,3 +337,18 @@ def test_a_retry_after_upgrading_replays_the_claim_written_before_keys_were_scop
 
     assert (retry.status, retry.replayed, retry.body) == (200, True, body)
     assert emails_to(sandbox, email) == []
+
+
+def test_at_the_very_end_of_brevos_window_the_taker_needs_the_log_to_confirm(shop, sandbox):
+    storefront, store, clock = shop
+    email, key = unique_email("windowend"), unique_key()
+    claimed_at = clock.now
+    died_after_brevo_accepted(storefront, store, sandbox, email, key)
+    requests.delete(f"{sandbox.url}/_sandbox/idempotency-keys", timeout=10).raise_for_status()
+    clock.now = claimed_at + IDEMPOTENCY_WINDOW_SECONDS  # no longer inside it
+    fault(sandbox, "/v3/smtp/emails", 500, email)
+
+    stopped = buy(storefront, email, key)
+
+    assert stopped.status == 503 and stopped.retry_after == 30
+    assert len(emails_to(sandbox, email)) == 1

@@ -10,6 +10,7 @@ import contextlib
 import html
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -106,7 +107,9 @@ class HookedReceipts(BlobReceiptStore):
 
     def write_once(self, receipt_id: str, body: bytes, *, ledger_day: str | None = None) -> bytes:
         self.hooks.reach("record")
-        return super().write_once(receipt_id, body, ledger_day=ledger_day)
+        stored = super().write_once(receipt_id, body, ledger_day=ledger_day)
+        self.hooks.reach("recorded")
+        return stored
 
 
 class HookedClaims(IdempotencyHandler):
@@ -1102,14 +1105,47 @@ def test_a_receipt_blob_took_while_the_ledger_and_claims_were_out_is_answered_an
     assert [
         w for w in warned if re.fullmatch(claim + re.escape("); a retry after the lease will finish it"), w)
     ]
+    shop.up()
+    assert shop.storefront.repair_receipts() == 1  # the blob's tag told the timer its row was missing
+    assert [e.receipt_id for e in shop.ledger.day(answer.receipt["issued_at"][:10]).receipts] == [rid]
 
 
 def test_a_receipt_the_stores_take_within_the_patience_is_answered(make_shop):
-    shop = make_shop(record_patience_seconds=8.0)
+    shop = make_shop(record_patience_seconds=15.0)
     email, key = unique_email("patience"), unique_key()
-    shop.hooks.on("sent", lambda: [p.set("cut", seconds=2.5) for p in (shop.blob, shop.records)])
+    shop.hooks.on("sent", lambda: [p.set("cut", seconds=5) for p in (shop.blob, shop.records)])
 
     answer = shop.call(email, key)
+    started = time.monotonic()
+    at_once = shop.call(unique_email("patience"), unique_key())
 
     assert answer.status == 200
     assert shop.receipts.read(answer.receipt["receipt_id"]) == answer.outcome.body
+    assert at_once.status == 200 and time.monotonic() - started < 7.5  # nothing to wait for
+
+
+def test_a_taker_whose_own_receipt_lost_to_the_one_on_record_answers_the_one_on_record(shop):
+    email, key = unique_email("lostrace"), unique_key()
+    shop.hooks.on("receipt checkpoint", shop.down(shop.claims))  # the claim never carries it...
+    shop.hooks.on("recorded", lambda: (_ for _ in ()).throw(Crash()))  # ...the host dies once Blob has it
+    with pytest.raises(Crash):
+        shop.call(email, key)
+    shop.up()
+    shop.clock.now += LEASE + 1
+
+    taken = shop.call(email, key)
+
+    assert taken.status == 200
+    assert shop.receipts.read(taken.receipt["receipt_id"]) == taken.outcome.body
+    assert len(shop.emails_to(email)) == 1
+
+
+def test_a_first_attempt_never_reads_brevos_log(shop):
+    email = unique_email("nolookup")
+    shop.fault("/v3/smtp/emails", 500, email)
+
+    answer = shop.call(email, unique_key())
+
+    pending = requests.get(f"{shop.sandbox_url}/_sandbox/faults", timeout=10).json()
+    assert answer.status == 200
+    assert [f for f in pending if f["match"] == email and f["path"] == "/v3/smtp/emails"]
