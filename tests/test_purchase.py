@@ -352,3 +352,22 @@ def test_at_the_very_end_of_brevos_window_the_taker_needs_the_log_to_confirm(sho
 
     assert stopped.status == 503 and stopped.retry_after == 30
     assert len(emails_to(sandbox, email)) == 1
+
+
+def test_past_brevos_window_a_busy_log_sets_the_retry_when_it_asks_for_longer(shop, sandbox):
+    storefront, store, clock = shop
+    email, key = unique_email("busylog"), unique_key()
+    died_after_brevo_accepted(storefront, store, sandbox, email, key)
+    clock.now += 45 * 60
+    body = {
+        "path": "/v3/smtp/emails",
+        "status": 429,
+        "match": email,
+        "headers": {"x-sib-ratelimit-reset": "120"},
+    }
+    requests.post(f"{sandbox.url}/_sandbox/faults", json=body, timeout=10).raise_for_status()
+
+    stopped = buy(storefront, email, key)
+
+    assert (stopped.status, stopped.retry_after) == (503, 120)
+    assert len(emails_to(sandbox, email)) == 1

@@ -112,6 +112,18 @@ class HookedReceipts(BlobReceiptStore):
         return stored
 
 
+class HookedGovernance(Governance):
+    hooks: Hooks
+
+    def reserve_recipient(self, address: str):
+        self.hooks.reach("recipient")
+        return super().reserve_recipient(address)
+
+    def reserve_cost(self):
+        self.hooks.reach("cost")
+        return super().reserve_cost()
+
+
 class HookedClaims(IdempotencyHandler):
     hooks: Hooks
 
@@ -236,15 +248,16 @@ def make_shop(azurite, sandbox):
             clock=clock,
         )
         brevo = HookedBrevo(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 5)
-        handler.hooks = brevo.hooks = store.hooks = receipts.hooks = hooks
+        governance = HookedGovernance(
+            table_client(through(counters), names["gov"], 1), hasher, limits, clock=clock
+        )
+        handler.hooks = brevo.hooks = store.hooks = receipts.hooks = governance.hooks = hooks
         settings = {"record_patience_seconds": 0.3, **config}
         storefront = Storefront(
             StoreConfig(BASE_URL, "store@example.com", "The Store", **settings),
             hasher=hasher,
             idempotency=handler,
-            governance=Governance(
-                table_client(through(counters), names["gov"], 1), hasher, limits, clock=clock
-            ),
+            governance=governance,
             receipts=receipts,
             brevo=brevo,
             keys=keys,
@@ -675,9 +688,9 @@ def test_an_operator_who_runs_keys_unprotected_gets_a_degraded_purchase_instead(
         assert answer.status == 200
         assert answer.checks["idempotency"] == ("degraded", "store unreachable; retries are not protected")
         assert answer.receipt["receipt_url"] is not None
-    warned = [r.getMessage() for r in caplog.records if r.name == "storefront.purchase"]
     said = "idempotency store unreachable, proceeding without it: "
-    assert [w for w in warned if w.startswith(said) and "table" in w.removeprefix(said).lower()]
+    warned = [w for w in logged(caplog) if w.startswith(said)]
+    assert len(warned) == 2 and all("table" in w.removeprefix(said).lower() for w in warned), warned
 
 
 def test_a_claim_write_whose_answer_never_comes_is_503_and_keeps_the_counts(make_shop):
@@ -1149,3 +1162,44 @@ def test_a_first_attempt_never_reads_brevos_log(shop):
     pending = requests.get(f"{shop.sandbox_url}/_sandbox/faults", timeout=10).json()
     assert answer.status == 200
     assert [f for f in pending if f["match"] == email and f["path"] == "/v3/smtp/emails"]
+
+
+@pytest.mark.parametrize("down_for", ["rate and recipient", "cost"])
+def test_an_unkeyed_purchase_with_any_counter_down_and_blob_down_sends_nothing(shop, down_for):
+    email = unique_email("onecounter")
+    shop.blob.set("cut")
+    if down_for == "cost":
+        shop.hooks.on("cost", shop.down(shop.counters))
+    else:
+        shop.counters.set("cut")
+        shop.hooks.on("cost", lambda: shop.counters.set("pass"))
+
+    refused = shop.call(email)
+
+    assert (refused.status, refused.error["code"]) == (503, "store_unavailable")
+    assert shop.emails_to(email) == []
+
+
+def test_a_rate_limit_not_enforced_stays_degraded_though_the_recipient_counted(shop):
+    shop.counters.set("cut")
+    shop.hooks.on("recipient", lambda: shop.counters.set("pass"))
+
+    answer = shop.call(unique_email("halfcounted"), unique_key())
+
+    assert answer.status == 200
+    assert answer.checks["rate_limit"] == ("degraded", "counter store unreachable; not enforced")
+    assert answer.checks["cost_ceiling"][0] == "pass"
+
+
+def test_unprotected_keys_with_counters_and_blob_down_send_nothing(make_shop):
+    shop = make_shop(idempotency_fail_open=True)
+    email = unique_email("failopennowhere")
+    shop.counters.set("cut")
+    shop.blob.set("cut")
+    shop.hooks.on("take", shop.down(shop.claims))
+
+    refused = shop.call(email, unique_key())
+
+    assert (refused.status, refused.error["code"]) == (503, "store_unavailable")
+    assert refused.checks["idempotency"] == ("degraded", "store unreachable; retries are not protected")
+    assert shop.emails_to(email) == []
