@@ -117,6 +117,9 @@ def test_a_taker_that_never_saw_a_recovery_point_still_names_the_emailed_token(s
     assert first.status == 503
     assert taken_over.status == 200
     assert emailed_token_ids(sandbox.url, email) == [receipt["download"]["token_id"]]
+    [link] = [link for e in emails_to(sandbox, email) for link in e["links"] if "/api/download/" in link]
+    expires = jwt.get_unverified_claims(link.rsplit("/", 1)[1])["exp"]
+    assert receipt["download"]["expires_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))
     assert receipt["checks"][-1]["detail"].startswith("already accepted by Brevo as <")
     assert receipt["checks"][-1]["detail"].endswith("before a restart (found in its log)")
 

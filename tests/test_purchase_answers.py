@@ -393,7 +393,10 @@ def test_the_email_greets_the_buyer_by_name_and_carries_the_link_the_receipt_nam
     token = next(link for link in sent["links"] if "/api/download/" in link).rsplit("/", 1)[1]
     link = f"{BASE_URL}/api/download/{token}"
     until = answer.receipt["download"]["expires_at"]
-    assert jwt.get_unverified_claims(token)["jti"] == answer.receipt["download"]["token_id"]
+    claims = jwt.get_unverified_claims(token)
+    assert (claims["jti"], claims["iss"]) == (answer.receipt["download"]["token_id"], BASE_URL)
+    contacts = requests.get(f"{shop.sandbox_url}/_sandbox/contacts", params={"email": email}, timeout=10)
+    assert [c["attributes"] for c in contacts.json()] == [{"FIRSTNAME": "Zoë O'Brien"}]
     assert sent["sender"] == {"email": "store@example.com", "name": "The Store"}
     assert sent["to"] == [{"email": email, "name": "Zoë O'Brien"}]
     assert sent["subject"] == f"Your {BUNDLE.title} is ready"
@@ -824,6 +827,7 @@ def test_a_send_brevo_refused_keeps_the_key_and_its_counts_and_the_retry_resumes
     assert (refused.status, refused.error["code"]) == (503, "upstream_unavailable")
     assert refused.checks["idempotency"] == ("pass", KEY_KEPT)
     assert refused.checks["fulfillment_email"] == ("fail", refused.error["message"])
+    assert (refused.receipt["download"], refused.receipt["receipt_url"]) == (None, None)
     assert other.status == 429  # the client's one purchase stays counted
     assert resumed.status == 200
     assert resumed.checks["idempotency"] == (
@@ -1203,3 +1207,16 @@ def test_unprotected_keys_with_counters_and_blob_down_send_nothing(make_shop):
     assert (refused.status, refused.error["code"]) == (503, "store_unavailable")
     assert refused.checks["idempotency"] == ("degraded", "store unreachable; retries are not protected")
     assert shop.emails_to(email) == []
+
+
+def test_a_receipt_is_dated_in_utc_on_a_host_in_another_time_zone(shop, monkeypatch):
+    monkeypatch.setenv("TZ", "LINT-14")
+    time.tzset()
+    try:
+        answer = shop.call(unique_email("timezone"))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+    assert answer.receipt["issued_at"] == iso(shop.clock.now)
+    assert answer.receipt["issued_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(shop.clock.now))
