@@ -12,6 +12,13 @@ host does locally, and promises:
   ``extensions.http.routePrefix`` from ``host.json`` (default ``api``), with
   Azure's template syntax: ``{id}``, ``{id?}``, ``{id:int}``, ``{*rest}``;
   literals match case-insensitively.
+* Routes are tried in the order the Functions host tries them: by function
+  name, ignoring case, the first whose template and methods match serving.
+  The host sorts its functions by name (``FunctionMetadataManager``) and
+  matches their routes in that order (``WebJobsRouter``, a plain ASP.NET
+  ``RouteCollection``), not by ASP.NET's template precedence: a literal route
+  loses to a parameter or catch-all route whose function's name sorts first
+  (azure-functions-host#9876).
 * An unmatched path, or a method the matching trigger does not list, answers
   404. A function that raises answers 500 with an empty body and its traceback
   on stderr. Request bodies over 100 MB answer 413.
@@ -165,18 +172,15 @@ class RouteTemplate:
     text: str
     pattern: re.Pattern[str] = field(repr=False)
     params: tuple[RouteParam, ...]
-    precedence: tuple[int, ...]
 
     @classmethod
     def parse(cls, text: str) -> RouteTemplate:
         params: list[RouteParam] = []
-        regex, precedence = "", []
-        for segment in filter(None, text.strip("/").split("/")):
-            segment_regex, digit = _compile_segment(segment, params)
-            regex += segment_regex
-            precedence.append(digit)
+        regex = "".join(
+            _compile_segment(segment, params) for segment in filter(None, text.strip("/").split("/"))
+        )
         pattern = re.compile(f"^{regex}/?$", re.IGNORECASE)
-        return cls(text.strip("/"), pattern, tuple(params), tuple(precedence))
+        return cls(text.strip("/"), pattern, tuple(params))
 
     def match(self, path: str) -> dict[str, str] | None:
         """Return the route params for a decoded request path, or None."""
@@ -196,21 +200,20 @@ class RouteTemplate:
         return values
 
 
-def _compile_segment(segment: str, params: list[RouteParam]) -> tuple[str, int]:
-    """Return a regex for one path segment and its ASP.NET precedence digit (lower wins)."""
+def _compile_segment(segment: str, params: list[RouteParam]) -> str:
+    """Return a regex for one path segment."""
     pieces = _PARAM_PATTERN.split(segment)  # odd indexes hold parameter texts
     if len(pieces) == 3 and pieces[0] == pieces[2] == "":
         param = RouteParam.parse(pieces[1])
         regex = f"/(?P<{_add_group(params, param)}>{'.*' if param.catch_all else '[^/]+'})"
-        digit = (5 if param.catch_all else 3) - bool(param.constraints)
-        return (f"(?:{regex})?" if param.optional else regex), digit
+        return f"(?:{regex})?" if param.optional else regex
     regex = "/"
     for index, piece in enumerate(pieces):
         if index % 2:
             regex += f"(?P<{_add_group(params, RouteParam.parse(piece))}>[^/]+)"
         else:
             regex += re.escape(piece)
-    return regex, 1 if len(pieces) == 1 else 2
+    return regex
 
 
 def _add_group(params: list[RouteParam], param: RouteParam) -> str:
@@ -264,16 +267,23 @@ class LoadedApp:
     _matching_order: tuple[Route, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        ordered = tuple(sorted(self.routes, key=lambda route: route.template.precedence))
-        object.__setattr__(self, "_matching_order", ordered)
+        object.__setattr__(self, "_matching_order", tuple(sorted(self.routes, key=matching_key)))
 
     def find(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-        """Return the route serving ``method`` on a decoded ``path`` and its params."""
+        """Return the route serving ``method`` on a decoded ``path`` and its params: the first, in
+        the host's order, whose template matches and whose trigger lists the method."""
         for route in self._matching_order:
             params = route.template.match(path)
             if params is not None and route.allows(method):
                 return route, params
         return None
+
+
+def matching_key(route: Route) -> str:
+    """Where a route stands in the order the Functions host tries routes: its function's name,
+    compared as .NET's ``StringComparer.OrdinalIgnoreCase`` compares the names Azure allows
+    (ASCII letters, digits, ``_`` and ``-``), that is upper-cased, code point by code point."""
+    return route.name.upper()
 
 
 def load_app(app_dir: str | os.PathLike[str]) -> LoadedApp:

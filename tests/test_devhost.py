@@ -341,9 +341,32 @@ def test_route_constraints_reject_segments_that_do_not_fit(devhost: DevHost) -> 
     assert requests.get(devhost.url("greet/abc123")).status_code == 404
 
 
-def test_literal_route_wins_over_parameter_route_registered_first(devhost: DevHost) -> None:
+def test_routes_are_tried_by_function_name_not_by_registration(devhost: DevHost) -> None:
     assert requests.get(devhost.url("things/special")).json()["function"] == "special_thing"
     assert requests.get(devhost.url("things/plain")).json()["function"] == "thing"
+
+
+def test_a_parameter_route_whose_name_sorts_first_takes_a_literal_path_as_on_azure(devhost: DevHost) -> None:
+    # The Functions host sorts functions by name and matches routes in that order, with no
+    # template precedence (azure-functions-host#9876); func start and Azure agree with this.
+    assert requests.get(devhost.url("order/fixed")).json()["function"] == "a_parameter"
+    assert requests.get(devhost.url("order/other")).json()["function"] == "a_parameter"
+
+
+def test_function_names_are_compared_ignoring_case(devhost: DevHost) -> None:
+    assert requests.get(devhost.url("case/fixed")).json()["function"] == "a_case"
+    assert requests.get(devhost.url("case/other")).json()["function"] == "B_case"
+
+
+def test_a_catch_all_named_to_sort_last_serves_every_path_and_method_the_others_do_not(
+    devhost: DevHost,
+) -> None:
+    assert requests.get(devhost.url("misc/known")).json()["function"] == "misc_known"
+    for method in ("POST", "PUT", "DELETE"):
+        fallback = requests.request(method, devhost.url("misc/known"))
+        assert (fallback.status_code, fallback.json()["function"]) == (404, "zz_misc_fallback")
+    deep = requests.get(devhost.url("misc/a/b"))
+    assert deep.json() == {"function": "zz_misc_fallback", "route_params": {"rest": "a/b"}}
 
 
 def test_catch_all_param_takes_the_decoded_rest_of_the_path(devhost: DevHost) -> None:
