@@ -36,6 +36,8 @@ UNKNOWN_IP = "unknown"
 MICROS = Decimal(1_000_000)
 IPV6_PREFIX = 64  # one IPv6 subscriber's network: what ISPs assign to one home or one host
 _MAX_ATTEMPTS = 60
+# Off Azure (make run, a dev host, func start) a developer who ran into a limit can start afresh.
+LOCAL_RESET_HINT = "; locally, `make reset` clears the counters"
 
 
 def client_address(header: Callable[[str], str | None], *, hops: int = 0, front_door_id: str = "") -> str:
@@ -138,11 +140,15 @@ class Governance:
         hasher: Hasher,
         limits: Limits,
         clock: Callable[[], float] = time.time,
+        *,
+        local: bool = False,
     ):
+        """`local`: not hosted on Azure, so a refusal ends with `LOCAL_RESET_HINT`."""
         self._counters = _Counters(table)
         self._hasher = hasher
         self._limits = limits
         self._clock = clock
+        self._hint = LOCAL_RESET_HINT if local else ""
 
     @property
     def limits(self) -> Limits:
@@ -160,7 +166,7 @@ class Governance:
             raise LimitExceeded(
                 f"rate limit reached: {_count(self._limits.rate_limit_per_hour, 'purchase')} per hour "
                 "from one client address (an IPv6 client's whole /64); the store sets this limit with "
-                "STOREFRONT_RATE_LIMIT_PER_HOUR",
+                f"STOREFRONT_RATE_LIMIT_PER_HOUR{self._hint}",
                 code="rate_limited",
                 retry_after=3600 - int(now) % 3600,
             )
@@ -186,7 +192,8 @@ class Governance:
         if reservation is None:
             raise LimitExceeded(
                 f"recipient limit reached: {_count(limit, 'email')} per UTC day to one mailbox, "
-                "whoever asks; the store sets this limit with STOREFRONT_RECIPIENT_LIMIT_PER_DAY",
+                "whoever asks; the store sets this limit with "
+                f"STOREFRONT_RECIPIENT_LIMIT_PER_DAY{self._hint}",
                 code="rate_limited",
                 retry_after=86400 - int(now) % 86400,
             )
@@ -201,7 +208,7 @@ class Governance:
         if reservation is None:
             raise LimitExceeded(
                 f"daily cost ceiling of ${self._limits.daily_cost_ceiling_usd} reached for the store; "
-                "the store sets it with STOREFRONT_DAILY_COST_CEILING_USD",
+                f"the store sets it with STOREFRONT_DAILY_COST_CEILING_USD{self._hint}",
                 code="cost_ceiling_reached",
                 retry_after=86400 - int(now) % 86400,
             )

@@ -128,6 +128,7 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
                 s.cost_counter_shards,
                 recipient_limit_per_day=s.recipient_limit_per_day,
             ),
+            local=not s.hosted_on_azure,
         ),
         receipts=receipts,
         brevo=brevo,

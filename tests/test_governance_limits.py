@@ -118,6 +118,31 @@ def test_the_cost_ceiling_refusal_names_the_ceiling_and_the_setting_until_midnig
     )
 
 
+def test_off_azure_every_refusal_ends_saying_make_reset_clears_the_counters(table):
+    local = Governance(
+        table, Hasher("limits-test-secret"), limits(1, "0.01", "0.01", 1, 1), lambda: T0, local=True
+    )
+    local.reserve_rate("203.0.113.10")
+    local.reserve_recipient("ada@example.org")
+    local.reserve_cost()
+
+    refusals = [
+        refusal(lambda: local.reserve_rate("203.0.113.10")),
+        refusal(lambda: local.reserve_recipient("ada@example.org")),
+        refusal(local.reserve_cost),
+    ]
+
+    assert [r.message for r in refusals] == [
+        "rate limit reached: 1 purchase per hour from one client address (an IPv6 client's whole /64); "
+        "the store sets this limit with STOREFRONT_RATE_LIMIT_PER_HOUR; locally, `make reset` clears the "
+        "counters",
+        "recipient limit reached: 1 email per UTC day to one mailbox, whoever asks; the store sets this "
+        "limit with STOREFRONT_RECIPIENT_LIMIT_PER_DAY; locally, `make reset` clears the counters",
+        "daily cost ceiling of $0.01 reached for the store; the store sets it with "
+        "STOREFRONT_DAILY_COST_CEILING_USD; locally, `make reset` clears the counters",
+    ]
+
+
 # --- a zero cost per purchase ---------------------------------------------------------------------
 
 
