@@ -7,9 +7,11 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 CHROMIUM := /usr/bin/chromium
+# Where `make run` keeps Azurite's data (and its pid while it runs); `make reset` clears it.
+DATA_DIR ?= .azurite
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run test bench soak mutate package lint format clean
+.PHONY: install run stop reset test bench soak mutate package lint format clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -31,9 +33,20 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
 
-## Start Azurite, the Brevo sandbox and the Functions host; Ctrl-C stops them all.
+## Start Azurite, the Brevo sandbox and the Functions host; Ctrl-C (or `make stop`) stops them all.
 run: install
-	$(PY) -m devstack.run
+	$(PY) -m devstack.run --data-dir $(DATA_DIR)
+
+## Stop a `make run` running in the background or in another terminal.
+stop:
+	@if [ -x $(PY) ]; then $(PY) -m devstack.run stop --data-dir $(DATA_DIR); \
+	else echo "make run is not running (it has not been set up here)"; fi
+
+## Clear the local stores: Azurite's data (limit counters, idempotency keys, receipts, the ledger).
+## Refuses while `make run` is up; the next `make run` seeds the bundles again.
+reset:
+	@if [ -x $(PY) ]; then $(PY) -m devstack.run reset --data-dir $(DATA_DIR); \
+	else echo "nothing to reset: make run has not been set up here"; fi
 
 ## Lint, then the whole suite (it starts its own Azurite, sandbox and dev hosts).
 test: install $(CHROMIUM)

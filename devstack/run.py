@@ -1,9 +1,10 @@
 """`make run`: start Azurite, the Brevo sandbox and the Functions host, print where they are and a
-client configuration to paste, and stop everything on Ctrl-C.
+client configuration to paste, and stop everything on Ctrl-C or SIGTERM (`make stop`).
 
 The host is `func start` where Azure Functions Core Tools is installed, otherwise the repo's dev
 host; the banner says which, and which settings file it reads. Azurite keeps its data in
-`.azurite/` so receipts survive a restart.
+`.azurite/` so receipts survive a restart; `make reset` clears it while the stack is down. The
+stack's pid is in `.azurite/make-run.pid` while it runs, for `make stop` and `make reset`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from devstack import seed_bundles
+from devstack import processes, seed_bundles
 from devstack.devhost import SETTINGS_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +28,9 @@ AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
 DEFAULT_STORAGE_PORT = 10000  # blob; queue and table follow, as UseDevelopmentStorage=true expects
 DEFAULT_SANDBOX_PORT = 8025
 DEFAULT_HOST_PORT = 7071
+PID_FILE = "make-run.pid"
+# What Azurite keeps in its --location: the databases and the blob and queue extents.
+AZURITE_FILES = ("__azurite_db_*.json", "__blobstorage__", "__queuestorage__", "__tablestorage__")
 # Azurite's well-known development account (public, documented by Microsoft; not a secret).
 DEV_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
@@ -134,17 +138,77 @@ def banner(host_port: int, sandbox_port: int, host: str, settings: str) -> str:
             "Claude Desktop (claude_desktop_config.json), through mcp-remote:",
             json.dumps(claude, indent=2),
             "",
-            "Press Ctrl-C to stop everything.",
+            "Press Ctrl-C to stop everything (or `make stop` from another terminal).",
         ]
     )
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def running_stack(data_dir: Path) -> int | None:
+    """The pid of the `make run` whose stores are in `data_dir`, while it runs."""
+    try:
+        pid = int((data_dir / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if not processes.alive(pid):
+        return None
+    try:  # the pid file of a stack killed outright may name a process that came later
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        shown = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+        return pid if "devstack.run" in shown.stdout else None
+    return pid if b"devstack.run" in command else None
 
 
-def main(argv: list[str] | None = None) -> int:
+def stop(data_dir: Path, timeout: float = 30) -> int:
+    """`make stop`: SIGTERM to the running stack, as Ctrl-C in its terminal would stop it."""
+    pid = running_stack(data_dir)
+    if pid is None:
+        print(f"make run is not running (no live stack in {data_dir / PID_FILE})")
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while processes.alive(pid):
+        if time.monotonic() > deadline:
+            print(f"make run (pid {pid}) is still stopping after {timeout:.0f}s", file=sys.stderr)
+            return 1
+        time.sleep(0.1)
+    print(f"stopped make run (pid {pid})")
+    return 0
+
+
+def reset(data_dir: Path) -> int:
+    """`make reset`: delete what Azurite stored in `data_dir`, only while no stack uses it."""
+    pid = running_stack(data_dir)
+    if pid is not None:
+        print(
+            f"make run is up (pid {pid}) and holds the stores in {data_dir}; stop it first "
+            "(Ctrl-C in its terminal, or `make stop`), then run `make reset` again",
+            file=sys.stderr,
+        )
+        return 1
+    for pattern in AZURITE_FILES:
+        for path in data_dir.glob(pattern):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    print(
+        f"cleared the local stores in {data_dir}: the rate-limit, recipient and cost counters, "
+        "idempotency keys, receipts and the ledger. The next `make run` seeds the bundles again; "
+        "the Brevo sandbox keeps its emails in memory only, so they went when make run stopped."
+    )
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=("start", "stop", "reset"),
+        default="start",
+        help="start the stack (the default), stop a running one, or clear its stores (when stopped)",
+    )
     parser.add_argument("--port", type=int, default=DEFAULT_HOST_PORT, help="Functions host port")
     parser.add_argument("--sandbox-port", type=int, default=DEFAULT_SANDBOX_PORT, help="Brevo sandbox port")
     parser.add_argument(
@@ -154,26 +218,43 @@ def main(argv: list[str] | None = None) -> int:
         help="Azurite blob port (queue +1, table +2)",
     )
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".azurite", help="Azurite's data folder")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.action == "stop":
+        return stop(args.data_dir)
+    if args.action == "reset":
+        return reset(args.data_dir)
+    return serve(args)
+
+
+def serve(args: argparse.Namespace) -> int:
     if not AZURITE.exists():
         raise SystemExit("Azurite is not installed; run `make run` (it runs `npm install` first)")
+    already = running_stack(args.data_dir)
+    if already is not None:
+        raise SystemExit(f"make run is already running (pid {already}) on {args.data_dir}")
     storage_ports = (args.storage_port, args.storage_port + 1, args.storage_port + 2)
     for port in (*storage_ports, args.sandbox_port, args.port):
         if port_busy(port):
             raise SystemExit(f"port {port} is already in use; stop whatever listens there first")
 
+    processes.interrupt_on_signals()
     started: list[subprocess.Popen] = []
-    signal.signal(signal.SIGTERM, _interrupt)
+    pid_file = args.data_dir / PID_FILE
     try:
         env = child_env(args.port, args.storage_port, args.sandbox_port)
         core_tools = shutil.which("func") is not None
         services = commands(args.port, args.sandbox_port, args.storage_port, args.data_dir, core_tools)
+        pid_file.write_text(f"{os.getpid()}\n")
         if core_tools:
             note = settings_for_func(ROOT)
             if note:
                 print(note, flush=True)
         for name, cmd, port in services:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+            proc = processes.start(cmd, cwd=ROOT, env=env)
             started.append(proc)
             wait_for(port, proc, name)
             if name == "Azurite":
@@ -192,14 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        for proc in reversed(started):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in started:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C does not cut the cleanup short
+            signal.signal(signum, signal.SIG_IGN)
+        processes.stop(*reversed(started))
+        pid_file.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """`make run` (devstack/run.py) as a newcomer uses it: everything starts, the MCP Python SDK buys twice
-with one key, one email arrives with a working download link, and Ctrl-C stops it all."""
+with one key, one email arrives with a working download link, and Ctrl-C stops it all. Started as
+a background job starts it (SIGINT ignored), it still stops on SIGINT, on `make stop` (SIGTERM),
+and killed outright it leaves no service behind. `make reset` clears the stores once it is down."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import socket
@@ -15,8 +18,16 @@ from pathlib import Path
 import requests
 from mcp import Client
 
-from devstack.run import host_name, settings_file, settings_for_func
+from devstack import processes
+from devstack.run import PID_FILE, host_name, settings_file, settings_for_func
 from tests.support import ROOT, free_port, free_ports, unique_email, unique_key
+
+BANNER_END = "Press Ctrl-C to stop everything"
+# What a shell does to a job it starts in the background (`make run &`, nohup, a script).
+AS_A_BACKGROUND_JOB = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 def _listening(port: int) -> bool:
@@ -39,27 +50,52 @@ def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: floa
     )
 
 
+class Stack:
+    """`python -m devstack.run` on free ports and its own data folder, started in the background."""
+
+    def __init__(self, data_dir: Path, logs: Path, env: dict[str, str] | None = None):
+        self.host_port, self.sandbox_port, self.storage = free_port(), free_port(), free_ports(3)
+        self.data_dir, self.errors = data_dir, logs / f"stderr-{self.host_port}.txt"
+        command = [sys.executable, "-c", AS_A_BACKGROUND_JOB, "-m", "devstack.run", *self.options()]
+        with self.errors.open("w") as stderr:
+            self.proc = processes.start(
+                command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+            )
+        try:
+            self.banner = _read_until(self.proc, BANNER_END, self.errors)
+        except AssertionError:
+            processes.stop(self.proc)
+            raise
+        self.services = processes.descendants(self.proc.pid)
+
+    def options(self) -> list[str]:
+        return [
+            *("--port", str(self.host_port), "--sandbox-port", str(self.sandbox_port)),
+            *("--storage-port", str(self.storage), "--data-dir", str(self.data_dir)),
+        ]
+
+    def make(self, target: str) -> subprocess.CompletedProcess:
+        """`make stop` or `make reset`, on this stack's data folder."""
+        command = ["make", "-s", target, f"DATA_DIR={self.data_dir}"]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    def ports(self) -> tuple[int, ...]:
+        return (self.host_port, self.sandbox_port, self.storage, self.storage + 2)
+
+    def gone(self, timeout: float = 15) -> bool:
+        """Whether every service it started has ended and no port of it listens, within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while any(processes.alive(pid) for pid in self.services) or any(map(_listening, self.ports())):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+
 def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_ctrl_c(tmp_path):
-    host_port, sandbox_port, storage = free_port(), free_port(), free_ports(3)
-    command = [
-        sys.executable,
-        "-m",
-        "devstack.run",
-        "--port",
-        str(host_port),
-        "--sandbox-port",
-        str(sandbox_port),
-        "--storage-port",
-        str(storage),
-        "--data-dir",
-        str(tmp_path / "azurite"),
-    ]
-    errors = tmp_path / "stderr.txt"
-    with errors.open("w") as stderr:
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    stack = Stack(tmp_path / "azurite", tmp_path)
     try:
-        banner = _read_until(proc, "Press Ctrl-C to stop everything.", errors)
-        mcp_url = f"http://localhost:{host_port}/api/a2a/mcp"
+        mcp_url = f"http://localhost:{stack.host_port}/api/a2a/mcp"
         email, key = unique_email("make-run"), unique_key()
 
         async def twice():
@@ -69,14 +105,15 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
 
         first, second = asyncio.run(twice())
         emails = requests.get(
-            f"http://127.0.0.1:{sandbox_port}/_sandbox/emails", params={"to": email}, timeout=10
+            f"http://127.0.0.1:{stack.sandbox_port}/_sandbox/emails", params={"to": email}, timeout=10
         )
         link = next(link for link in emails.json()[0]["links"] if "/api/download/" in link)
         download = requests.get(link, timeout=10)
     finally:
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)
+        stack.proc.send_signal(signal.SIGINT)
+        code = stack.proc.wait(timeout=30)
 
+    banner, sandbox_port = stack.banner, stack.sandbox_port
     assert mcp_url in banner and '"mcp-remote"' in banner
     if shutil.which("func"):
         assert "  Functions host:  func start (Azure Functions Core Tools)\n" in banner
@@ -89,7 +126,57 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
     assert len(emails.json()) == 1
     assert download.status_code == 200 and download.content.startswith(b"PK")
     assert code == 0
-    assert not any(_listening(port) for port in (host_port, sandbox_port, storage, storage + 2))
+    assert len(stack.services) >= 3 and stack.gone()
+    assert not (stack.data_dir / PID_FILE).exists()
+
+
+def test_make_stop_ends_a_background_make_run_and_make_reset_then_clears_its_counters(tmp_path):
+    limited = {**os.environ, "STOREFRONT_RATE_LIMIT_PER_HOUR": "1"}
+    stack = Stack(tmp_path / "azurite", tmp_path, limited)
+    purchase = f"http://127.0.0.1:{stack.host_port}/api/a2a/purchase"
+    try:
+        bought = requests.post(purchase, json={"email": unique_email("reset")}, timeout=30)
+        limited_429 = requests.post(purchase, json={"email": unique_email("reset")}, timeout=30)
+        refused_while_up = stack.make("reset")
+        stopped = stack.make("stop")
+        code = stack.proc.wait(timeout=30)
+    finally:
+        processes.stop(stack.proc)
+    gone = stack.gone()
+    stored = sorted(path.name for path in stack.data_dir.iterdir())
+    reset = stack.make("reset")
+    left = sorted(path.name for path in stack.data_dir.iterdir())
+    again = Stack(tmp_path / "azurite", tmp_path, limited)
+    try:
+        base = f"http://127.0.0.1:{again.host_port}"
+        after = requests.post(f"{base}/api/a2a/purchase", json={"email": unique_email("reset")}, timeout=30)
+        old_receipt = requests.get(f"{base}/api/receipts/{bought.json()['receipt_id']}", timeout=10)
+    finally:
+        processes.stop(again.proc)
+
+    assert bought.status_code == 200 and limited_429.status_code == 429
+    assert limited_429.json()["error"]["message"].endswith("; locally, `make reset` clears the counters")
+    assert refused_while_up.returncode == 2  # make says the recipe failed
+    assert f"make run is up (pid {stack.proc.pid})" in refused_while_up.stderr
+    assert "stop it first" in refused_while_up.stderr
+    assert (stopped.returncode, code, gone) == (0, 0, True)
+    assert stopped.stdout == f"stopped make run (pid {stack.proc.pid})\n"
+    assert "__azurite_db_table__.json" in stored and "__blobstorage__" in stored
+    assert reset.returncode == 0 and "cleared the local stores" in reset.stdout
+    assert left == []
+    assert after.status_code == 200, after.text
+    assert old_receipt.status_code == 404
+
+
+def test_a_killed_make_run_leaves_no_service_behind(tmp_path):
+    stack = Stack(tmp_path / "azurite", tmp_path)
+    stack.proc.kill()
+    stack.proc.wait(timeout=10)
+
+    assert len(stack.services) >= 3 and stack.gone()
+    assert (stack.data_dir / PID_FILE).exists()
+    assert stack.make("stop").stdout.startswith("make run is not running")
+    assert stack.make("reset").returncode == 0
 
 
 def test_func_start_gets_local_settings_from_the_example_once_and_never_overwritten(tmp_path):
