@@ -1,23 +1,44 @@
-"""One error tree for the storefront; each class maps to one HTTP status and one JSON-RPC code.
+"""One error tree for the storefront: each class answers one HTTP status, and every code a
+caller can meet is in docs/errors.md with its status and an example cause.
 
-    StorefrontError                      500  -32603  (never raised for user input)
-    ├── InvalidRequest                   400  -32602  malformed body, wrong types, unknown fields
-    │   └── InvalidIdempotencyKey        400  -32602  key breaks ^[A-Za-z0-9._-]{8,128}$
-    ├── InvalidToken                     401  -32000  a download token that is not the store's, or expired
-    ├── Forbidden                        403  -32000  a valid token for another audience or bundle
-    ├── KeyInUse                         409  -32000  the key's first request is still running
-    ├── PayloadTooLarge                  413  -32600
-    ├── Unprocessable                    422  -32602  invalid email, unknown bundle
-    │   └── KeyReused                    422  -32602  the key was used with a different request
-    ├── LimitExceeded                    429  -32000  rate limit, daily cost ceiling (carries retry_after)
-    ├── UpstreamError                    502  -32000  Brevo answered with an error
-    │   └── UpstreamUnavailable          503  -32000  Brevo timed out, unreachable, 5xx or 429
-    ├── NotConfigured                    503  -32000  a production secret is missing
-    ├── ReceiptUnavailable               503  -32000  a completed key's receipt cannot be read
-    ├── StorageDown                      503  -32000  a keyed purchase cannot be protected or recorded now
-    ├── BundleUnavailable                503  -32000  the bundle's file is not in storage
-    └── ProtocolError                    4xx  JSON-RPC code given per instance (MCP transport errors,
-                                              with the error's `data` where the revision defines one)
+The rule a refusal follows, on every endpoint:
+
+    400  the request's shape is wrong: not JSON, not an object, a required field missing, an
+         unknown field, a wrong type, a string too long or too short, a key off its pattern:
+         whatever the published JSON Schema (the tool's inputSchema, the OpenAPI document) says,
+         but for bundle_id's enum, which lists the catalog of the day
+    422  a well-formed request is refused for a value: an email that is not an address, a bundle
+         the store does not have, a name refused as a link, a key used for another request
+    404 nothing here, 405 a method the route does not serve, 413 too large, 415 a body not
+         declared as JSON: HTTP's own
+
+MCP and A2A answer a refused purchase with the receipt the HTTP endpoint answers, its
+`error.code` the same, inside a tool result (`isError`) or a rejected or failed task: the status
+below is what `POST /api/a2a/purchase` answers for that code. JSON-RPC error codes belong to
+the envelope and transport only (`ProtocolError`), each with the status its spec gives it.
+
+    StorefrontError                      500  never raised for user input
+    ├── InvalidRequest                   400  the request's shape (invalid_request, invalid_json, ...)
+    │   └── InvalidIdempotencyKey        400  a key off ^[A-Za-z0-9._-]{8,128}$
+    ├── InvalidToken                     401  a download token that is not the store's, or expired
+    ├── Forbidden                        403  a valid token for another audience or bundle; an Origin
+    ├── NotFound                         404  no receipt with this id; no endpoint at this path
+    ├── MethodNotAllowed                 405  a method the route does not serve
+    ├── KeyInUse                         409  the key's first request is still running
+    ├── PayloadTooLarge                  413  a body over 64 KiB
+    ├── UnsupportedMediaType             415  a body declared as something other than JSON
+    ├── Unprocessable                    422  a well-formed value refused (invalid_email, unknown_bundle, ...)
+    │   └── KeyReused                    422  the key was used with a different request
+    ├── LimitExceeded                    429  rate limit, recipient limit, cost ceiling (carries retry_after)
+    ├── UpstreamError                    502  Brevo answered with an error
+    │   └── UpstreamUnavailable          503  Brevo timed out, unreachable, 5xx or 429
+    ├── NotConfigured                    503  a production secret is missing
+    ├── ReceiptUnavailable               503  a completed key's receipt cannot be read
+    ├── StorageDown                      503  storage cannot protect, record or read this now
+    ├── BundleUnavailable                503  the bundle's file is not in storage
+    └── ProtocolError                    4xx  an MCP or A2A envelope or transport error, with its
+                                              own status and JSON-RPC code (and the error's `data`
+                                              where the revision defines one)
 
 `StoreUnavailable` is separate on purpose: it never reaches a caller. Storage adapters raise it for
 outages; the flow then decides: a keyed purchase fails closed (`StorageDown`, 503 + Retry-After),
@@ -29,7 +50,6 @@ from __future__ import annotations
 
 class StorefrontError(Exception):
     status = 500
-    rpc_code = -32603
     code = "internal_error"
 
     def __init__(self, message: str, *, code: str | None = None, retry_after: int | None = None):
@@ -42,7 +62,6 @@ class StorefrontError(Exception):
 
 class InvalidRequest(StorefrontError):
     status = 400
-    rpc_code = -32602
     code = "invalid_request"
 
 
@@ -52,31 +71,41 @@ class InvalidIdempotencyKey(InvalidRequest):
 
 class InvalidToken(StorefrontError):
     status = 401
-    rpc_code = -32000
     code = "invalid_token"
 
 
 class Forbidden(StorefrontError):
     status = 403
-    rpc_code = -32000
     code = "forbidden"
+
+
+class NotFound(StorefrontError):
+    status = 404
+    code = "not_found"
+
+
+class MethodNotAllowed(StorefrontError):
+    status = 405
+    code = "method_not_allowed"
 
 
 class KeyInUse(StorefrontError):
     status = 409
-    rpc_code = -32000
     code = "idempotency_key_in_use"
 
 
 class PayloadTooLarge(StorefrontError):
     status = 413
-    rpc_code = -32600
     code = "payload_too_large"
+
+
+class UnsupportedMediaType(StorefrontError):
+    status = 415
+    code = "unsupported_media_type"
 
 
 class Unprocessable(StorefrontError):
     status = 422
-    rpc_code = -32602
     code = "unprocessable"
 
 
@@ -86,13 +115,11 @@ class KeyReused(Unprocessable):
 
 class LimitExceeded(StorefrontError):
     status = 429
-    rpc_code = -32000
     code = "limit_exceeded"
 
 
 class UpstreamError(StorefrontError):
     status = 502
-    rpc_code = -32000
     code = "upstream_error"
     upstream_code = ""
 
@@ -104,25 +131,21 @@ class UpstreamUnavailable(UpstreamError):
 
 class NotConfigured(StorefrontError):
     status = 503
-    rpc_code = -32000
     code = "not_configured"
 
 
 class ReceiptUnavailable(StorefrontError):
     status = 503
-    rpc_code = -32000
     code = "receipt_unavailable"
 
 
 class StorageDown(StorefrontError):
     status = 503
-    rpc_code = -32000
     code = "store_unavailable"
 
 
 class BundleUnavailable(StorefrontError):
     status = 503
-    rpc_code = -32000
     code = "bundle_unavailable"
 
 

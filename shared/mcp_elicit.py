@@ -21,7 +21,7 @@ from shared.errors import InvalidRequest, NotConfigured, ProtocolError, Unproces
 from shared.hashing import Hasher
 from shared.mcp_tools import INVALID_PARAMS
 from shared.purchase import OPERATION
-from shared.schema import EMAIL_MAX, NAME_MAX, lacks_only_email, validate_arguments
+from shared.schema import EMAIL_MAX, EMAIL_MIN, NAME_MAX, lacks_only_email, validate_arguments
 
 INPUT_KEY = "buyer"
 ACTIONS = ("accept", "decline", "cancel")
@@ -124,7 +124,7 @@ def _ask(question: _Question, problem: str | None) -> Ask:
             "title": "Email address",
             "description": "Where the download link is sent.",
             "format": "email",
-            "minLength": 3,
+            "minLength": EMAIL_MIN,
             "maxLength": EMAIL_MAX,
         }
     }

@@ -74,6 +74,7 @@ from shared.repair import RepairQueue
 from shared.schema import (
     PurchaseInput,
     canonical_request,
+    check_shape,
     normalise_email,
     read_idempotency_key,
     validate_arguments,
@@ -274,6 +275,7 @@ class Storefront:
         if isinstance(begun, Mismatch):
             message = "this idempotency key was already used with a different request"
             checks.record("idempotency", "fail", message)
+            self._check_shape(attempt)  # a malformed request is told so (400) before this (422)
             raise KeyReused(message)
         if isinstance(begun, Vacant):
             attempt.vacant = begun
@@ -399,6 +401,13 @@ class Storefront:
             attempt.checks.record(check, "degraded", "counter store unreachable; not enforced")
             return False
         return True
+
+    def _check_shape(self, attempt: _Attempt) -> None:
+        try:
+            check_shape(attempt.call.arguments)
+        except StorefrontError as exc:
+            attempt.checks.record("input_schema", "fail", exc.message)
+            raise
 
     def _validate(self, attempt: _Attempt) -> PurchaseInput:
         try:

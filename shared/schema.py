@@ -3,6 +3,12 @@
 The schema is written for the strictest consumers, grammar-based local-model runtimes: root
 `type: "object"`, `additionalProperties: false`, only anchored patterns, no `format`, `$ref` or
 `$schema`. Validation is hand-written to match it field for field and to say exactly what is wrong.
+
+What the schema says about a request's shape is refused with InvalidRequest (400), checked on the
+values as sent; a well-formed value refused for what it is, with Unprocessable (422): an email
+that is not an address, a name refused as a link, a bundle_id naming no bundle. The schema's
+bundle_id enum lists the catalog of the day for clients to pick from; a string outside it is a
+well-formed id of a bundle the store does not have (shared/errors.py states the rule).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from shared.names import hides_text, looks_like_a_link
 
 KEY_PATTERN = "^[A-Za-z0-9._-]{8,128}$"
 NAME_MAX = 100
-EMAIL_MAX = 254
+EMAIL_MIN, EMAIL_MAX = 3, 254
 _KEY_RE = re.compile(KEY_PATTERN)
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 # A top-level domain is letters, or an internationalised one in its ASCII form (xn--p1ai); never digits.
@@ -43,7 +49,7 @@ INPUT_SCHEMA: dict = {
         "email": {
             "type": "string",
             "description": "Where to send the bundle's download link (the buyer's email address).",
-            "minLength": 3,
+            "minLength": EMAIL_MIN,
             "maxLength": EMAIL_MAX,
         },
         "name": {
@@ -119,12 +125,38 @@ def canonical_request(arguments: object) -> str:
 
 
 def validate_arguments(arguments: object) -> PurchaseInput:
-    _known_fields(arguments)
-    return PurchaseInput(
-        email=_email(arguments.get("email")),
-        name=_name(arguments.get("name", "")),
-        bundle=_bundle(arguments.get("bundle_id", DEFAULT_BUNDLE_ID)),
-    )
+    """The purchase the arguments ask for. Every field's shape is checked before any value, so a
+    request both malformed and refused is told what is malformed (400) first."""
+    email, name, bundle_id = check_shape(arguments)
+    return PurchaseInput(email=_address(email), name=_acceptable_name(name), bundle=_bundle(bundle_id))
+
+
+def check_shape(arguments: object) -> tuple[str, str, str]:
+    """The email, name and bundle_id of arguments whose shape the input schema accepts (but for
+    bundle_id's enum), as sent; InvalidRequest naming what is wrong otherwise."""
+    if not isinstance(arguments, dict):
+        raise InvalidRequest("the purchase arguments must be a JSON object")
+    unknown = sorted(set(arguments) - set(INPUT_SCHEMA["properties"]))
+    if unknown:
+        raise InvalidRequest(f"unknown field(s): {', '.join(unknown)[:200]}")
+    email = arguments.get("email")
+    if email is None:
+        raise InvalidRequest("email is required")
+    _string("email", email, EMAIL_MIN, EMAIL_MAX)
+    name = arguments.get("name", "")
+    _string("name", name, 0, NAME_MAX)
+    bundle_id = arguments.get("bundle_id", DEFAULT_BUNDLE_ID)
+    _string("bundle_id", bundle_id, 0, None)
+    return email, name, bundle_id
+
+
+def _string(field: str, value: object, shortest: int, longest: int | None) -> None:
+    """A string field within its schema lengths, counted on the value as sent."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field} must be a string")
+    if longest is not None and not shortest <= len(value) <= longest:
+        bounds = f"{shortest}-{longest} characters" if shortest else f"at most {longest} characters"
+        raise InvalidRequest(f"{field} must be {bounds}")
 
 
 def lacks_only_email(arguments: object, header_key: str | None) -> bool:
@@ -133,47 +165,29 @@ def lacks_only_email(arguments: object, header_key: str | None) -> bool:
     if not isinstance(arguments, dict) or "email" in arguments:
         return False
     try:
-        _known_fields(arguments)
-        _name(arguments.get("name", ""))
-        _bundle(arguments.get("bundle_id", DEFAULT_BUNDLE_ID))
         read_idempotency_key(arguments, header_key)
+        _, name, bundle_id = check_shape({**arguments, "email": "a@example.org"})
+        _acceptable_name(name)
+        _bundle(bundle_id)
     except (InvalidRequest, Unprocessable):
         return False
     return True
-
-
-def _known_fields(arguments: object) -> None:
-    if not isinstance(arguments, dict):
-        raise InvalidRequest("the purchase arguments must be a JSON object")
-    unknown = sorted(set(arguments) - set(INPUT_SCHEMA["properties"]))
-    if unknown:
-        raise InvalidRequest(f"unknown field(s): {', '.join(unknown)[:200]}")
 
 
 def normalise_email(email: str) -> str:
     return email.strip().lower()
 
 
-def _email(value: object) -> str:
-    if value is None:
-        raise InvalidRequest("email is required")
-    if not isinstance(value, str):
-        raise InvalidRequest("email must be a string")
-    email = normalise_email(value)
-    if len(email) > EMAIL_MAX:
-        raise InvalidRequest(f"email must be at most {EMAIL_MAX} characters")
+def _address(email: str) -> str:
+    email = normalise_email(email)
     match = _EMAIL_RE.fullmatch(email)
     if not match or len(match["local"]) > 64:
         raise Unprocessable("email is not a valid address", code="invalid_email")
     return email
 
 
-def _name(value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidRequest("name must be a string")
-    name = value.strip()
-    if len(name) > NAME_MAX:
-        raise InvalidRequest(f"name must be at most {NAME_MAX} characters")
+def _acceptable_name(name: str) -> str:
+    name = name.strip()
     if hides_text(name):
         raise Unprocessable(NAME_HIDDEN_MESSAGE, code="invalid_name")
     if looks_like_a_link(name):
@@ -181,10 +195,8 @@ def _name(value: object) -> str:
     return name
 
 
-def _bundle(value: object) -> Bundle:
-    if not isinstance(value, str):
-        raise InvalidRequest("bundle_id must be a string")
-    bundle = find_bundle(value)
+def _bundle(bundle_id: str) -> Bundle:
+    bundle = find_bundle(bundle_id)
     if bundle is None:
         raise Unprocessable(
             f"unknown bundle_id; available: {', '.join(sorted(BUNDLES))}", code="unknown_bundle"

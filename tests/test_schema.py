@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -124,7 +125,7 @@ def test_malformed_key_in_the_header_is_refused(header):
 
 def test_invalid_idempotency_key_is_an_invalid_request():
     assert issubclass(InvalidIdempotencyKey, InvalidRequest)
-    assert InvalidIdempotencyKey("x").rpc_code == -32602
+    assert InvalidIdempotencyKey("x").status == 400
 
 
 # --- validate_arguments ----------------------------------------------------------------------------
@@ -185,11 +186,22 @@ ERRORS = [
     pytest.param({"email": True}, InvalidRequest, "invalid_request", id="email-boolean"),
     pytest.param({"email": ["a@example.org"]}, InvalidRequest, "invalid_request", id="email-array"),
     pytest.param({"email": "a" * 243 + "@example.org"}, InvalidRequest, "invalid_request", id="email-255"),
+    pytest.param(
+        {"email": " a@example.org" + " " * 241}, InvalidRequest, "invalid_request", id="email-255-padded"
+    ),
+    pytest.param({"email": ""}, InvalidRequest, "invalid_request", id="email-empty"),
+    pytest.param({"email": "a@"}, InvalidRequest, "invalid_request", id="email-2"),
     pytest.param({"email": "a@example.org", "coupon": "x"}, InvalidRequest, "invalid_request", id="unknown"),
     pytest.param({"email": "a@example.org", "name": 7}, InvalidRequest, "invalid_request", id="name-number"),
     pytest.param({"email": "a@example.org", "name": None}, InvalidRequest, "invalid_request", id="name-null"),
     pytest.param(
         {"email": "a@example.org", "name": "n" * 101}, InvalidRequest, "invalid_request", id="name-101"
+    ),
+    pytest.param(
+        {"email": "a@example.org", "name": "n" * 100 + " "},
+        InvalidRequest,
+        "invalid_request",
+        id="name-101-padded",
     ),
     pytest.param(
         {"email": "a@example.org", "bundle_id": 3}, InvalidRequest, "invalid_request", id="bundle-num"
@@ -198,7 +210,7 @@ ERRORS = [
         {"email": "a@example.org", "bundle_id": None}, InvalidRequest, "invalid_request", id="bundle-null"
     ),
     pytest.param({"email": "not-an-email"}, Unprocessable, "invalid_email", id="email-no-at"),
-    pytest.param({"email": ""}, Unprocessable, "invalid_email", id="email-empty"),
+    pytest.param({"email": "a@b"}, Unprocessable, "invalid_email", id="email-3"),
     pytest.param({"email": "a@b"}, Unprocessable, "invalid_email", id="email-no-tld"),
     pytest.param({"email": "a@b.c"}, Unprocessable, "invalid_email", id="email-tld-1"),
     pytest.param({"email": "a@b.c0m"}, Unprocessable, "invalid_email", id="email-tld-digit"),
@@ -243,8 +255,7 @@ def test_invalid_arguments_raise_the_right_error_class_and_code(arguments, error
 
 
 def test_error_classes_map_to_their_statuses():
-    assert (InvalidRequest.status, InvalidRequest.rpc_code) == (400, -32602)
-    assert (Unprocessable.status, Unprocessable.rpc_code) == (422, -32602)
+    assert (InvalidRequest.status, Unprocessable.status) == (400, 422)
 
 
 def test_unknown_fields_are_named_in_the_error():
@@ -272,6 +283,80 @@ def test_invalid_email_error_does_not_echo_the_address():
 )
 def test_every_structural_refusal_is_also_rejected_by_the_input_schema(arguments):
     assert not jsonschema.Draft202012Validator(INPUT_SCHEMA).is_valid(arguments)
+
+
+# The schema with bundle_id's enum left out: the catalog of the day, not the request's shape.
+SHAPE_SCHEMA = {
+    **INPUT_SCHEMA,
+    "properties": {
+        **INPUT_SCHEMA["properties"],
+        "bundle_id": {k: v for k, v in INPUT_SCHEMA["properties"]["bundle_id"].items() if k != "enum"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "arguments", [pytest.param(p.values[0], id=p.id) for p in ERRORS if p.values[1] is Unprocessable]
+)
+def test_every_value_refusal_has_the_shape_the_input_schema_asks_for(arguments):
+    assert jsonschema.Draft202012Validator(SHAPE_SCHEMA).is_valid(arguments)
+
+
+def _refusal(arguments: object) -> type[StorefrontError] | None:
+    """The error class a purchase with these arguments is refused with, key included, or None."""
+    try:
+        read_idempotency_key(arguments, None)
+        validate_arguments(arguments)
+    except StorefrontError as exc:
+        return type(exc)
+    return None
+
+
+CANDIDATES = {
+    "email": [
+        MISSING := object(),
+        None,
+        7,
+        "",
+        "a@",
+        "a@b",
+        "not-an-email",
+        "Ada@Example.org",
+        " ada@example.org ",
+        "a" * 243 + "@example.org",
+        "a" * 242 + "@example.org",
+        "ada@example.org" + " " * 240,
+    ],
+    "name": [
+        MISSING,
+        None,
+        0,
+        "",
+        "Ada",
+        "  Ada  ",
+        "n" * 100,
+        "n" * 100 + " ",
+        "n" * 101,
+        "www.example.org",
+        "a\x00b",
+    ],
+    "bundle_id": [MISSING, None, 3, "", "nope", DEFAULT_BUNDLE_ID, "Agent-Starter-Kit"],
+    "idempotency_key": [MISSING, None, 5, "short", "key-12345678", "k" * 129],
+    "coupon": [MISSING, "FREE"],
+}
+
+
+def test_400_is_exactly_what_the_schema_refuses_but_the_catalog_and_422_only_what_it_accepts():
+    shape = jsonschema.Draft202012Validator(SHAPE_SCHEMA)
+    wrong = []
+    for values in itertools.product(*CANDIDATES.values()):
+        arguments = {k: v for k, v in zip(CANDIDATES, values, strict=True) if v is not MISSING}
+        refusal = _refusal(arguments)
+        status = refusal.status if refusal else 200
+        if shape.is_valid(arguments) != (status != 400) or status not in (200, 400, 422):
+            wrong.append((arguments, status))
+
+    assert wrong == []
 
 
 @pytest.mark.parametrize(
