@@ -176,6 +176,16 @@ def a2a_endpoint(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
+# Every other path, with every method Azure lets a trigger list: a JSON 404 naming the endpoints
+# instead of the host's empty one. The Functions host tries routes in the order of their
+# functions' names, ignoring case, the first match serving (not the literal-first precedence of
+# ASP.NET), so this one's name must sort after every other HTTP function's.
+@app.function_name("zz_unknown_route")
+@app.route(route="{*path}", methods=api.EVERY_METHOD)
+def unknown_route(req: func.HttpRequest) -> func.HttpResponse:
+    return _observed(req, api.unknown_route, None)
+
+
 @app.timer_trigger(schedule="0 */15 * * * *", arg_name="timer", run_on_startup=False)
 def reap_idempotency_keys(timer: func.TimerRequest) -> None:
     """Every 15 minutes: delete idempotency claims past their expiry."""

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.api import JSON_TYPE, MAX_BODY_BYTES, JSONTooDeep, Request, parse_json
-from shared.errors import ProtocolError
+from shared.api import JSON_TYPE, MAX_BODY_BYTES, JSONTooDeep, Request, check_json_declared, parse_json
+from shared.errors import ProtocolError, UnsupportedMediaType
 
 V1, V03 = "1.0", "0.3"
 TEXT_TYPE = "text/plain"
@@ -139,15 +139,12 @@ def rpc_error(
 
 
 def check_content_type(req: Request) -> None:
-    """The JSON-RPC binding sends `application/json`; a body declared as anything else (a form, text)
-    is refused before it is read. No Content-Type at all is read as JSON."""
-    declared = (req.header("content-type") or "").split(";")[0].strip().lower()
-    if declared and declared != JSON_TYPE and not declared.endswith("+json"):
-        raise rpc_error(
-            CONTENT_TYPE_NOT_SUPPORTED,
-            f"Content-Type {declared[:60]!r} is not supported: send the JSON-RPC request as {JSON_TYPE}",
-            status=415,
-        )
+    """The JSON-RPC binding sends `application/json`: the rule of every POST route
+    (`shared.api.check_json_declared`), a refusal answered with the spec's -32005."""
+    try:
+        check_json_declared(req)
+    except UnsupportedMediaType as exc:
+        raise rpc_error(CONTENT_TYPE_NOT_SUPPORTED, exc.message, status=exc.status) from None
 
 
 def read_envelope(body: bytes) -> Envelope:

@@ -6,6 +6,7 @@ the HTTP surface (origin allowlist, body limits, status codes, headers) lives an
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -13,7 +14,18 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from shared import __version__, catalog, pages, signatures
-from shared.errors import InvalidRequest, NotConfigured, PayloadTooLarge, StorefrontError, StoreUnavailable
+from shared.errors import (
+    Forbidden,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotConfigured,
+    NotFound,
+    PayloadTooLarge,
+    StorageDown,
+    StorefrontError,
+    StoreUnavailable,
+    UnsupportedMediaType,
+)
 from shared.governance import client_address
 from shared.printable import printable
 from shared.purchase import Caller, Outcome, PurchaseCall, Storefront
@@ -34,6 +46,22 @@ JSON_TYPE = "application/json"
 # method a trigger does not list with an empty 404; the route answers 405 with Allow instead.
 EVERY_METHOD = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 DOCS = "README.md#endpoints"
+OPENAPI_PATH = "/api/openapi.json"
+# What an unknown path is told exists: every route but the catch-all that answers it.
+ENDPOINTS = (
+    "POST /api/a2a/mcp",
+    "POST /api/a2a/purchase",
+    "POST /api/a2a",
+    "GET /.well-known/agent-card.json",
+    "GET /api/bundles",
+    "GET /api/receipts/{receipt_id}",
+    "GET /api/receipts?date=YYYY-MM-DD",
+    "GET /.well-known/jwks.json",
+    "GET /api/.well-known/jwks.json",
+    "GET /api/download/{token}",
+    f"GET {OPENAPI_PATH}",
+    "GET /api/health",
+)
 
 
 @dataclass(frozen=True)
@@ -84,21 +112,34 @@ def wrong_method(req: Request, usage: Usage) -> Answer | None:
     if req.method.upper() in usage.allow:
         return None
     allow = ", ".join(usage.allow)
-    error = {
-        "code": "method_not_allowed",
-        "message": f"this endpoint answers {allow} only; {usage.how}",
-        "allow": list(usage.allow),
-        "docs": DOCS,
-    }
-    return json_answer(405, {"error": error}, {"Allow": allow})
+    refusal = MethodNotAllowed(f"this endpoint answers {allow} only; {usage.how}")
+    return error_answer(refusal, {"Allow": allow}, allow=list(usage.allow), docs=DOCS)
+
+
+def unknown_route(req: Request) -> Answer:
+    """The app's 404 for a path no route serves (every method): JSON naming the endpoints, with
+    the closest one when the path is near one (/api/purchase: POST /api/a2a/purchase)."""
+    path = "/" + req.route_params.get("path", "").strip("/")
+    paths = {endpoint.split(" ")[1].split("?")[0]: endpoint for endpoint in ENDPOINTS}
+    near = difflib.get_close_matches(path.lower(), paths, n=1, cutoff=0.75)
+    hint = f"did you mean {paths[near[0]]}? " if near else ""
+    refusal = NotFound(
+        f"no endpoint at this path; {hint}the endpoints are listed in `endpoints` and described "
+        f"by the OpenAPI document at {OPENAPI_PATH}"
+    )
+    return error_answer(refusal, endpoints=list(ENDPOINTS), openapi=OPENAPI_PATH, docs=DOCS)
 
 
 def json_answer(status: int, payload: object, headers: dict[str, str] | None = None) -> Answer:
     return Answer(status, json.dumps(payload).encode(), {"Content-Type": JSON_TYPE, **(headers or {})})
 
 
-def error_answer(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Answer:
-    return json_answer(status, {"error": {"code": code, "message": message}}, headers)
+def error_answer(exc: StorefrontError, headers: dict[str, str] | None = None, **extra: object) -> Answer:
+    """An error of the tree as JSON, `{"error": {"code", "message", ...extra}}`, with the status
+    its class gives it (shared/errors.py) and Retry-After when it carries one."""
+    if exc.retry_after is not None:
+        headers = {"Retry-After": str(exc.retry_after), **(headers or {})}
+    return json_answer(exc.status, {"error": {"code": exc.code, "message": exc.message, **extra}}, headers)
 
 
 HTML_HEADERS = {
@@ -180,13 +221,28 @@ def outcome_answer(outcome: Outcome) -> Answer:
 
 def purchase(req: Request, store: Storefront, settings: Settings) -> Answer:
     if not origin_allowed(req.header("origin"), settings.allowed_origins):
-        return error_answer(403, "forbidden_origin", "requests from this Origin are not allowed")
+        return error_answer(Forbidden("requests from this Origin are not allowed", code="forbidden_origin"))
     call = purchase_call(req, "http", None, settings)
     try:
+        check_json_declared(req)
         arguments = parse_body(req.body)
     except StorefrontError as exc:
         return outcome_answer(store.refuse(call, exc))
     return outcome_answer(store.purchase(replace(call, arguments=arguments)))
+
+
+def check_json_declared(req: Request) -> None:
+    """The Content-Type rule of every POST route (the purchase, MCP and A2A): a body declared as
+    `application/json`, with any parameters (`; charset=utf-8`), or as a `+json` type is read;
+    one declared as anything else (a form, text) is refused with UnsupportedMediaType (415)
+    before it is read. No Content-Type, or an empty one, is read as JSON: scripts send none, and
+    what a web page can send without one is refused by its Origin."""
+    declared = (req.header("content-type") or "").split(";")[0].strip().lower()
+    if declared and declared != JSON_TYPE and not declared.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"Content-Type {declared[:60]!r} is not supported: send the body as JSON, "
+            f"with Content-Type: {JSON_TYPE}"
+        )
 
 
 class JSONTooDeep(ValueError):
@@ -246,7 +302,7 @@ def receipt(req: Request, services: Services) -> Answer:
     try:
         body = services.storefront.stored_receipt(receipt_id)
     except StoreUnavailable:
-        return error_answer(503, "store_unavailable", "receipt storage is unreachable", {"Retry-After": "5"})
+        return error_answer(StorageDown("receipt storage is unreachable", retry_after=5))
     if body is None:
         return _not_found(req)
     if req.wants_html():
@@ -268,7 +324,7 @@ def _verdict(body: bytes, services: Services) -> signatures.Verdict:
 def _not_found(req: Request) -> Answer:
     if req.wants_html():
         return html_answer(404, pages.message_page("Receipt not found", "No receipt has this id."))
-    return error_answer(404, "not_found", "no receipt with this id")
+    return error_answer(NotFound("no receipt with this id"))
 
 
 def receipts_of_day(req: Request, services: Services, today: str) -> Answer:
@@ -276,16 +332,16 @@ def receipts_of_day(req: Request, services: Services, today: str) -> Answer:
     raw_size = req.params.get("page_size", "50")
     # int() would take " 5", "+5", "1_0" and "٥", and raise past its 4,300-digit limit.
     if not (raw_size.isascii() and raw_size.isdigit() and len(raw_size) <= 6):
-        return error_answer(400, "invalid_page_size", "page_size must be an integer")
+        return error_answer(InvalidRequest("page_size must be an integer", code="invalid_page_size"))
     page_size = int(raw_size)
     try:
         listing = services.ledger.day(
             req.params.get("date", today), page_size=page_size, cursor=req.params.get("cursor")
         )
     except StorefrontError as exc:
-        return error_answer(exc.status, exc.code, exc.message)
+        return error_answer(exc)
     except StoreUnavailable:
-        return error_answer(503, "store_unavailable", "ledger storage is unreachable", {"Retry-After": "5"})
+        return error_answer(StorageDown("ledger storage is unreachable", retry_after=5))
     if req.wants_html():
         page = pages.day_page(listing, page_size, req.params.get("code"))
         return html_answer(200, page, {"Cache-Control": "private, no-store"})
@@ -317,7 +373,7 @@ def download(req: Request, services: Services) -> Answer:
             headers["WWW-Authenticate"] = 'Bearer realm="storefront-download", error="invalid_token"'
         if req.wants_html():
             return html_answer(exc.status, pages.message_page("Download refused", exc.message), headers)
-        return error_answer(exc.status, exc.code, exc.message, headers)
+        return error_answer(exc, headers)
     return Answer(
         200,
         found.body,

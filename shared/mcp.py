@@ -1,19 +1,28 @@
 """The MCP endpoint (`POST /api/a2a/mcp`): Streamable HTTP, stateless, one JSON-RPC message per
 POST, JSON answers, for both protocol generations on one URL.
 
-This module is the transport: POST only, the Origin allowlist, the size limit and the JSON-RPC
-envelope. Then the `MCP-Protocol-Version` header picks the generation, as the official SDKs do:
-absent or a 2025 revision goes to `mcp_legacy` (the `initialize` era), anything else to
-`mcp_modern` (2026-07-28, which also answers an unknown version with the versions it serves). Both
-serve the same tools from `mcp_tools` over the same purchase, so a key used over one generation
-replays the same receipt over the other.
+This module is the transport: POST only, the Origin allowlist, a body declared as JSON, the size
+limit and the JSON-RPC envelope. Then the `MCP-Protocol-Version` header picks the generation, as
+the official SDKs do: absent or a 2025 revision goes to `mcp_legacy` (the `initialize` era),
+anything else to `mcp_modern` (2026-07-28, which also answers an unknown version with the
+versions it serves). Both serve the same tools from `mcp_tools` over the same purchase, so a key
+used over one generation replays the same receipt over the other.
 """
 
 from __future__ import annotations
 
 from shared import mcp_legacy, mcp_modern
-from shared.api import MAX_BODY_BYTES, Answer, JSONTooDeep, Request, json_answer, origin_allowed, parse_json
-from shared.errors import ProtocolError
+from shared.api import (
+    MAX_BODY_BYTES,
+    Answer,
+    JSONTooDeep,
+    Request,
+    check_json_declared,
+    json_answer,
+    origin_allowed,
+    parse_json,
+)
+from shared.errors import ProtocolError, UnsupportedMediaType
 from shared.mcp_tools import INVALID_REQUEST, PARSE_ERROR, error
 from shared.purchase import Storefront
 from shared.settings import Settings
@@ -49,8 +58,14 @@ def _legacy(message: dict, header: str | None) -> bool:
 
 
 def _check_transport(req: Request, settings: Settings) -> None:
+    """Origin, Content-Type (the rule of every POST route, answered -32600 as the SDK servers
+    do) and size, in the order every POST route checks them."""
     if not origin_allowed(req.header("origin"), settings.allowed_origins):
         raise ProtocolError("Origin not allowed", status=403, rpc_code=INVALID_REQUEST)
+    try:
+        check_json_declared(req)
+    except UnsupportedMediaType as exc:
+        raise ProtocolError(exc.message, status=exc.status, rpc_code=INVALID_REQUEST) from None
     if len(req.body) > MAX_BODY_BYTES:
         raise ProtocolError(f"message exceeds {MAX_BODY_BYTES} bytes", status=413, rpc_code=INVALID_REQUEST)
 

@@ -30,8 +30,15 @@ DAY_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 DESCRIPTION = (
     "Every purchase answer, success or refusal, is one signed receipt (`Receipt`), the same the "
     "MCP tool `purchase_free_bundle` returns at `/api/a2a/mcp` (JSON-RPC, not described here). "
-    "Any method a path does not list answers 405 with an `Allow` header and a JSON body saying "
-    "how to call it (`MethodNotAllowed`); HEAD answers as GET without the body."
+    "Refusals follow one rule: 400 when the request's shape is wrong (not JSON, not an object, a "
+    "field missing, unknown, of the wrong type, too long or too short: what the schemas here say, "
+    "but for `bundle_id`'s enum, the catalog of the day), 422 when a well-formed request is "
+    "refused for a value (an email that is not an address, a bundle the store does not have, a "
+    "name refused as a link, an idempotency key used for another request). A body declared as "
+    "anything but JSON answers 415. Any method a path does not list answers 405 with an `Allow` "
+    "header and a JSON body saying how to call it (`MethodNotAllowed`); HEAD answers as GET "
+    "without the body. A path not listed here answers 404 with an `Error` whose `endpoints` "
+    "lists every endpoint. Every code, with its status and an example: docs/errors.md."
 )
 PURCHASE_EXAMPLE = {"email": "ada@example.org", "name": "Ada Lovelace", "bundle_id": "agent-starter-kit"}
 
@@ -160,12 +167,23 @@ def _purchase() -> dict:
                         )
                     },
                 },
-                "400": _receipt("Refused: the body is not JSON, breaks the schema or the key is malformed."),
+                "400": _receipt(
+                    "Refused for its shape: the body is not JSON or not an object, a field is missing, "
+                    "unknown, of the wrong type or too long or short for `PurchaseRequest`, or the "
+                    "idempotency key (body or header) is off its pattern."
+                ),
                 "403": _error("The request's Origin is not an allowed host."),
                 "409": _receipt("A request with this idempotency key is still running.", _retry_after()),
                 "413": _receipt("The body is larger than 64 KiB."),
+                "415": _receipt(
+                    "The body is declared as something other than JSON (a form, text): send it with "
+                    "`Content-Type: application/json` (a charset parameter or a `+json` type is fine; "
+                    "no Content-Type is read as JSON)."
+                ),
                 "422": _receipt(
-                    "Refused: invalid email or name, unknown bundle, or the key was used for another request."
+                    "Refused for a value, the request well-formed: an email that is not an address, a "
+                    "name refused as a link or hiding text, a `bundle_id` naming no bundle, or an "
+                    "idempotency key already used for another request."
                 ),
                 "429": _receipt("Rate limit, recipient limit or daily cost ceiling reached.", _retry_after()),
                 "502": _receipt("The email service refused the request."),
@@ -233,7 +251,10 @@ def _receipts_of_day() -> dict:
                     "The page; an HTML table with `Accept: text/html`.",
                     {**_json("DayListing"), **_html("The day's receipts as a table.")},
                 ),
-                "400": _error("`date`, `page_size` or `cursor` is malformed."),
+                "400": _error(
+                    "Malformed: `date` is not a calendar day (YYYY-MM-DD), `page_size` not an integer "
+                    f"from 1 to {MAX_PAGE_SIZE}, or `cursor` not one this listing issued."
+                ),
                 "401": _response("On Azure: no valid function key (`code` or `x-functions-key`)."),
                 "503": _error("Ledger storage is unreachable.", _retry_after()),
             },
@@ -376,6 +397,12 @@ _ERROR = _object(
                 "code": _string("A stable, machine-readable code such as `not_found`."),
                 "message": _string("What went wrong, in words."),
                 "allow": {"type": "array", "items": {"type": "string"}},
+                "endpoints": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "On a 404 for an unknown path: every endpoint, as `METHOD /path`.",
+                },
+                "openapi": _string("On a 404 for an unknown path: where this document is."),
                 "docs": _string(),
             },
             ["code", "message"],

@@ -33,7 +33,9 @@ from shared.errors import (
     InvalidRequest,
     InvalidToken,
     NotConfigured,
+    NotFound,
     PayloadTooLarge,
+    StorageDown,
     StoreUnavailable,
 )
 from shared.keys import KeySet
@@ -345,12 +347,22 @@ def test_health_reports_settings_and_storage_problems_together():
     assert body["problems"] == ["BREVO_API_KEY is not set", "blob storage did not answer within 5 s"]
 
 
-def test_error_answer_is_a_json_error_object_with_extra_headers():
-    answer = error_answer(404, "not_found", "nothing here", {"Retry-After": "5"})
+def test_error_answer_is_a_json_error_object_with_its_class_status_and_extra_headers():
+    answer = error_answer(NotFound("nothing here"), {"Cache-Control": "no-store"})
 
     assert answer.status == 404
     assert json.loads(answer.body) == {"error": {"code": "not_found", "message": "nothing here"}}
-    assert answer.headers == {"Content-Type": "application/json", "Retry-After": "5"}
+    assert answer.headers == {"Content-Type": "application/json", "Cache-Control": "no-store"}
+
+
+def test_error_answer_carries_the_errors_code_retry_after_and_extra_fields():
+    answer = error_answer(StorageDown("down", retry_after=5), hint="later")
+
+    assert answer.status == 503
+    assert json.loads(answer.body) == {
+        "error": {"code": "store_unavailable", "message": "down", "hint": "later"}
+    }
+    assert answer.headers["Retry-After"] == "5"
 
 
 def test_json_answer_content_type_is_json():

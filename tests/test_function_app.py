@@ -10,6 +10,7 @@ import sys
 import pytest
 import requests
 
+from shared import api
 from tests.support import ROOT, fresh_python
 
 
@@ -47,6 +48,7 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "health": ("api/health", EVERY_METHOD),
         "agent_card": (".well-known/agent-card.json", EVERY_METHOD),
         "a2a_endpoint": ("api/a2a", EVERY_METHOD),
+        "zz_unknown_route": ("{*path}", EVERY_METHOD),
     }
     assert timers == {"reap_idempotency_keys": "0 */15 * * * *", "repair_receipts": "0 */5 * * * *"}
 
@@ -115,6 +117,24 @@ def test_a_method_no_trigger_can_list_is_still_404_as_on_azure(host):
     assert requests.request("TRACE", f"{host.url}/api/a2a/purchase", timeout=10).status_code == 404
 
 
+def test_the_catch_all_route_is_tried_last_as_the_functions_host_orders_routes(functions):
+    # The host sorts functions by name, ignoring case, and serves the first route that matches
+    # (azure-functions-host FunctionMetadataManager and WebJobsRouter): a catch-all whose name
+    # sorted earlier would answer 404 for every route after it.
+    http = [f for f in functions if f.is_http_function()]
+    order = sorted(http, key=lambda f: f.get_function_name().upper())
+
+    assert order[-1].get_trigger().route == "{*path}"
+    assert [f.get_trigger().route for f in http].count("{*path}") == 1
+
+
+def test_an_unknown_path_is_told_every_route_but_the_catch_all(functions):
+    routes = {"/" + f.get_trigger().route for f in functions if f.is_http_function()} - {"/{*path}"}
+
+    assert {endpoint.split(" ")[1].split("?")[0] for endpoint in api.ENDPOINTS} == routes
+    assert len(api.ENDPOINTS) == len(routes)
+
+
 def test_only_the_finance_day_listing_needs_a_function_key(functions):
     levels = {
         f.get_function_name(): str(f.get_trigger().auth_level).split(".")[-1]
@@ -128,6 +148,7 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
         "openapi_document",
         "agent_card",
         "a2a_endpoint",
+        "zz_unknown_route",
     }
     assert set(levels.values()) == {"ANONYMOUS"}
 
