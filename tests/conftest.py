@@ -1,12 +1,18 @@
 """Session services for the suite: one Azurite (the npm package), one Brevo sandbox and one dev
 host serving function_app.py, all real processes on free ports. Tests that need other settings
 start their own dev host against the same Azurite and sandbox with `start_host`.
+
+Nothing the suite starts outlives it: SIGTERM, and SIGINT even where a background job inherited
+it ignored, end the session as Ctrl-C does (fixtures torn down), then every process it started
+and still running is ended; a session killed outright takes its services with it
+(`devstack.processes`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,6 +23,7 @@ import requests
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import ContainerClient, ContentSettings
 
+from devstack import processes
 from devstack.seed_bundles import sample_bundle
 from devstack.seed_bundles import seed as seed_bundles
 from shared.catalog import BUNDLES
@@ -33,6 +40,18 @@ from tests.support import (
 )
 
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
+_handlers: dict[int, object] = {}
+
+
+def pytest_configure(config) -> None:
+    _handlers.update((signum, signal.getsignal(signum)) for signum in (signal.SIGINT, signal.SIGTERM))
+    processes.interrupt_on_signals()
+
+
+def pytest_unconfigure(config) -> None:
+    processes.stop_all()
+    for signum, handler in _handlers.items():  # as they were, for a process that runs pytest.main
+        signal.signal(signum, handler)
 
 
 @pytest.fixture(scope="session")

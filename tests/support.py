@@ -1,5 +1,6 @@
 """Test helpers: starting the real services (Azurite, the Brevo sandbox, the dev host) as
-processes, and HTTP clients that call from a chosen loopback address.
+processes that never outlive the suite (`devstack.processes`), and HTTP clients that call from a
+chosen loopback address.
 
 Every test buys with its own email, key and client address, so tests sharing one host and one
 Azurite never see each other's data or limits.
@@ -29,6 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from requests.adapters import HTTPAdapter
 
+from devstack import processes
 from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,6 +191,17 @@ def run_module(module: str, *argv: str, stdin: str | None = None) -> subprocess.
     )
 
 
+def as_a_background_job(command: list[str]) -> list[str]:
+    """`command` (a Python one) started as a shell starts a background job (`make run &`, nohup,
+    a script): with SIGINT ignored, which the program inherits."""
+    shim = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+    )
+    assert command[0] == sys.executable, command
+    return [sys.executable, "-c", shim, *command[1:]]
+
+
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -250,13 +263,7 @@ class Service:
     env: dict[str, str] = field(default_factory=dict)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        processes.stop(self.proc)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -266,7 +273,7 @@ def start_process(
     args: list[str], port: int, log_path: Path, env: dict[str, str] | None = None
 ) -> subprocess.Popen:
     log = log_path.open("w")
-    proc = subprocess.Popen(
+    proc = processes.start(
         args,
         cwd=ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
@@ -276,7 +283,7 @@ def start_process(
     try:
         wait_for_port(port, proc)
     except RuntimeError:
-        proc.kill()
+        processes.stop(proc, grace=0)
         raise RuntimeError(f"{args[0]} failed to start:\n{log_path.read_text()[-3000:]}") from None
     return proc
 
@@ -301,7 +308,7 @@ def start_host(log_dir: Path, env: dict[str, str]) -> Service:
         except requests.RequestException:
             pass
         time.sleep(0.1)
-    proc.kill()
+    processes.stop(proc, grace=0)
     raise RuntimeError(f"dev host did not become healthy:\n{log_path.read_text()[-3000:]}")
 
 

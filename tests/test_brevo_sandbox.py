@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import requests
 
+from devstack import processes
 from devstack.brevo_sandbox import make_server
 from tests.support import free_port
 
@@ -44,7 +45,7 @@ def _read_line(stream: Any, timeout: float) -> str:
 
 def _start_sandbox(stderr: Any, *extra: str) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
-    proc = subprocess.Popen(
+    proc = processes.start(
         [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port), *extra],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -59,12 +60,8 @@ def _start_sandbox(stderr: Any, *extra: str) -> tuple[subprocess.Popen[str], str
 
 
 def _stop(proc: subprocess.Popen[str]) -> int:
-    proc.terminate()
-    try:
-        return proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
+    processes.stop(proc, grace=5)
+    return proc.returncode
 
 
 @pytest.fixture(scope="module")

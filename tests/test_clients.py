@@ -23,6 +23,7 @@ import yaml
 from mcp import Client
 from mcp.types import ElicitResult
 
+from devstack import processes
 from shared.catalog import listing
 from shared.receipts import CHECK_NAMES
 from speclint import schema_rules as speclint
@@ -103,7 +104,7 @@ def conformance(mcp_url, node_env, tmp_path_factory) -> dict[str, dict[tuple[str
         command = ["node", str(suite), "server", "--url", mcp_url, "--requirements", revision, "-o", str(out)]
         runs[revision] = (
             out,
-            subprocess.Popen(
+            processes.start(
                 command, cwd=ROOT, env=node_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
             ),
         )
@@ -279,7 +280,7 @@ def mcp_remote_session(base_url: str, env: dict[str, str], calls: list[dict]) ->
     server = readme_json('"mcp-remote"')["mcpServers"]["storefront"]
     command = [shutil.which(server["command"], path=env["PATH"]), *server["args"]]
     command = [localize(part, base_url) for part in command]
-    proc = subprocess.Popen(
+    proc = processes.start(
         command,
         cwd=ROOT,
         env=env,
@@ -294,8 +295,7 @@ def mcp_remote_session(base_url: str, env: dict[str, str], calls: list[dict]) ->
         replies += [_exchange(proc, message) for message in calls]
         return replies
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        processes.stop(proc)
 
 
 def _initialize(rpc_id: int) -> dict:

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import requests
 
+from devstack import processes
 from devstack.devhost import RouteTemplate, make_server
 from tests.support import free_port
 
@@ -79,19 +80,13 @@ def running_devhost(app_dir: Path, logs: Path, env: dict[str, str]) -> Iterator[
     stdout_path, stderr_path = logs / "stdout.txt", logs / "stderr.txt"
     command = [sys.executable, "-m", "devstack.devhost", "--app-dir", str(app_dir)]
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-        process = subprocess.Popen([*command, "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=err)
+        process = processes.start([*command, "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=err)
     host = DevHost(process, port, stdout_path, stderr_path)
     try:
         _wait_for_start(host)
         yield host
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        processes.stop(process)
 
 
 def _wait_for_log(host: DevHost, pattern: str) -> str:

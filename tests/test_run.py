@@ -20,14 +20,9 @@ from mcp import Client
 
 from devstack import processes
 from devstack.run import PID_FILE, host_name, settings_file, settings_for_func
-from tests.support import ROOT, free_port, free_ports, unique_email, unique_key
+from tests.support import ROOT, as_a_background_job, free_port, free_ports, unique_email, unique_key
 
 BANNER_END = "Press Ctrl-C to stop everything"
-# What a shell does to a job it starts in the background (`make run &`, nohup, a script).
-AS_A_BACKGROUND_JOB = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
-)
 
 
 def _listening(port: int) -> bool:
@@ -56,7 +51,7 @@ class Stack:
     def __init__(self, data_dir: Path, logs: Path, env: dict[str, str] | None = None):
         self.host_port, self.sandbox_port, self.storage = free_port(), free_port(), free_ports(3)
         self.data_dir, self.errors = data_dir, logs / f"stderr-{self.host_port}.txt"
-        command = [sys.executable, "-c", AS_A_BACKGROUND_JOB, "-m", "devstack.run", *self.options()]
+        command = as_a_background_job([sys.executable, "-m", "devstack.run", *self.options()])
         with self.errors.open("w") as stderr:
             self.proc = processes.start(
                 command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
