@@ -116,6 +116,7 @@ def test_every_p256_private_key_in_the_repository_is_known_as_public():
         ("BREVO_API_KEY", "k", "BREVO_API_KEY is shorter than 32 characters"),
         ("BREVO_API_KEY", "xkeysib-" + "0" * 23, "too short to be a Brevo API key"),
     ],
+    ids=["one-character", "31-random", "one-repeated", "seven-repeated", "brevo-one-character", "brevo-31"],
 )
 def test_short_or_repetitive_secrets_are_weak(name, value, expected):
     found = problem(name, value)
