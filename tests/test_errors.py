@@ -327,6 +327,16 @@ def test_a_404_names_the_endpoint_a_near_miss_was_meant_for(shop, path, near):
     assert (hint[1] if hint else None) == near
 
 
+def test_the_pages_404_example_is_what_get_api_purchase_answers(shop):
+    (example,) = re.findall(r"^```json\n(.*?)^```", _section("### Unknown paths"), re.M | re.S)
+    shown = json.loads(example)["error"]
+
+    error = requests.get(f"{shop.url}/api/purchase", timeout=10).json()["error"]
+
+    assert shown["endpoints"] == [*api.ENDPOINTS[:2], "..."]
+    assert {**shown, "endpoints": error["endpoints"]} == error
+
+
 def test_a_head_of_an_unknown_path_is_a_404_without_a_body(shop):
     answer = requests.head(f"{shop.url}/api/nope", timeout=10)
 
