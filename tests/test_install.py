@@ -1,0 +1,41 @@
+"""The first `make run` or `make test` installs for minutes: the Makefile says what it installs
+before each step, with the time the long one takes, and lets pip and npm show their progress."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tests.support import ROOT
+
+
+def first_install() -> list[str]:
+    """The commands `make install` runs on a fresh clone, in order (a dry run)."""
+    plan = subprocess.run(
+        ["make", "-n", "--always-make", "install"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert plan.returncode == 0, plan.stderr
+    return plan.stdout.splitlines()
+
+
+def line_of(plan: list[str], command: str) -> int:
+    [index] = [i for i, line in enumerate(plan) if line.startswith(command)]
+    return index
+
+
+def test_each_install_step_is_announced_before_it_runs_the_python_one_with_its_time():
+    plan = first_install()
+
+    assert plan[line_of(plan, "python3 -m venv .venv") - 1] == (
+        'echo "Installing the Python packages into .venv (the first time takes about 3 minutes)"'
+    )
+    assert plan[line_of(plan, "npm ci --prefix devstack/node22") - 1].startswith('echo "Installing Node 22')
+    assert plan[line_of(plan, "npm install") - 1].startswith('echo "Installing Azurite and the MCP clients')
+
+
+def test_pip_and_npm_show_their_progress():
+    plan = first_install()
+    pip = plan[line_of(plan, ".venv/bin/python -m pip install --progress-bar on -r requirements-dev.txt")]
+    npm = plan[line_of(plan, "npm ci")].split() + plan[line_of(plan, "npm install")].split()
+
+    assert not {"--quiet", "-q"} & set(pip.split())
+    assert not {"--silent", "--quiet", "-s", "-q", "--loglevel"} & set(npm)
