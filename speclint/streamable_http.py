@@ -70,6 +70,9 @@ class HttpWire:
         self.max_bytes = Limits().bytes if max_bytes is None else max_bytes
         self.deadline = time.monotonic() + timeout
         self._until = self.deadline  # the current request's own deadline
+        self._watch_lock = threading.Lock()
+        self._watching = 0  # which request's deadline timer may shut connections
+        self._watch_timer: threading.Timer | None = None
 
     def close(self) -> None:
         self._until = min(self.deadline, time.monotonic() + CLOSE_SECONDS)
@@ -82,14 +85,30 @@ class HttpWire:
 
     @contextlib.contextmanager
     def _watched(self) -> Iterator[None]:
-        """Every connection shut once the request's deadline passes, should it still be waiting."""
-        timer = threading.Timer(max(self._until - time.monotonic(), 0), self.adapter.shut)
+        """Every connection shut once the request's deadline passes, should it still be waiting.
+
+        A timer already firing when its request ends (a read that timed out on its own at the same
+        moment, on a busy machine) must not shut the next request's connection: the shut happens
+        under a lock, and only while its own request is still the one running."""
+        with self._watch_lock:
+            self._watching += 1
+            watching = self._watching
+
+        def shut() -> None:
+            with self._watch_lock:
+                if self._watching == watching:
+                    self.adapter.shut()
+
+        timer = threading.Timer(max(self._until - time.monotonic(), 0), shut)
         timer.daemon = True
         timer.start()
+        self._watch_timer = timer
         try:
             yield
         finally:
             timer.cancel()
+            with self._watch_lock:
+                self._watching += 1
 
     def notify(self, method: str, headers: Mapping[str, str]) -> None:
         self._until = self.deadline

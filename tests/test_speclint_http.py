@@ -18,6 +18,7 @@ import pytest
 
 from speclint.findings import __version__
 from speclint.modern import headers as modern_headers
+from speclint.streamable_http import HttpWire
 from tests.speclint_support import load, run, run_cli
 from tests.support import ROOT, free_port, start_process
 
@@ -58,11 +59,13 @@ class FakeMcp:
         status: int = 200,
         stall: str = "",
         discover: str = "legacy",
+        list_delay: float = 0,
     ):
         self.pages, self.sse, self.list_error, self.status = pages, sse, list_error, status
         # tools/list never completes: "keep-alive", "trickle" (bytes keep coming), "cut", "headers"
         self.stall = stall
         self.discover = discover
+        self.list_delay = list_delay  # seconds tools/list waits before its answer
         self.seen: list[tuple[str, str, dict, dict]] = []  # (HTTP method, RPC method, params, headers)
         fake = self
 
@@ -121,6 +124,7 @@ class FakeMcp:
         if self.stall:
             self.stall_forever(handler, self.stall)
             return
+        time.sleep(self.list_delay)
         if self.list_error is not None:
             body = {"jsonrpc": "2.0", "id": rpc_id, "error": self.list_error}
         else:
@@ -409,6 +413,32 @@ def test_a_silent_probe_falls_back_once_its_share_of_the_deadline_has_passed(fak
     assert time.monotonic() - started >= 2  # the probe's third of the 6 s
     assert json.loads(done.stdout)["server"]["protocol_version"] == "2025-11-25"
     assert [rpc for _, rpc, _, _ in server.seen][:2] == ["server/discover", "initialize"]
+
+
+def test_a_deadline_timer_that_fires_as_its_request_ends_never_cuts_the_next_request(fake_mcp):
+    """On a busy machine a request's own read timeout and its deadline timer can go off together:
+    the timer, already running, must not shut the connection of the request that follows."""
+    server = fake_mcp(pages=two_pages(), list_delay=1.0)
+    wire = HttpWire(server.url, {}, timeout=20)
+    wire.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}, {})
+    late = wire._watch_timer
+    answers: list[object] = []
+
+    def list_tools() -> None:
+        try:
+            answers.append(wire.request("tools/list", {}, {}))
+        except Exception as exc:  # noqa: BLE001 - the failure is the finding
+            answers.append(exc)
+
+    listing = threading.Thread(target=list_tools)
+    listing.start()
+    time.sleep(0.4)  # tools/list is on the wire, waiting for its answer
+    late.function(*late.args, **late.kwargs)  # the first request's timer going off only now
+    listing.join(10)
+    wire.close()
+
+    assert [type(a) for a in answers] == [dict], answers
+    assert answers[0]["tools"][0]["name"]
 
 
 @pytest.mark.parametrize(
