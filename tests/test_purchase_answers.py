@@ -395,6 +395,7 @@ def test_the_email_greets_the_buyer_by_name_and_carries_the_link_the_receipt_nam
     until = answer.receipt["download"]["expires_at"]
     claims = jwt.get_unverified_claims(token)
     assert (claims["jti"], claims["iss"]) == (answer.receipt["download"]["token_id"], BASE_URL)
+    assert claims["sub"] == answer.receipt["bundle"]["id"]  # the link downloads the bundle bought
     contacts = requests.get(f"{shop.sandbox_url}/_sandbox/contacts", params={"email": email}, timeout=10)
     assert [c["attributes"] for c in contacts.json()] == [{"FIRSTNAME": "Zoë O'Brien"}]
     assert sent["sender"] == {"email": "store@example.com", "name": "The Store"}
