@@ -22,7 +22,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient, ContentSettings, LinearRetry
 
 from devstack.devhost import read_settings
@@ -117,6 +117,10 @@ def upload(connection_string: str, files: dict[str, bytes], container: str = "bu
     return [f"{bundle_id}.zip" for bundle_id in files]
 
 
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = {**read_settings(ROOT), **os.environ}
     parser = argparse.ArgumentParser(
@@ -151,9 +155,12 @@ def main(argv: list[str] | None = None) -> int:
         written = seed(args.connection_string, args.container)
     except ValueError as exc:  # the SDK's word for a connection string it cannot read
         parser.exit(1, f"{parser.prog}: error: the storage connection string: {exc}\n")
+    except HttpResponseError as exc:
+        parser.exit(1, f"{parser.prog}: error: Blob storage refused: {_first_line(exc)}\n")
     except AzureError as exc:
-        reason = str(exc).splitlines()[0][:300]
-        parser.exit(1, f"{parser.prog}: error: Blob storage did not answer (is `make run` up?): {reason}\n")
+        parser.exit(
+            1, f"{parser.prog}: error: Blob storage did not answer (is `make run` up?): {_first_line(exc)}\n"
+        )
     for bundle in BUNDLES.values():
         name = f"{bundle.id}.zip"
         print(

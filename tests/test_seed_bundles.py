@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import time
@@ -18,7 +19,7 @@ from devstack import seed_bundles
 from devstack.run import storage_connection
 from devstack.seed_bundles import MAX_FILE_BYTES, sample_bundle
 from shared.catalog import BUNDLES
-from tests.support import free_port
+from tests.support import AZURITE_KEY, free_port
 
 
 def own_zip(tag: str = "mine") -> bytes:
@@ -162,6 +163,18 @@ def test_storage_that_is_not_there_is_named_within_seconds(tmp_path, capsys):
     assert error.startswith(
         "python -m devstack.seed_bundles: error: Blob storage did not answer (is `make run` up?)"
     )
+    assert "Traceback" not in error
+
+
+def test_storage_that_refuses_the_key_is_named(azurite, capsys):
+    wrong_key = azurite.replace(AZURITE_KEY, base64.b64encode(b"not the account key").decode())
+
+    with pytest.raises(SystemExit) as exit_:
+        seed_bundles.main(["--connection-string", wrong_key, "--container", f"b-{uuid.uuid4().hex[:12]}"])
+
+    assert exit_.value.code == 1
+    error = capsys.readouterr().err
+    assert error.startswith("python -m devstack.seed_bundles: error: Blob storage refused: ")
     assert "Traceback" not in error
 
 
