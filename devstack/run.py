@@ -156,7 +156,9 @@ def running_stack(data_dir: Path) -> int | None:
     try:  # the pid file of a stack killed outright may name a process that came later
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        shown = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+        shown = subprocess.run(
+            ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10
+        )
         return pid if "devstack.run" in shown.stdout else None
     return pid if b"devstack.run" in command else None
 
