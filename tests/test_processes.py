@@ -10,8 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
-
-import pytest
+from pathlib import Path
 
 from devstack import processes
 from tests.support import ROOT, as_a_background_job
@@ -101,29 +100,61 @@ def test_stop_all_ends_the_children_it_started_and_any_other_descendant():
     assert done.stdout.split() == [str(-signal.SIGTERM)] * 2, done.stderr
 
 
-@pytest.mark.parametrize("end", ["a failed test", "SIGTERM", "SIGINT", "SIGKILL"])
-def test_nothing_a_test_session_starts_outlives_it(tmp_path, end):
-    (tmp_path / "test_session.py").write_text(textwrap.dedent(SESSION_TEST))
-    pids_file = tmp_path / "pids"
-    env = {**os.environ, "SESSION_END": end, "SESSION_PIDS": str(pids_file), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
-    command += ["--rootdir", str(tmp_path), str(tmp_path / "test_session.py")]
-    with (tmp_path / "session.log").open("w") as log:
-        session = processes.start(
-            as_a_background_job(command), cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not pids_file.exists() and session.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert pids_file.exists(), (tmp_path / "session.log").read_text()
-        started = [int(pid) for pid in pids_file.read_text().split()]
-        if end != "a failed test":
-            session.send_signal(getattr(signal, end))
-        code = session.wait(timeout=60)
-    finally:
-        processes.stop(session)
+class Session:
+    """A pytest session of SESSION_TEST in a folder of its own, started as a background job."""
 
-    assert len(started) == (1 if end == "SIGKILL" else 2)
-    assert code == {"a failed test": 1, "SIGKILL": -signal.SIGKILL}.get(end, 2)  # 2: interrupted
-    assert _ended(started) == []
+    def __init__(self, folder: Path, end: str):
+        folder.mkdir()
+        (folder / "test_session.py").write_text(textwrap.dedent(SESSION_TEST))
+        self.end, self.pids, self.log = end, folder / "pids", folder / "session.log"
+        env = {**os.environ, "SESSION_END": end, "SESSION_PIDS": str(self.pids), "PYTHONPATH": str(ROOT)}
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+        command += ["--rootdir", str(folder), str(folder / "test_session.py")]
+        with self.log.open("w") as log:
+            self.proc = processes.start(
+                as_a_background_job(command), cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def started(self) -> list[int]:
+        """The pids its test wrote, once it has."""
+        deadline = time.monotonic() + 60
+        while not self.pids.exists() and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.pids.exists(), self.log.read_text()
+        return [int(pid) for pid in self.pids.read_text().split()]
+
+    def ended(self) -> int | None:
+        """Its exit status after the signal its `end` names (none for a failed test); None if it
+        is still running half a minute later."""
+        if self.end != "a failed test":
+            self.proc.send_signal(getattr(signal, self.end))
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+# Per ending: the processes the test had running (the sandbox, and a child no fixture knows but
+# under SIGKILL), the session's exit status (1: a test failed, 2: interrupted) and the survivors.
+EXPECTED = {
+    "a failed test": (2, 1, []),
+    "SIGTERM": (2, 2, []),
+    "SIGINT": (2, 2, []),
+    "SIGKILL": (1, -signal.SIGKILL, []),
+}
+
+
+def test_nothing_a_test_session_starts_outlives_it(tmp_path):
+    """Four sessions side by side: one whose test fails, one sent SIGTERM, one SIGINT (which it
+    inherited ignored) and one SIGKILL (where only the services it started are promised to go)."""
+    sessions = [Session(tmp_path / str(n), end) for n, end in enumerate(EXPECTED)]
+    try:
+        outcomes = {}
+        for session in sessions:
+            started = session.started()
+            code = session.ended()
+            outcomes[session.end] = (len(started), code, _ended(started))
+    finally:
+        processes.stop(*(session.proc for session in sessions))
+
+    assert outcomes == EXPECTED
