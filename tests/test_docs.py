@@ -3,8 +3,8 @@ snippet a reader is meant to run is run by the suite.
 
 The convention (docs/development.md#snippets): a fenced `sh`, `bash` or `python` block is run on the
 reader's machine against `make run`. Each one is listed in SNIPPETS with the tests that run it,
-most of them against a dev host, the README's walkthrough against a fresh `make run`
-(tests/snippets.py); a block that needs Azure, a real account or the reader's own
+most of them against a dev host, the README's walkthrough and the own-bundle recipe against a fresh
+`make run` (tests/snippets.py); a block that needs Azure, a real account or the reader's own
 values carries `<!-- not run: reason -->` on the line above its fence. Every fence names its language.
 """
 
@@ -40,6 +40,7 @@ class Snippet:
 
 
 README_WALKTHROUGH = "tests/test_readme.py::test_the_readme_examples_run_as_written_in_order_against_make_run"
+OWN_BUNDLE_RECIPE = "tests/test_seed_bundles.py::test_the_own_bundle_recipe_downloads_your_file_as_written"
 SNIPPETS = (
     Snippet(
         "README.md",
@@ -81,6 +82,9 @@ SNIPPETS = (
         "admin/functions/reap_idempotency_keys",
         ("tests/test_docs.py::test_the_timer_snippet_runs_both_timers_on_the_dev_host",),
     ),
+    Snippet("docs/development.md", 'id="field-notes"', (OWN_BUNDLE_RECIPE,)),
+    Snippet("docs/development.md", "seed_bundles --file", (OWN_BUNDLE_RECIPE,)),
+    Snippet("docs/development.md", "/_sandbox/emails", (OWN_BUNDLE_RECIPE,)),
     Snippet(
         "docs/speclint.md",
         "-m speclint http://localhost:7071/api/a2a/mcp",

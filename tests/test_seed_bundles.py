@@ -1,11 +1,13 @@
 """devstack/seed_bundles.py: the sample zips `make run` seeds, your own file for a bundle
-(`--file BUNDLE_ID=PATH`) and what it refuses, against a real Azurite."""
+(`--file BUNDLE_ID=PATH`) and what it refuses, against a real Azurite; and the recipe in
+docs/development.md (your own bundle, locally) run as written on a `make run` stack."""
 
 from __future__ import annotations
 
 import base64
 import io
 import os
+import shutil
 import time
 import uuid
 import zipfile
@@ -13,13 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from azure.storage.blob import ContainerClient
 
 from devstack import seed_bundles
 from devstack.run import storage_connection
 from devstack.seed_bundles import MAX_FILE_BYTES, sample_bundle
 from shared.catalog import BUNDLES
-from tests.support import AZURITE_KEY, free_port
+from tests.snippets import MakeRun, snippet
+from tests.support import AZURITE_KEY, ROOT, free_port
+
+RECIPE = "docs/development.md"
+END_OF_BUNDLES = "    )\n}\nDEFAULT_BUNDLE_ID"  # where shared/catalog.py's tuple of bundles closes
 
 
 def own_zip(tag: str = "mine") -> bytes:
@@ -186,3 +193,42 @@ def test_a_malformed_connection_string_is_named(capsys):
     assert capsys.readouterr().err.startswith(
         "python -m devstack.seed_bundles: error: the storage connection string"
     )
+
+
+# --- the recipe in docs/development.md ------------------------------------------------------------
+
+
+def checkout_copy(tmp_path: Path) -> Path:
+    """The app and devstack/ copied, to add a bundle to without touching the checkout; it shares
+    the checkout's .venv and node_modules, as a second clone would have its own."""
+    copy = tmp_path / "checkout"
+    for name in ("shared", "devstack"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("function_app.py", "host.json", "local.settings.json.example"):
+        shutil.copy2(ROOT / name, copy / name)
+    for name in (".venv", "node_modules"):
+        (copy / name).symlink_to(ROOT / name)
+    return copy
+
+
+def test_the_own_bundle_recipe_downloads_your_file_as_written(tmp_path):
+    add, upload, buy = (snippet(RECIPE, m) for m in ('id="field-notes"', "seed_bundles --file", "/_sandbox"))
+    copy = checkout_copy(tmp_path)
+    catalog = copy / "shared" / "catalog.py"
+    assert catalog.read_text().count(END_OF_BUNDLES) == 1
+    catalog.write_text(catalog.read_text().replace(END_OF_BUNDLES, add + END_OF_BUNDLES))  # step 1
+    yours = copy / "path" / "to" / "field-notes.zip"
+    yours.parent.mkdir(parents=True)
+    yours.write_bytes(own_zip("field-notes"))
+
+    with MakeRun(copy, tmp_path / "azurite") as stack:  # step 1's restart
+        listed = requests.get(f"{stack.url}/api/bundles", timeout=10).json()["bundles"]
+        uploaded = stack.run(upload)  # step 2
+        bought = stack.run(buy)  # step 3
+
+    assert {"id": "field-notes", "title": "Field Notes"}.items() <= listed[-1].items()
+    assert uploaded.returncode == 0, uploaded.stderr
+    assert uploaded.stdout == "uploaded bundles/field-notes.zip: your file, served by its download link\n"
+    assert bought.returncode == 0, bought.stderr
+    assert bought.stdout == "200\nthe download is your file\n"
+    assert (copy / "field-notes.zip").read_bytes() == yours.read_bytes()
