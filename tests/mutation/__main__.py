@@ -192,7 +192,14 @@ def _run(target: Target, staging: Path, jobs: int, only: list[str]) -> None:
     try:
         with log.open("w") as out:
             process = subprocess.Popen(
-                command, cwd=staging, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env}
+                command,
+                cwd=staging,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
+                # A run started in the background has SIGINT ignored, and mutmut would inherit that:
+                # it gets the default back, so the SIGINT below stops it wherever this was started.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
             try:
                 while process.poll() is None:
@@ -201,7 +208,11 @@ def _run(target: Target, staging: Path, jobs: int, only: list[str]) -> None:
             finally:
                 if process.poll() is None:  # interrupted: mutmut stops its workers on SIGINT
                     process.send_signal(signal.SIGINT)
-                process.wait()
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
     finally:
         for service in services:
             service.terminate()
