@@ -62,10 +62,12 @@ reset:
 	@if [ -x $(PY) ]; then $(PY) -m devstack.run reset --data-dir $(DATA_DIR); \
 	else echo "nothing to reset: make run has not been set up here"; fi
 
-## Lint, then the whole suite (it starts its own Azurite, sandbox and dev hosts).
+## Lint, then the whole suite (it starts its own Azurite, sandbox and dev hosts), each test file on
+## one of TEST_WORKERS workers (default 4; 0 runs it in one process), ending with the slowest tests.
+TEST_WORKERS ?= 4
 test: install $(CHROMIUM)
 	$(PY) -m ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 ## Measure against the physical floor; prints a table, writes bench/results.json (never fails on a time).
 bench: install

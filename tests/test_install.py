@@ -39,3 +39,16 @@ def test_pip_and_npm_show_their_progress():
 
     assert not {"--quiet", "-q"} & set(pip.split())
     assert not {"--silent", "--quiet", "-s", "-q", "--loglevel"} & set(npm)
+
+
+def test_make_test_spreads_the_files_over_workers_and_reports_the_slowest_tests():
+    plan = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    [pytest] = [line.split() for line in plan.stdout.splitlines() if " -m pytest" in line]
+
+    assert pytest[pytest.index("-n") + 1] == "4"
+    assert pytest[pytest.index("--dist") + 1] == "loadfile"  # a file's module fixtures start once
+    assert "--durations=25" in pytest
+    serial = subprocess.run(
+        ["make", "-n", "test", "TEST_WORKERS=0"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert " -n 0 " in serial.stdout
