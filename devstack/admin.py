@@ -33,7 +33,7 @@ from shared.api import origin_allowed
 from shared.settings import Settings
 
 if TYPE_CHECKING:
-    from devstack.devhost import BackgroundFunction
+    from devstack.devhost.app_index import BackgroundFunction
 
 ADMIN_PREFIX = "/admin/functions/"
 MASTER_KEY_SETTING = "STOREFRONT_DEV_MASTER_KEY"

@@ -1,4 +1,4 @@
-"""Behaviour of devstack/devhost.py, the repo's stand-in for ``func start``.
+"""Behaviour of devstack/devhost/, the repo's stand-in for ``func start``.
 
 Most tests talk to one dev host subprocess serving tests/fixtures/devhost_app,
 started with DEVHOST_PRESET already in its environment.
