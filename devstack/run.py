@@ -4,12 +4,13 @@ client configuration to paste, and stop everything on Ctrl-C or SIGTERM (`make s
 The host is `func start` where Azure Functions Core Tools is installed, otherwise the repo's dev
 host; the banner says which, and which settings file it reads. Azurite keeps its data in
 `.azurite/` so receipts survive a restart; `make reset` clears it while the stack is down. The
-stack's pid is in `.azurite/make-run.pid` while it runs, for `make stop` and `make reset`.
+stack's pid is in `.azurite/make-run.pid`, locked while it runs, for `make stop` and `make reset`.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 from devstack import processes, seed_bundles
 from devstack.devhost import SETTINGS_FILES
@@ -145,10 +147,25 @@ def banner(host_port: int, sandbox_port: int, host: str, settings: str) -> str:
     )
 
 
-def running_stack(data_dir: Path) -> int | None:
-    """The pid of the `make run` whose stores are in `data_dir`, while it runs."""
+def _locked(file: IO[str]) -> bool:
+    """Take the pid file's lock, which the kernel drops when its holder ends however it ends;
+    False while another process holds it."""
     try:
-        pid = int((data_dir / PID_FILE).read_text().strip())
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def running_stack(data_dir: Path) -> int | None:
+    """The pid of the `make run` whose stores are in `data_dir`, while it runs: it holds the pid
+    file's lock, so the file of a stack killed outright, whose pid may since name any process
+    (another checkout's `make run` too), names none."""
+    try:
+        with (data_dir / PID_FILE).open() as file:
+            if _locked(file):
+                return None
+            pid = int(file.read().strip())
     except (OSError, ValueError):
         return None
     if not processes.alive(pid):
@@ -192,7 +209,7 @@ def reset(data_dir: Path) -> int:
         return 1
     for pattern in AZURITE_FILES:
         for path in data_dir.glob(pattern):
-            if path.is_dir():
+            if path.is_dir() and not path.is_symlink():  # a link goes, never what it points to
                 shutil.rmtree(path)
             else:
                 path.unlink()
@@ -237,22 +254,28 @@ def main(argv: list[str] | None = None) -> int:
 def serve(args: argparse.Namespace) -> int:
     if not AZURITE.exists():
         raise SystemExit("Azurite is not installed; run `make run` (it runs `npm install` first)")
-    already = running_stack(args.data_dir)
-    if already is not None:
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    pid_file = args.data_dir / PID_FILE
+    holder = pid_file.open("a+")  # locked until this process ends: make stop and make reset ask it
+    if not _locked(holder):
+        holder.close()
+        already = running_stack(args.data_dir)
         raise SystemExit(f"make run is already running (pid {already}) on {args.data_dir}")
     storage_ports = (args.storage_port, args.storage_port + 1, args.storage_port + 2)
     for port in (*storage_ports, args.sandbox_port, args.port):
         if port_busy(port):
+            holder.close()
             raise SystemExit(f"port {port} is already in use; stop whatever listens there first")
+    holder.truncate(0)
+    holder.write(f"{os.getpid()}\n")
+    holder.flush()
 
     processes.interrupt_on_signals()
     started: list[subprocess.Popen] = []
-    pid_file = args.data_dir / PID_FILE
     try:
         env = child_env(args.port, args.storage_port, args.sandbox_port)
         core_tools = shutil.which("func") is not None
         services = commands(args.port, args.sandbox_port, args.storage_port, args.data_dir, core_tools)
-        pid_file.write_text(f"{os.getpid()}\n")
         if core_tools:
             note = settings_for_func(ROOT)
             if note:
@@ -281,6 +304,7 @@ def serve(args: argparse.Namespace) -> int:
             signal.signal(signum, signal.SIG_IGN)
         processes.stop(*reversed(started))
         pid_file.unlink(missing_ok=True)
+        holder.close()
 
 
 if __name__ == "__main__":

@@ -59,6 +59,12 @@ def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: floa
     )
 
 
+def make(target: str, data_dir: Path) -> subprocess.CompletedProcess:
+    """`make stop` or `make reset`, on `data_dir`."""
+    command = ["make", "-s", target, f"DATA_DIR={data_dir}"]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
 class Stack:
     """`python -m devstack.run` on free ports and its own data folder, started in the background."""
 
@@ -86,8 +92,7 @@ class Stack:
 
     def make(self, target: str) -> subprocess.CompletedProcess:
         """`make stop` or `make reset`, on this stack's data folder."""
-        command = ["make", "-s", target, f"DATA_DIR={self.data_dir}"]
-        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        return make(target, self.data_dir)
 
     def ports(self) -> tuple[int, ...]:
         return (self.host_port, self.sandbox_port, self.storage, self.storage + 2)
@@ -189,6 +194,59 @@ def test_a_killed_make_run_leaves_no_service_behind(tmp_path):
     assert (stack.data_dir / PID_FILE).exists()
     assert stack.make("stop").stdout.startswith("make run is not running")
     assert stack.make("reset").returncode == 0
+
+
+def test_a_stale_pid_file_names_no_stack_though_its_pid_now_runs_another_make_run(tmp_path):
+    # A stack killed outright leaves its pid file behind, and the pid may since name any process,
+    # another checkout's `python -m devstack.run` too: make stop must not end it.
+    data_dir = tmp_path / "azurite"
+    (data_dir / "__blobstorage__").mkdir(parents=True)
+    other = processes.start([sys.executable, "-c", "import time; time.sleep(60)", "devstack.run"])
+    try:
+        (data_dir / PID_FILE).write_text(f"{other.pid}\n")
+        stopped, reset = make("stop", data_dir), make("reset", data_dir)
+        still_running = other.poll() is None
+    finally:
+        processes.stop(other)
+
+    assert stopped.stdout.startswith("make run is not running"), stopped.stdout + stopped.stderr
+    assert still_running
+    assert reset.returncode == 0, reset.stderr
+    assert not (data_dir / "__blobstorage__").exists()
+
+
+def test_make_reset_removes_a_link_in_the_data_folder_never_what_it_points_to(tmp_path):
+    data_dir, elsewhere = tmp_path / "azurite", tmp_path / "elsewhere"
+    data_dir.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("not Azurite's")
+    (data_dir / "__blobstorage__").symlink_to(elsewhere, target_is_directory=True)
+
+    reset = make("reset", data_dir)
+
+    assert reset.returncode == 0, reset.stderr
+    assert list(data_dir.iterdir()) == []
+    assert (elsewhere / "keep.txt").read_text() == "not Azurite's"
+
+
+def test_the_data_folder_comes_from_makes_command_line_never_from_the_environment(tmp_path):
+    # DATA_DIR is a common variable name: one set for another tool must not point make run at
+    # its folder, nor make reset at the Azurite files in it.
+    shown = {
+        target: subprocess.run(
+            ["make", "-n", target],
+            cwd=ROOT,
+            env={**os.environ, "DATA_DIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        for target in ("stop", "reset")
+    }
+
+    for target, plan in shown.items():
+        assert f"devstack.run {target} --data-dir .azurite;" in plan
+        assert str(tmp_path) not in plan
 
 
 def test_func_start_gets_local_settings_from_the_example_once_and_never_overwritten(tmp_path):
