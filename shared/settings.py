@@ -48,6 +48,7 @@ from shared import secret_strength
 DEFAULT_BREVO_BASE_URL = "https://api.brevo.com/v3"
 SECRET_SETTINGS = ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")
 STORAGE = "AzureWebJobsStorage"
+EMAIL_TEMPLATE_DIR = "STOREFRONT_EMAIL_TEMPLATE_DIR"
 DEVELOPMENT_STORAGE = "UseDevelopmentStorage=true"
 IDENTITY_SETTINGS = tuple(
     f"{STORAGE}__{name}"
@@ -129,6 +130,7 @@ class Settings:
     hash_secret: str = ""
     sender_email: str = "store@example.com"
     sender_name: str = "Storefront"
+    email_template_dir: str = ""  # an operator's checked email templates (absolute); "" for the built-in
     public_base_url: str = "http://localhost:7071"
     allowed_origins: tuple[str, ...] = ()
     trusted_proxy_hops: int = 0  # proxies of the operator's own in front of Azure's front end
@@ -203,6 +205,7 @@ class Settings:
             cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8),
             sender_email=r.text("STOREFRONT_SENDER_EMAIL", "store@example.com"),
             sender_name=r.text("STOREFRONT_SENDER_NAME", "Storefront"),
+            email_template_dir=_email_templates(r),
             public_base_url=r.url("STOREFRONT_PUBLIC_BASE_URL", default_base),
             allowed_origins=r.hosts("STOREFRONT_ALLOWED_ORIGINS"),
             trusted_proxy_hops=r.integer("STOREFRONT_TRUSTED_PROXY_HOPS", 0),
@@ -239,6 +242,20 @@ def _secrets(r: _Reader) -> dict[str, str]:
             "BREVO_API_KEY must be printable ASCII without spaces: Brevo takes it in an HTTP header"
         )
     return secrets
+
+
+def _email_templates(r: _Reader) -> str:
+    """An operator's email template folder, refused here unless every template in it renders an
+    email that carries the download link (`shared.emails`): never a failure at purchase time."""
+    folder = r.text(EMAIL_TEMPLATE_DIR, "")
+    if not folder:
+        return ""
+    from shared import emails  # Jinja2 is imported only when there are templates to check
+
+    try:
+        return emails.check_folder(folder)
+    except emails.TemplateProblem as exc:
+        raise SettingsError(f"{EMAIL_TEMPLATE_DIR}: {exc}") from None
 
 
 def _storage(r: _Reader, env: Mapping[str, str]) -> dict[str, str]:

@@ -147,7 +147,8 @@ def test_the_package_holds_the_app_and_nothing_else(package_zip):
 
     assert {"function_app.py", "host.json", "requirements.txt"} <= names
     assert set(tracked) <= names
-    assert not [n for n in names if n not in package.REQUIRED and not re.fullmatch(r"shared/\w+\.py", n)]
+    app = r"shared/\w+\.py|shared/templates/\w+\.(html|txt|css)"
+    assert not [n for n in names if n not in package.REQUIRED and not re.fullmatch(app, n)]
 
 
 def test_azure_indexes_exactly_the_functions_in_the_table(indexed):

@@ -82,6 +82,7 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_COST_COUNTER_SHARDS": "4",
         "STOREFRONT_SENDER_EMAIL": "shop@example.net",
         "STOREFRONT_SENDER_NAME": "The Shop",
+        "STOREFRONT_EMAIL_TEMPLATE_DIR": "shared/templates",
         "STOREFRONT_PUBLIC_BASE_URL": "https://shop.example.net/",
         "STOREFRONT_ALLOWED_ORIGINS": " App.Example.net, ,tools.example.org,",
         "STOREFRONT_TRUSTED_PROXY_HOPS": "2",
@@ -115,6 +116,7 @@ def test_every_setting_is_read_from_the_environment():
         hash_secret=HASH_SECRET,
         sender_email="shop@example.net",
         sender_name="The Shop",
+        email_template_dir=str(Path(__file__).resolve().parents[1] / "shared" / "templates"),
         public_base_url="https://shop.example.net",
         allowed_origins=("app.example.net", "tools.example.org"),
         trusted_proxy_hops=2,
@@ -138,7 +140,7 @@ def test_every_field_is_covered_by_the_full_environment_tests():
     # If a field is added, test_every_setting_is_read_from_the_environment (or, for storage
     # identity, test_user_assigned_identity_settings_are_read; for the secrets' strength, the
     # tests of public and weak secrets below) must name it too.
-    assert len(dataclasses.fields(Settings)) == 36
+    assert len(dataclasses.fields(Settings)) == 37
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
