@@ -74,7 +74,9 @@ from shared.a2a_requests import (
     requested_version,
     rpc_error,
 )
-from shared.api import (
+from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID, listing
+from shared.errors import ProtocolError, StoreUnavailable
+from shared.http import (
     JSON_TYPE,
     MAX_BODY_BYTES,
     Answer,
@@ -85,8 +87,6 @@ from shared.api import (
     parse_json,
     purchase_call,
 )
-from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID, listing
-from shared.errors import ProtocolError, StoreUnavailable
 from shared.purchase import OPERATION, Outcome, Storefront
 from shared.receipts import is_receipt_id
 from shared.settings import Settings

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.api import JSON_TYPE, MAX_BODY_BYTES, JSONTooDeep, Request, check_json_declared, parse_json
 from shared.errors import ProtocolError, UnsupportedMediaType
+from shared.http import JSON_TYPE, MAX_BODY_BYTES, JSONTooDeep, Request, check_json_declared, parse_json
 
 V1, V03 = "1.0", "0.3"
 TEXT_TYPE = "text/plain"
@@ -140,7 +140,7 @@ def rpc_error(
 
 def check_content_type(req: Request) -> None:
     """The JSON-RPC binding sends `application/json`: the rule of every POST route
-    (`shared.api.check_json_declared`), a refusal answered with the spec's -32005."""
+    (`shared.http.check_json_declared`), a refusal answered with the spec's -32005."""
     try:
         check_json_declared(req)
     except UnsupportedMediaType as exc:

@@ -14,7 +14,7 @@ import traceback
 import uuid
 from pathlib import Path
 
-from shared.api import JSON_TYPE, Answer
+from shared.http import JSON_TYPE, Answer
 
 log = logging.getLogger(__name__)
 CORRELATION_HEADER = "X-Correlation-Id"

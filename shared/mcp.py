@@ -12,7 +12,8 @@ used over one generation replays the same receipt over the other.
 from __future__ import annotations
 
 from shared import mcp_legacy, mcp_modern
-from shared.api import (
+from shared.errors import ProtocolError, UnsupportedMediaType
+from shared.http import (
     MAX_BODY_BYTES,
     Answer,
     JSONTooDeep,
@@ -22,7 +23,6 @@ from shared.api import (
     origin_allowed,
     parse_json,
 )
-from shared.errors import ProtocolError, UnsupportedMediaType
 from shared.mcp_tools import INVALID_REQUEST, PARSE_ERROR, error
 from shared.purchase import Storefront
 from shared.settings import Settings

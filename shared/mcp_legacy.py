@@ -7,8 +7,8 @@ instance can answer any request. JSON-RPC errors answer HTTP 200, as the 2025 SD
 
 from __future__ import annotations
 
-from shared.api import Answer, Request, json_answer
 from shared.errors import ProtocolError
+from shared.http import Answer, Request, json_answer
 from shared.mcp_tools import (
     CAPABILITIES,
     INSTRUCTIONS,

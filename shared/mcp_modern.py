@@ -25,9 +25,9 @@ import re
 import time
 from collections.abc import Callable
 
-from shared.api import Answer, Request, json_answer, purchase_call
 from shared.errors import ProtocolError
 from shared.hashing import Hasher
+from shared.http import Answer, Request, json_answer, purchase_call
 from shared.mcp_elicit import Ask, Refuse, resolve
 from shared.mcp_legacy import VERSIONS as LEGACY_VERSIONS
 from shared.mcp_tools import (

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 
 from shared import __version__
-from shared.api import Request, purchase_call
 from shared.catalog import LISTING_SCHEMA, listing
 from shared.errors import ProtocolError
+from shared.http import Request, purchase_call
 from shared.purchase import OPERATION, Storefront
 from shared.receipts import OUTPUT_SCHEMA
 from shared.schema import INPUT_SCHEMA

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from shared import __version__
-from shared.api import JSON_TYPE, Answer, Usage
 from shared.catalog import LISTING_SCHEMA
+from shared.http import JSON_TYPE, Answer, Usage
 from shared.ledger import MAX_PAGE_SIZE
 from shared.receipts import OUTPUT_SCHEMA, RECEIPT_ID_PATTERN
 from shared.schema import INPUT_SCHEMA, KEY_PATTERN

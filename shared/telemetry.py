@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from shared.settings import is_unresolved_reference
 
 if TYPE_CHECKING:
-    from shared.api import Answer
+    from shared.http import Answer
 
 log = logging.getLogger("storefront.telemetry")
 CONNECTION_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
