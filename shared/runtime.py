@@ -35,6 +35,8 @@ from shared.storage import Account, container_client, identity_credential, table
 logging.getLogger("azure").setLevel(logging.WARNING)
 log = logging.getLogger(__name__)
 
+# The account of Azurite's development storage (UseDevelopmentStorage=true), which make run uses.
+DEVELOPMENT_ACCOUNT = "devstoreaccount1"
 _lock = threading.Lock()
 _services: Services | None = None
 _settings: Settings | None = None
@@ -128,7 +130,7 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
                 s.cost_counter_shards,
                 recipient_limit_per_day=s.recipient_limit_per_day,
             ),
-            local=not s.hosted_on_azure,
+            local=counters_in_make_run(s),
         ),
         receipts=receipts,
         brevo=brevo,
@@ -143,6 +145,16 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
     return Services(
         settings=s, storefront=storefront, downloads=downloads, ledger=ledger, keys=keys, storage=probe
     )
+
+
+def counters_in_make_run(s: Settings) -> bool:
+    """Whether the limits' counters are where `make run` keeps them, so that `make reset` clears
+    them: off Azure, in Azurite's development account, named by a connection string. Not in a
+    storage account of their own (reached over an identity, or with its own key), off Azure too."""
+    pairs = dict(part.partition("=")[::2] for part in s.storage_connection_string.split(";"))
+    fields = {key.strip().lower(): value.strip() for key, value in pairs.items()}
+    development = fields.get("usedevelopmentstorage", "").lower() == "true"
+    return not s.hosted_on_azure and (development or fields.get("accountname") == DEVELOPMENT_ACCOUNT)
 
 
 def storage_account(s: Settings) -> Account:

@@ -1,13 +1,21 @@
 """What a purchase refused by a limit tells its caller about `make reset`: off Azure (a dev host,
-`make run`) the refusal's message says it clears the counters, over HTTP, MCP and A2A alike; on
-Azure (the platform's own variables set) it never does. Dev hosts on the session's Azurite."""
+`make run`) with the counters in Azurite's development account, as `make run` keeps them, the
+refusal's message says it clears the counters, over HTTP, MCP and A2A alike; on Azure (the
+platform's own variables set) it never does, nor off Azure with the counters in a storage account
+of their own (a developer's against a real account), which `make reset` does not touch. Dev
+hosts on the session's Azurite, and on its HTTPS twin over an identity."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
+from devstack.run import storage_connection
+from shared.runtime import counters_in_make_run
+from shared.settings import Settings
+from tests.identity import IdentityEndpoint
 from tests.support import Buyer, Service, unique_key
 from tests.test_a2a import receipt_of, send, task_of
 from tests.test_secret_strength import ON_AZURE, strong_secrets
@@ -28,6 +36,26 @@ def on_azure(host_factory) -> Service:
         STOREFRONT_RATE_LIMIT_PER_HOUR="1",
         STOREFRONT_GOVERNANCE_TABLE="governanceazure429",
     )
+
+
+@pytest.fixture(scope="module")
+def own_account(host_factory, azurite_tls) -> Iterator[Service]:
+    """Off Azure, its stores in an account reached over an identity, not Azurite's development
+    account through a connection string."""
+    endpoint = IdentityEndpoint()
+    try:
+        yield host_factory(
+            **endpoint.env(),
+            AzureWebJobsStorage="",
+            AzureWebJobsStorage__blobServiceUri=azurite_tls.blob_uri,
+            AzureWebJobsStorage__tableServiceUri=azurite_tls.table_uri,
+            AzureWebJobsStorage__credential="managedidentity",
+            REQUESTS_CA_BUNDLE=str(azurite_tls.ca_bundle),
+            STOREFRONT_RATE_LIMIT_PER_HOUR="1",
+            STOREFRONT_GOVERNANCE_TABLE="governanceownaccount",
+        )
+    finally:
+        endpoint.close()
 
 
 def refused_over(protocol: str, host: Service) -> str:
@@ -67,3 +95,33 @@ def test_on_azure_a_rate_limited_purchase_never_mentions_make_reset(on_azure, pr
     assert message.startswith("rate limit reached: 1 purchase per hour")
     assert message.endswith("STOREFRONT_RATE_LIMIT_PER_HOUR")
     assert "make" not in message
+
+
+def test_off_azure_with_the_counters_in_an_account_of_their_own_a_refusal_never_mentions_make_reset(
+    own_account,
+):
+    message = refused_over("http", own_account)
+
+    assert message.startswith("rate limit reached: 1 purchase per hour")
+    assert message.endswith("STOREFRONT_RATE_LIMIT_PER_HOUR")
+
+
+@pytest.mark.parametrize(
+    ("connection", "on_azure", "shown"),
+    [
+        ("UseDevelopmentStorage=true", False, True),
+        (storage_connection(10000, 10002), False, True),
+        (storage_connection(10000, 10002), True, False),
+        (
+            "DefaultEndpointsProtocol=https;AccountName=mystore;AccountKey=a2V5;EndpointSuffix=core.windows.net",
+            False,
+            False,
+        ),
+        ("", False, False),
+    ],
+    ids=["development-storage", "make-run-azurite", "on-azure", "own-account-key", "identity"],
+)
+def test_the_hint_is_given_only_where_make_reset_clears_the_counters(connection, on_azure, shown):
+    settings = Settings(storage_connection_string=connection, hosted_on_azure=on_azure)
+
+    assert counters_in_make_run(settings) is shown
