@@ -154,6 +154,13 @@ def test_make_stop_ends_a_background_make_run_and_make_reset_then_clears_its_cou
     try:
         bought = requests.post(purchase, json={"email": unique_email("reset")}, timeout=30)
         limited_429 = requests.post(purchase, json={"email": unique_email("reset")}, timeout=30)
+        second = subprocess.run(  # on the same ports: were it not refused, it would find them busy
+            [sys.executable, "-m", "devstack.run", *stack.options()],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         refused_while_up = stack.make("reset")
         stopped = stack.make("stop")
         code = stack.proc.wait(timeout=30)
@@ -173,6 +180,8 @@ def test_make_stop_ends_a_background_make_run_and_make_reset_then_clears_its_cou
 
     assert bought.status_code == 200 and limited_429.status_code == 429
     assert limited_429.json()["error"]["message"].endswith("; locally, `make reset` clears the counters")
+    assert second.returncode == 1
+    assert second.stderr == f"make run is already running (pid {stack.proc.pid}) on {stack.data_dir}\n"
     assert refused_while_up.returncode == 2  # make says the recipe failed
     assert f"make run is up (pid {stack.proc.pid})" in refused_while_up.stderr
     assert "stop it first" in refused_while_up.stderr
