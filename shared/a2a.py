@@ -37,8 +37,9 @@
   task is finished), -32003 push notifications, -32004 streaming, extended card, a message to a
   finished task; -32603 store down.
 
-The modules: shared/a2a_requests.py reads a request, shared/a2a_answers.py shapes the answers in
-each version, shared/a2a_card.py is the agent card; this one runs the methods.
+The modules: shared/a2a_protocol.py names the versions, methods and error codes,
+shared/a2a_requests.py reads a request, shared/a2a_answers.py shapes the answers in each version,
+shared/a2a_card.py is the agent card; this one runs the methods.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from shared.a2a_card import (
     agent_card,
     card,
 )
-from shared.a2a_requests import (
+from shared.a2a_protocol import (
     EXTENDED_CARD_NOT_CONFIGURED_V03,
     INPUT_MODES,
     INTERNAL_ERROR,
@@ -70,6 +71,9 @@ from shared.a2a_requests import (
     TASK_NOT_FOUND,
     UNSUPPORTED_OPERATION,
     V03,
+    rpc_error,
+)
+from shared.a2a_requests import (
     ListQuery,
     Send,
     TaskQuery,
@@ -78,7 +82,6 @@ from shared.a2a_requests import (
     read_envelope,
     read_params,
     requested_version,
-    rpc_error,
 )
 from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID, listing
 from shared.errors import ProtocolError, StoreUnavailable

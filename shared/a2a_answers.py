@@ -8,7 +8,7 @@ import hashlib
 import json
 import secrets
 
-from shared.a2a_requests import (
+from shared.a2a_protocol import (
     CONTENT_TYPE_NOT_SUPPORTED,
     PUSH_NOT_SUPPORTED,
     ROLES,
@@ -18,9 +18,8 @@ from shared.a2a_requests import (
     V03,
     V1,
     VERSION_NOT_SUPPORTED,
-    ListQuery,
-    Send,
 )
+from shared.a2a_requests import ListQuery, Send
 from shared.errors import ProtocolError
 from shared.http import JSON_TYPE, Answer, json_answer
 from shared.purchase import Outcome

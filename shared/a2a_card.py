@@ -9,7 +9,7 @@ import json
 
 from shared import __version__
 from shared.a2a_answers import ARTIFACT_ID
-from shared.a2a_requests import INPUT_MODES, TEXT_TYPE, V03, V1
+from shared.a2a_protocol import INPUT_MODES, TEXT_TYPE, V03, V1
 from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID
 from shared.http import JSON_TYPE, Answer, Request, Usage
 from shared.purchase import OPERATION

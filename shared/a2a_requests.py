@@ -15,63 +15,27 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.errors import ProtocolError, UnsupportedMediaType
+from shared.a2a_protocol import (
+    CONTENT_TYPE_NOT_SUPPORTED,
+    INPUT_MODES,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    METHODS,
+    PARSE_ERROR,
+    PUSH_NOT_SUPPORTED,
+    PUSH_REFUSAL,
+    ROLES,
+    TASK_STATES,
+    TEXT_TYPE,
+    V03,
+    V1,
+    VERSION_NOT_SUPPORTED,
+    rpc_error,
+)
+from shared.errors import UnsupportedMediaType
 from shared.http import JSON_TYPE, MAX_BODY_BYTES, JSONTooDeep, Request, check_json_declared, parse_json
 
-V1, V03 = "1.0", "0.3"
-TEXT_TYPE = "text/plain"
-INPUT_MODES = [JSON_TYPE, TEXT_TYPE]
-
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
-    -32700,
-    -32600,
-    -32601,
-    -32602,
-    -32603,
-)
-TASK_NOT_FOUND, TASK_NOT_CANCELABLE, PUSH_NOT_SUPPORTED, UNSUPPORTED_OPERATION = (
-    -32001,
-    -32002,
-    -32003,
-    -32004,
-)
-CONTENT_TYPE_NOT_SUPPORTED, VERSION_NOT_SUPPORTED = -32005, -32009
-EXTENDED_CARD_NOT_CONFIGURED_V03 = -32007
-
-_PUSH_1 = ("Create", "Get", "List", "Delete")
-METHODS: dict[str, tuple[str, str]] = {
-    "SendMessage": (V1, "send"),
-    "GetTask": (V1, "get"),
-    "CancelTask": (V1, "cancel"),
-    "SendStreamingMessage": (V1, "stream"),
-    "SubscribeToTask": (V1, "stream"),
-    "ListTasks": (V1, "list"),
-    "GetExtendedAgentCard": (V1, "extended_card"),
-    **{f"{verb}TaskPushNotificationConfig{'s' if verb == 'List' else ''}": (V1, "push") for verb in _PUSH_1},
-    "message/send": (V03, "send"),
-    "tasks/get": (V03, "get"),
-    "tasks/cancel": (V03, "cancel"),
-    "message/stream": (V03, "stream"),
-    "tasks/resubscribe": (V03, "stream"),
-    "agent/getAuthenticatedExtendedCard": (V03, "extended_card"),
-    **{f"tasks/pushNotificationConfig/{verb}": (V03, "push") for verb in ("set", "get", "list", "delete")},
-}
-ROLES = {V1: {"user": "ROLE_USER", "agent": "ROLE_AGENT"}, V03: {"user": "user", "agent": "agent"}}
-TASK_STATES = (
-    "TASK_STATE_UNSPECIFIED",
-    "TASK_STATE_SUBMITTED",
-    "TASK_STATE_WORKING",
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_INPUT_REQUIRED",
-    "TASK_STATE_REJECTED",
-    "TASK_STATE_AUTH_REQUIRED",
-)
-PUSH_REFUSAL = (
-    "push notifications are not supported (capabilities.pushNotifications is false): every "
-    "task is finished when SendMessage answers"
-)
 INT32_MAX = 2**31 - 1
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
 _INTEGER = re.compile(r"-?[0-9]{1,10}")
@@ -113,26 +77,6 @@ class ListQuery:
     """ListTasks: the page size the answer reports (every filter is checked, none can match)."""
 
     page_size: int
-
-
-def rpc_error(
-    code: int,
-    message: str,
-    *,
-    status: int = 200,
-    field: str | None = None,
-    retry_after: int | None = None,
-    request_id: object = None,
-) -> ProtocolError:
-    """A JSON-RPC error; `field` is the params path at fault (reported as google.rpc.BadRequest)."""
-    return ProtocolError(
-        message[:300],
-        status=status,
-        rpc_code=code,
-        request_id=request_id,
-        field=field,
-        retry_after=retry_after,
-    )
 
 
 # --- the transport and the envelope -------------------------------------------------------------
