@@ -4,13 +4,13 @@ values, so escaping is the default rather than a habit.
 Every `.html` template is autoescaped, with the entities `html.escape` writes (`&quot;`, `&#x27;`)
 and control and format characters shown as backslash escapes (`shared.printable`), so stored or
 forged text can neither add markup nor hide in a page. `.txt` templates are plain text, never
-escaped. An undefined name is an error, never an empty string. Jinja2 is imported on the first
-render, so a cold start (`import function_app`) does not pay for it.
+escaped. An undefined name is an error, never an empty string. Jinja2 is imported when the first
+environment is built (the first page or email), so a cold start (`import function_app`) does not
+pay for it.
 """
 
 from __future__ import annotations
 
-import functools
 import html
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,11 +21,6 @@ if TYPE_CHECKING:
     import jinja2
 
 BUILT_IN = Path(__file__).with_name("templates")
-
-
-def render_page(name: str, **context: object) -> str:
-    """A built-in page template (shared/templates/), rendered."""
-    return _pages().get_template(name).render(context)
 
 
 def environment(*folders: Path, sandboxed: bool = False) -> jinja2.Environment:
@@ -46,11 +41,6 @@ def environment(*folders: Path, sandboxed: bool = False) -> jinja2.Environment:
         keep_trailing_newline=True,
         auto_reload=False,
     )
-
-
-@functools.cache
-def _pages() -> jinja2.Environment:
-    return environment(BUILT_IN)
 
 
 def _is_html(name: str | None) -> bool:

@@ -5,7 +5,6 @@ refused at start-up, naming the setting."""
 from __future__ import annotations
 
 import logging
-import os
 import re
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from shared import emails
 from shared.catalog import BUNDLES
 from shared.settings import EMAIL_TEMPLATE_DIR, Settings, SettingsError
 from tests.snippets import blocks
-from tests.support import ROOT, fresh_python
+from tests.support import ROOT
 
 BUNDLE = BUNDLES["agent-starter-kit"]
 LINK = "https://shop.example.org/api/download/eyJhbGciOiJFUzI1NiJ9.eyJqdGkiOiJ0In0.c2ln"
@@ -230,15 +229,3 @@ def test_a_template_failing_on_a_real_purchase_names_its_line_in_the_log_not_the
     [record] = caplog.records
     assert record.getMessage() == "fulfillment.txt line 2 failed (UndefinedError); the built-in email is sent"
     assert "Grace" not in record.getMessage()
-
-
-def test_importing_the_app_does_not_import_jinja2():
-    probe = (
-        "import sys, function_app\nprint('jinja2' in sys.modules)\n"
-        "from shared import emails, pages\nprint('jinja2' in sys.modules)\n"
-    )
-
-    result = fresh_python(probe, {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"})
-
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False", "False"]
