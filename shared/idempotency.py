@@ -1,4 +1,4 @@
-"""Exactly-once purchases per idempotency key: a claim in a shared store, with a lease and
+"""Exactly-once operations per idempotency key: a claim in a shared store, with a lease and
 recovery points, that every function instance respects.
 
 A key's life, as a small state machine over one stored `Claim`:
@@ -13,8 +13,12 @@ resume a dead holder's claim, or `Vacant`: the key is free and the caller, once 
 passed, takes it with `take`, recording those guards on the new claim so that a taker never counts
 them twice. Every change after the first is conditional on the claim's ETag, so two instances can
 never both believe they hold a key. A completed claim carries its receipt's bytes (up to
-`CARRY_LIMIT`), so a replay is one read. `IdempotencyStore` is the persistence interface (get,
-create, update, delete, reap, and the horizon of claims from before keys were scoped);
+`CARRY_LIMIT`), so a replay is one read; one that does not is read from the `ResultArchive`.
+This module knows nothing of what the operation does (`shared.exactly_once` runs one under a
+claim). Some names predate that and stay, as the stored claims spell them: `receipt_id` is the id
+of the operation's result, and the progress key `"receipt"` carries its bytes. `IdempotencyStore`
+is the persistence interface (get, create, update, delete, reap, and the horizon of claims from
+before keys were scoped);
 `shared.idempotency_table` is its Azure Table adapter. Vendor errors stop there: the handler sees
 `None`, `ClaimLost` or `StoreUnavailable`, never an Azure exception.
 """
@@ -32,7 +36,6 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from shared.errors import ReceiptUnavailable, StoreUnavailable
-from shared.receipts import BlobReceiptStore, sha256
 
 PROCESSING = "processing"
 COMPLETED = "completed"
@@ -42,6 +45,7 @@ MAX_RETRY_AFTER = 5
 # can take up to six. A receipt is about 3 KB, 4 at most from inputs; one larger (a catalog title
 # of many KB, say) stays off the claim, and its replay reads it from Blob, one call more.
 CARRY_LIMIT = 24_000  # characters of the receipt as the claim stores it
+RESULT = "receipt"  # the progress entry that carries the final result's bytes
 
 
 def carried(body: bytes) -> bool:
@@ -78,6 +82,17 @@ class Claim:
         claim, even a taker that never saw a recovery point, mints the same token claims."""
         digest = hashlib.sha256(f"token\x00{self.key_hash}\x00{self.receipt_id}".encode()).digest()
         return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ResultArchive(Protocol):
+    """Where an operation's final result is kept for good (the receipts' Blob store, for the
+    purchase): a replay of a claim that does not carry its result reads it there."""
+
+    def read(self, result_id: str) -> bytes | None: ...
 
 
 class IdempotencyStore(Protocol):
@@ -142,7 +157,7 @@ class IdempotencyHandler:
     def __init__(
         self,
         store: IdempotencyStore,
-        receipts: BlobReceiptStore,
+        receipts: ResultArchive,
         *,
         lease_seconds: int,
         ttl_seconds: int,
@@ -217,9 +232,9 @@ class IdempotencyHandler:
         download token's expiry: a replay must not hand out a receipt for a dead link)."""
         now = self._clock()
         expires = now + self._ttl if not_after is None else min(now + self._ttl, not_after)
-        progress = {k: v for k, v in claim.progress.items() if k != "receipt"}
+        progress = {k: v for k, v in claim.progress.items() if k != RESULT}
         if carried(body):
-            progress["receipt"] = body.decode()
+            progress[RESULT] = body.decode()
         done = replace(
             claim,
             state=COMPLETED,
@@ -272,7 +287,7 @@ class IdempotencyHandler:
     def _replay(self, claim: Claim) -> bytes:
         """The completed key's receipt, verified; never a reason to run the purchase again. It
         rides on the claim; claims completed before it did are answered from Blob."""
-        riding = claim.progress.get("receipt")
+        riding = claim.progress.get(RESULT)
         if isinstance(riding, str) and sha256(riding.encode()) == claim.receipt_sha256:
             return riding.encode()
         try:
