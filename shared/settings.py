@@ -1,5 +1,6 @@
 """The storefront's configuration, read once from the environment (app settings on Azure,
-`local.settings.json` Values locally) into one validated object.
+`local.settings.json` Values locally) into one validated object; `shared.settings_reader` reads
+each value by its kind.
 
 Malformed values, and numbers outside their bounds (`BOUNDS`), fail at start-up with a message
 naming the setting. Missing production secrets do not stop the app from serving health checks and
@@ -34,16 +35,22 @@ is the fallback.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from urllib.parse import urlsplit
 
 from shared import secret_strength
+from shared.settings_reader import (
+    CONTAINER_NAME,
+    TABLE_NAME,
+    SettingReader,
+    SettingsError,
+    is_guid,
+)
+from shared.settings_reader import is_unresolved_reference as is_unresolved_reference  # offered here too
 
 DEFAULT_BREVO_BASE_URL = "https://api.brevo.com/v3"
 SECRET_SETTINGS = ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")
@@ -83,16 +90,7 @@ BOUNDS: dict[str, tuple[str, str]] = {
     "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": ("1", "86400"),
     "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": ("1", "2592000"),
 }
-# Costs are counted in whole millionths of a dollar.
-MONEY_PLACES = 6
-_REFERENCE = re.compile(r"@Microsoft\.(KeyVault|AppConfiguration)\(.*\)", re.IGNORECASE | re.DOTALL)
 _ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}")
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,6})?")
-# Azure's naming rules: a table is 3-63 letters and digits starting with a letter; a container is
-# 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.
-_TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
-_CONTAINER_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9]+(?:-[a-z0-9]+)*")
 # What an HTTP header value can carry as it is (the Brevo key travels in `api-key`).
 _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
 
@@ -100,15 +98,6 @@ _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
 def hosted_on_azure(env: Mapping[str, str]) -> bool:
     """True where the platform's own variables say the app runs on Azure."""
     return any(env.get(name, "").strip() for name in AZURE_MARKERS)
-
-
-def is_unresolved_reference(value: str) -> bool:
-    """True for a Key Vault (or App Configuration) reference the platform did not resolve."""
-    return _REFERENCE.fullmatch(value.strip()) is not None
-
-
-class SettingsError(ValueError):
-    """A setting is present but malformed."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +167,7 @@ class Settings:
 
     @classmethod
     def _read(cls, env: Mapping[str, str]) -> Settings:
-        r = _Reader(env)
+        r = SettingReader(env, BOUNDS)
         website = env.get("WEBSITE_HOSTNAME", "").strip()
         default_base = f"https://{website}" if website else "http://localhost:7071"
         secrets = _secrets(r)
@@ -215,11 +204,11 @@ class Settings:
             idempotency_lease_seconds=r.integer("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", 600),
             idempotency_ttl_seconds=r.integer("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", 24 * 3600),
             idempotency_fail_open=r.boolean("STOREFRONT_IDEMPOTENCY_FAIL_OPEN", False),
-            idempotency_table=r.name("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency", _TABLE_NAME),
-            governance_table=r.name("STOREFRONT_GOVERNANCE_TABLE", "governance", _TABLE_NAME),
-            receipts_container=r.name("STOREFRONT_RECEIPTS_CONTAINER", "receipts", _CONTAINER_NAME),
-            bundles_container=r.name("STOREFRONT_BUNDLES_CONTAINER", "bundles", _CONTAINER_NAME),
-            ledger_table=r.name("STOREFRONT_LEDGER_TABLE", "ledger", _TABLE_NAME),
+            idempotency_table=r.name("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency", TABLE_NAME),
+            governance_table=r.name("STOREFRONT_GOVERNANCE_TABLE", "governance", TABLE_NAME),
+            receipts_container=r.name("STOREFRONT_RECEIPTS_CONTAINER", "receipts", CONTAINER_NAME),
+            bundles_container=r.name("STOREFRONT_BUNDLES_CONTAINER", "bundles", CONTAINER_NAME),
+            ledger_table=r.name("STOREFRONT_LEDGER_TABLE", "ledger", TABLE_NAME),
             retired_public_keys=r.jwks("STOREFRONT_RETIRED_PUBLIC_KEYS"),
         )
         return cls(
@@ -231,7 +220,7 @@ class Settings:
         )
 
 
-def _secrets(r: _Reader) -> dict[str, str]:
+def _secrets(r: SettingReader) -> dict[str, str]:
     """The three secrets as the app uses them (the signing key's `\\n` escapes made line breaks).
     The Brevo key travels in an HTTP header, so anything a header cannot carry is refused here,
     naming the setting and not the value."""
@@ -244,7 +233,7 @@ def _secrets(r: _Reader) -> dict[str, str]:
     return secrets
 
 
-def _email_templates(r: _Reader) -> str:
+def _email_templates(r: SettingReader) -> str:
     """An operator's email template folder, refused here unless every template in it renders an
     email that carries the download link (`shared.emails`): never a failure at purchase time."""
     folder = r.text(EMAIL_TEMPLATE_DIR, "")
@@ -258,7 +247,7 @@ def _email_templates(r: _Reader) -> str:
         raise SettingsError(f"{EMAIL_TEMPLATE_DIR}: {exc}") from None
 
 
-def _storage(r: _Reader, env: Mapping[str, str]) -> dict[str, str]:
+def _storage(r: SettingReader, env: Mapping[str, str]) -> dict[str, str]:
     """The storage fields: a connection string, or service URIs with the credential to use."""
     connection = r.text(STORAGE, "")
     given = {name.removeprefix(f"{STORAGE}__"): r.text(name, "") for name in IDENTITY_SETTINGS}
@@ -275,7 +264,7 @@ def _storage(r: _Reader, env: Mapping[str, str]) -> dict[str, str]:
         raise SettingsError(f"{STORAGE}__accountName must be 3 to 24 lowercase letters and digits")
     if credential and credential.lower() != "managedidentity":
         raise SettingsError(f"{STORAGE}__credential must be managedidentity when set")
-    if client_id and not _is_guid(client_id):
+    if client_id and not is_guid(client_id):
         raise SettingsError(f"{STORAGE}__clientId must be the managed identity's client id (a GUID)")
     on_platform = bool(env.get("IDENTITY_ENDPOINT", "").strip())
     return {
@@ -306,144 +295,3 @@ def _service_uri(key: str, given: dict[str, str], service: str) -> str:
     if not usable:
         raise SettingsError(f"{name} must be an https:// URL with no query string")
     return uri.rstrip("/")
-
-
-def _is_guid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _shown(raw: str) -> str:
-    """A value as an error message quotes it: a long one cut short."""
-    return repr(raw if len(raw) <= 40 else raw[:40] + "...")
-
-
-def _is_public_ec_jwk(jwk: object) -> bool:
-    return (
-        isinstance(jwk, dict)
-        and jwk.get("kty") == "EC"
-        and jwk.get("crv") == "P-256"
-        and all(isinstance(jwk.get(m), str) and jwk.get(m) for m in ("x", "y"))
-        and "d" not in jwk
-    )
-
-
-class _Reader:
-    """Reads settings by name, setting aside (as unset) every value that is an unresolved
-    reference and remembering its name."""
-
-    def __init__(self, env: Mapping[str, str]):
-        self.env = env
-        self.unresolved: list[str] = []
-
-    def raw(self, name: str) -> str:
-        value = self.env.get(name, "").strip()
-        try:
-            value.encode()
-        except UnicodeEncodeError:  # undecodable bytes in the environment: nothing could send them
-            raise SettingsError(f"{name} is not valid UTF-8 text") from None
-        if is_unresolved_reference(value):
-            self.unresolved.append(name)
-            return ""
-        return value
-
-    def text(self, name: str, default: str) -> str:
-        return self.raw(name) or default
-
-    def integer(self, name: str, default: int) -> int:
-        """A whole number (ASCII digits, an optional sign) within `BOUNDS[name]`."""
-        raw = self.raw(name)
-        if not raw:
-            return default
-        low, high = BOUNDS[name]
-        if not _INTEGER.fullmatch(raw):
-            raise SettingsError(f"{name} must be an integer from {low} to {high}, got {_shown(raw)}")
-        return int(self._bounded(name, Decimal(raw), raw))
-
-    def boolean(self, name: str, default: bool) -> bool:
-        raw = self.raw(name).lower()
-        if not raw:
-            return default
-        if raw not in ("true", "false", "1", "0"):
-            raise SettingsError(f"{name} must be true or false, got {raw!r}")
-        return raw in ("true", "1")
-
-    def decimal(self, name: str, default: str) -> Decimal:
-        """A finite number within `BOUNDS[name]`."""
-        raw = self.raw(name) or default
-        low, high = BOUNDS[name]
-        try:
-            value = Decimal(raw) if _NUMBER.fullmatch(raw) else None
-        except InvalidOperation:
-            value = None
-        if value is None:
-            raise SettingsError(f"{name} must be a number from {low} to {high}, got {_shown(raw)}")
-        return self._bounded(name, value, raw)
-
-    def money(self, name: str, default: str) -> Decimal:
-        """Dollars in whole millionths, the unit the cost counter adds up."""
-        value = self.decimal(name, default)
-        if value != value.quantize(Decimal(1).scaleb(-MONEY_PLACES)):
-            places = f"at most {MONEY_PLACES} decimal places"
-            raise SettingsError(f"{name} must be in whole millionths ({places}), got {_shown(str(value))}")
-        return value
-
-    def _bounded(self, name: str, value: Decimal, raw: str) -> Decimal:
-        low, high = BOUNDS[name]
-        if not Decimal(low) <= value <= Decimal(high):
-            raise SettingsError(f"{name} must be from {low} to {high}, got {_shown(raw)}")
-        return value.copy_abs() if value.is_zero() else value  # -0 is 0
-
-    def url(self, name: str, default: str) -> str:
-        """An http(s) URL with a host and no query or fragment, without its trailing slash."""
-        value = self.text(name, default)
-        try:
-            parts = urlsplit(value)
-            usable = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
-            usable = (
-                usable and not (parts.query or parts.fragment) and value.isprintable() and " " not in value
-            )
-        except ValueError:
-            usable = False
-        if not usable:
-            raise SettingsError(f"{name} must be an http:// or https:// URL with a host, got {_shown(value)}")
-        return value.rstrip("/")
-
-    def guid(self, name: str) -> str:
-        raw = self.raw(name)
-        if raw and not _is_guid(raw):
-            raise SettingsError(f"{name} must be a GUID, as Azure shows it, got {_shown(raw)}")
-        return raw
-
-    def name(self, name: str, default: str, rule: re.Pattern[str]) -> str:
-        """A table or container name that Azure accepts."""
-        value = self.text(name, default)
-        if not rule.fullmatch(value) or value.lower() == "tables":
-            kind = "table" if rule is _TABLE_NAME else "container"
-            raise SettingsError(f"{name} is not a name Azure accepts for a {kind}, got {_shown(value)}")
-        return value
-
-    def jwks(self, name: str) -> tuple[dict, ...]:
-        """Public EC P-256 keys, as a JWKS (`{"keys": [...]}`) or a JSON list of JWKs."""
-        raw = self.raw(name)
-        if not raw:
-            return ()
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            raise SettingsError(f"{name} must be JSON: a JWKS or a list of public JWKs") from None
-        keys = parsed.get("keys") if isinstance(parsed, dict) else parsed
-        if not isinstance(keys, list) or not all(_is_public_ec_jwk(k) for k in keys):
-            raise SettingsError(f"{name} must list public EC P-256 JWKs (kty, crv, x, y)")
-        return tuple(keys)
-
-    def hosts(self, name: str) -> tuple[str, ...]:
-        """Host names from a comma-separated list; full origins (https://host:port) are reduced."""
-        entries = (h.strip() for h in self.raw(name).split(","))
-        hosts = tuple((urlsplit(h).hostname or "") if "://" in h else h.lower() for h in entries if h)
-        if "" in hosts:
-            raise SettingsError(f"{name} must list host names or origins, comma-separated")
-        return hosts

@@ -1,0 +1,176 @@
+"""Reading one setting: its raw text, where a Key Vault (or App Configuration) reference the
+platform did not resolve counts as unset and is remembered, then the kind the app wants (a bounded
+integer or number, money in whole millionths, a boolean, a URL, a GUID, an Azure table or
+container name, public JWKs, host names), or a `SettingsError` naming the setting that never
+echoes a long value."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from urllib.parse import urlsplit
+
+# Costs are counted in whole millionths of a dollar.
+MONEY_PLACES = 6
+_REFERENCE = re.compile(r"@Microsoft\.(KeyVault|AppConfiguration)\(.*\)", re.IGNORECASE | re.DOTALL)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,6})?")
+# Azure's naming rules: a table is 3-63 letters and digits starting with a letter; a container is
+# 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.
+TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
+CONTAINER_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+class SettingsError(ValueError):
+    """A setting is present but malformed."""
+
+
+def is_unresolved_reference(value: str) -> bool:
+    """True for a Key Vault (or App Configuration) reference the platform did not resolve."""
+    return _REFERENCE.fullmatch(value.strip()) is not None
+
+
+def is_guid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _shown(raw: str) -> str:
+    """A value as an error message quotes it: a long one cut short."""
+    return repr(raw if len(raw) <= 40 else raw[:40] + "...")
+
+
+def _is_public_ec_jwk(jwk: object) -> bool:
+    return (
+        isinstance(jwk, dict)
+        and jwk.get("kty") == "EC"
+        and jwk.get("crv") == "P-256"
+        and all(isinstance(jwk.get(m), str) and jwk.get(m) for m in ("x", "y"))
+        and "d" not in jwk
+    )
+
+
+class SettingReader:
+    """Reads settings by name, setting aside (as unset) every value that is an unresolved
+    reference and remembering its name; `bounds` holds each numeric setting's lowest and highest
+    value, as text."""
+
+    def __init__(self, env: Mapping[str, str], bounds: Mapping[str, tuple[str, str]]):
+        self.env = env
+        self.bounds = bounds
+        self.unresolved: list[str] = []
+
+    def raw(self, name: str) -> str:
+        value = self.env.get(name, "").strip()
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # undecodable bytes in the environment: nothing could send them
+            raise SettingsError(f"{name} is not valid UTF-8 text") from None
+        if is_unresolved_reference(value):
+            self.unresolved.append(name)
+            return ""
+        return value
+
+    def text(self, name: str, default: str) -> str:
+        return self.raw(name) or default
+
+    def integer(self, name: str, default: int) -> int:
+        """A whole number (ASCII digits, an optional sign) within `bounds[name]`."""
+        raw = self.raw(name)
+        if not raw:
+            return default
+        low, high = self.bounds[name]
+        if not _INTEGER.fullmatch(raw):
+            raise SettingsError(f"{name} must be an integer from {low} to {high}, got {_shown(raw)}")
+        return int(self._bounded(name, Decimal(raw), raw))
+
+    def boolean(self, name: str, default: bool) -> bool:
+        raw = self.raw(name).lower()
+        if not raw:
+            return default
+        if raw not in ("true", "false", "1", "0"):
+            raise SettingsError(f"{name} must be true or false, got {raw!r}")
+        return raw in ("true", "1")
+
+    def decimal(self, name: str, default: str) -> Decimal:
+        """A finite number within `bounds[name]`."""
+        raw = self.raw(name) or default
+        low, high = self.bounds[name]
+        try:
+            value = Decimal(raw) if _NUMBER.fullmatch(raw) else None
+        except InvalidOperation:
+            value = None
+        if value is None:
+            raise SettingsError(f"{name} must be a number from {low} to {high}, got {_shown(raw)}")
+        return self._bounded(name, value, raw)
+
+    def money(self, name: str, default: str) -> Decimal:
+        """Dollars in whole millionths, the unit the cost counter adds up."""
+        value = self.decimal(name, default)
+        if value != value.quantize(Decimal(1).scaleb(-MONEY_PLACES)):
+            places = f"at most {MONEY_PLACES} decimal places"
+            raise SettingsError(f"{name} must be in whole millionths ({places}), got {_shown(str(value))}")
+        return value
+
+    def _bounded(self, name: str, value: Decimal, raw: str) -> Decimal:
+        low, high = self.bounds[name]
+        if not Decimal(low) <= value <= Decimal(high):
+            raise SettingsError(f"{name} must be from {low} to {high}, got {_shown(raw)}")
+        return value.copy_abs() if value.is_zero() else value  # -0 is 0
+
+    def url(self, name: str, default: str) -> str:
+        """An http(s) URL with a host and no query or fragment, without its trailing slash."""
+        value = self.text(name, default)
+        try:
+            parts = urlsplit(value)
+            usable = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+            usable = (
+                usable and not (parts.query or parts.fragment) and value.isprintable() and " " not in value
+            )
+        except ValueError:
+            usable = False
+        if not usable:
+            raise SettingsError(f"{name} must be an http:// or https:// URL with a host, got {_shown(value)}")
+        return value.rstrip("/")
+
+    def guid(self, name: str) -> str:
+        raw = self.raw(name)
+        if raw and not is_guid(raw):
+            raise SettingsError(f"{name} must be a GUID, as Azure shows it, got {_shown(raw)}")
+        return raw
+
+    def name(self, name: str, default: str, rule: re.Pattern[str]) -> str:
+        """A table or container name that Azure accepts."""
+        value = self.text(name, default)
+        if not rule.fullmatch(value) or value.lower() == "tables":
+            kind = "table" if rule is TABLE_NAME else "container"
+            raise SettingsError(f"{name} is not a name Azure accepts for a {kind}, got {_shown(value)}")
+        return value
+
+    def jwks(self, name: str) -> tuple[dict, ...]:
+        """Public EC P-256 keys, as a JWKS (`{"keys": [...]}`) or a JSON list of JWKs."""
+        raw = self.raw(name)
+        if not raw:
+            return ()
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            raise SettingsError(f"{name} must be JSON: a JWKS or a list of public JWKs") from None
+        keys = parsed.get("keys") if isinstance(parsed, dict) else parsed
+        if not isinstance(keys, list) or not all(_is_public_ec_jwk(k) for k in keys):
+            raise SettingsError(f"{name} must list public EC P-256 JWKs (kty, crv, x, y)")
+        return tuple(keys)
+
+    def hosts(self, name: str) -> tuple[str, ...]:
+        """Host names from a comma-separated list; full origins (https://host:port) are reduced."""
+        entries = (h.strip() for h in self.raw(name).split(","))
+        hosts = tuple((urlsplit(h).hostname or "") if "://" in h else h.lower() for h in entries if h)
+        if "" in hosts:
+            raise SettingsError(f"{name} must list host names or origins, comma-separated")
+        return hosts
