@@ -5,6 +5,7 @@ refused at start-up, naming the setting."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from shared import emails
 from shared.catalog import BUNDLES
 from shared.settings import EMAIL_TEMPLATE_DIR, Settings, SettingsError
 from tests.snippets import blocks
-from tests.support import ROOT
+from tests.support import ROOT, fresh_python
 
 BUNDLE = BUNDLES["agent-starter-kit"]
 LINK = "https://shop.example.org/api/download/eyJhbGciOiJFUzI1NiJ9.eyJqdGkiOiJ0In0.c2ln"
@@ -229,3 +230,17 @@ def test_a_template_failing_on_a_real_purchase_names_its_line_in_the_log_not_the
     [record] = caplog.records
     assert record.getMessage() == "fulfillment.txt line 2 failed (UndefinedError); the built-in email is sent"
     assert "Grace" not in record.getMessage()
+
+
+def test_the_app_does_not_start_with_a_template_that_drops_the_link(tmp_path):
+    folder(tmp_path, {"fulfillment.html": "<p>Your {{ bundle.title }} is ready.</p>"})
+    env = {
+        **os.environ,
+        "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+        EMAIL_TEMPLATE_DIR: str(tmp_path),
+    }
+
+    result = fresh_python("import function_app", env)
+
+    assert result.returncode != 0
+    assert f"SettingsError: {EMAIL_TEMPLATE_DIR}: fulfillment.html must link to the download" in result.stderr
