@@ -82,6 +82,11 @@ SNIPPETS = (
         "admin/functions/reap_idempotency_keys",
         ("tests/test_docs.py::test_the_timer_snippet_runs_both_timers_on_the_dev_host",),
     ),
+    Snippet(
+        "docs/development.md",
+        "class Notice",
+        ("tests/test_executor.py::test_the_docs_snippet_posts_a_notice_once",),
+    ),
     Snippet("docs/development.md", 'id="field-notes"', (OWN_BUNDLE_RECIPE,)),
     Snippet("docs/development.md", "seed_bundles --file", (OWN_BUNDLE_RECIPE,)),
     Snippet("docs/development.md", "/_sandbox/emails", (OWN_BUNDLE_RECIPE,)),
