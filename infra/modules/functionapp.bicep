@@ -143,6 +143,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     STOREFRONT_RETIRED_PUBLIC_KEYS: empty(retiredPublicKeysBase64) ? '' : base64ToString(retiredPublicKeysBase64)
     STOREFRONT_SENDER_EMAIL: senderEmail
     STOREFRONT_SENDER_NAME: 'Storefront'
+    STOREFRONT_EMAIL_TEMPLATE_DIR: ''
     STOREFRONT_PUBLIC_BASE_URL: empty(publicBaseUrl) ? 'https://${site.properties.defaultHostName}' : publicBaseUrl
     STOREFRONT_ALLOWED_ORIGINS: ''
     STOREFRONT_TRUSTED_PROXY_HOPS: '0'
