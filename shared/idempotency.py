@@ -53,7 +53,7 @@ def carried(body: bytes) -> bool:
     return len(json.dumps(body.decode())) <= CARRY_LIMIT
 
 
-_BREVO_NAMESPACE = uuid.UUID("5c1d7a52-0f0e-4a8e-9f55-5b0b1a7d3e21")
+_BREVO_NAMESPACE = uuid.UUID("5c1d7a52-0f0e-4a8e-9f55-5b0b1a7d3e21")  # the purchase's email key
 
 
 class ClaimLost(Exception):
@@ -73,15 +73,23 @@ class Claim:
     etag: str = ""
     created_at: float = 0.0
 
+    def derived_uuid(self, namespace: uuid.UUID) -> str:
+        """A UUID derived from the claim: an effect that carries it (an upstream's idempotency
+        key) is recognised as a repeat when a taker of this claim does it again."""
+        return str(uuid.uuid5(namespace, f"{self.key_hash}:{self.receipt_id}"))
+
+    def derived_id(self, purpose: str) -> str:
+        """A short id derived from the claim: whoever runs an effect for it, even a taker that
+        never saw a recovery point, names the effect the same."""
+        digest = hashlib.sha256(f"{purpose}\x00{self.key_hash}\x00{self.receipt_id}".encode()).digest()
+        return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
+
+    # The purchase's two, as the claims it has written derive them.
     def brevo_idempotency_key(self) -> str:
-        """A UUID derived from the claim, so a resumed send is recognised by Brevo as a repeat."""
-        return str(uuid.uuid5(_BREVO_NAMESPACE, f"{self.key_hash}:{self.receipt_id}"))
+        return self.derived_uuid(_BREVO_NAMESPACE)
 
     def token_id(self) -> str:
-        """The download token's `jti`, derived from the claim: whoever sends the email for this
-        claim, even a taker that never saw a recovery point, mints the same token claims."""
-        digest = hashlib.sha256(f"token\x00{self.key_hash}\x00{self.receipt_id}".encode()).digest()
-        return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
+        return self.derived_id("token")
 
 
 def sha256(data: bytes) -> str:
