@@ -107,8 +107,8 @@ class Run(Protocol):
 
 
 class Operation(Protocol):
-    """One run of an operation under the executor. Every method is called at most once per run,
-    but for `progress` (at each recovery point) and `give_back` (once per reservation)."""
+    """One run of an operation under the executor, which calls these in the order the module's
+    docstring draws (a replay calls only `fingerprint`)."""
 
     words: Mapping[str, str]  # what the caller is told at each turn, one entry per WORDS name
     recovery_points: Sequence[str]  # the names `Run.reached` accepts, in the order they come
@@ -173,6 +173,9 @@ class ExactlyOnce:
     def run(self, operation: Operation, key: Key | None) -> Done:
         """The operation's result, at most one run's effects per key. Raises the StorefrontError
         the run ended with, once the claim is released and the reservations settled."""
+        unsaid = [word for word in WORDS if word not in operation.words]
+        if unsaid:
+            raise ValueError(f"the operation has no words for {unsaid}")
         held = _Held(self, operation)
         try:
             return held.run(key)

@@ -494,6 +494,15 @@ def test_fail_open_runs_the_keyed_operation_without_its_claim(env):
     assert len(env.lines("open.txt")) == 1
 
 
+def test_an_operation_that_cannot_word_every_turn_is_refused_before_it_runs(env):
+    operation = env.operation("mute.txt", "never")
+    operation.words = {word: "said" for word in once.WORDS if word != once.HELD}
+
+    with pytest.raises(ValueError, match="held"):
+        env.executor().run(operation, Key(key()))
+    assert operation.notes == [] and env.quota.used("mute.txt") == 0
+
+
 def test_the_executor_imports_nothing_of_the_purchase():
     import ast
     from pathlib import Path
