@@ -27,20 +27,22 @@ def blowups(count: int) -> list[dict]:
 
 def test_a_schema_whose_compile_blows_up_is_a_finding_naming_the_engine_and_its_budget():
     manifest = str(FIXTURES / "compile_blowup.json")
-    done = run_bounded(manifest, "--engines", "--timeout", "5", "--format", "json")
+    # 9 s: the compile's third (3 s) plus starting the engines on a machine busy with other tests
+    done = run_bounded(manifest, "--engines", "--timeout", "9", "--format", "json")
 
     assert done.returncode == 1, done.stderr
     (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["rule_id"] == "SL004"]
     assert (finding["severity"], finding["tool"], finding["path"]) == ("high", "match_code", PATTERN)
     assert finding["message"].startswith(
-        "outlines-core: did not finish compiling within its budget of 1.67 s and was stopped"
+        "outlines-core: did not finish compiling within its budget of 3 s and was stopped"
     )
     assert "free-form part" in finding["fix"]
 
 
 def test_the_timeout_bounds_engine_compiles_that_each_keep_to_their_budget(tmp_path):
-    """Four such tools: each compile is stopped at its third of --timeout, and the run at the
-    deadline, during the third or fourth."""
+    """Four such tools: each compile is stopped at its third of --timeout and a fresh engines'
+    process takes the next, and the run stops at the deadline: during a compile, or while a fresh
+    process starts (where the deadline falls depends on how busy the machine is)."""
     manifest = tmp_path / "tools.json"
     manifest.write_text(json.dumps({"tools": blowups(4)}))
 
@@ -49,8 +51,12 @@ def test_the_timeout_bounds_engine_compiles_that_each_keep_to_their_budget(tmp_p
     said = done.stderr.decode()
     assert done.returncode == 2 and done.stdout == b""
     assert said.count("\n") == 1 and "Traceback" not in said
-    assert "did not finish in time (5s for the whole run, --timeout): compiling the input schema of" in said
-    assert "with outlines-core" in said
+    missed = "speclint: did not finish in time (5s for the whole run, --timeout): "
+    assert said.startswith(missed), said
+    doing = said.removeprefix(missed)
+    assert doing == "starting the engines\n" or (
+        doing.startswith("compiling the input schema of") and "with outlines-core" in doing
+    ), said
 
 
 def test_a_compile_past_the_memory_budget_is_a_finding_and_the_next_tool_still_compiles():
