@@ -11,6 +11,7 @@ values carries `<!-- not run: reason -->` on the line above its fence. Every fen
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -85,7 +86,7 @@ SNIPPETS = (
     Snippet(
         "docs/development.md",
         "class Notice",
-        ("tests/test_executor.py::test_the_docs_snippet_posts_a_notice_once",),
+        ("tests/test_docs.py::test_the_executor_snippet_posts_a_notice_once",),
     ),
     Snippet("docs/development.md", 'id="field-notes"', (OWN_BUNDLE_RECIPE,)),
     Snippet("docs/development.md", "seed_bundles --file", (OWN_BUNDLE_RECIPE,)),
@@ -356,3 +357,20 @@ def test_the_timer_snippet_runs_both_timers_on_the_dev_host(docs_host, tmp_path)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["202", "202"]
+
+
+def test_the_executor_snippet_posts_a_notice_once(azurite):
+    code = snippet("docs/development.md", "class Notice")
+
+    ran = subprocess.run(
+        [".venv/bin/python", "-"],
+        input=code,
+        cwd=ROOT,
+        env={**os.environ, "AzureWebJobsStorage": azurite},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "['Closed on Monday'] True True\n"

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
-import sys
 import threading
 import uuid
 from dataclasses import dataclass
@@ -34,8 +31,6 @@ from shared.idempotency import IdempotencyHandler
 from shared.idempotency_table import TableIdempotencyStore
 from shared.storage import container_client, create_table, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
-from tests.snippets import snippet
-from tests.support import ROOT
 from tests.test_fault_injection import Clock, Crash
 from tests.test_fault_injection import TripWire as Wire
 
@@ -515,14 +510,3 @@ def test_the_executor_imports_nothing_of_the_purchase():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not [m for m in imported if m and any(f in m for f in forbidden)], (module, imported)
-
-
-def test_the_docs_snippet_posts_a_notice_once(azurite):
-    code = snippet("docs/development.md", "class Notice")
-    env = {**os.environ, "AzureWebJobsStorage": azurite}
-    ran = subprocess.run(
-        [sys.executable, "-"], input=code, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
-
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == "['Closed on Monday'] True True\n"
