@@ -60,6 +60,7 @@ class StoreConfig:
     missing_secrets: tuple[str, ...] = ()
     idempotency_fail_open: bool = False
     record_patience_seconds: float = 5.0
+    email_template_dir: str = ""  # an operator's email templates, checked at start-up (shared.emails)
 
     def receipt_url(self, receipt_id: str) -> str:
         return f"{self.public_base_url}/api/receipts/{receipt_id}"

@@ -7,9 +7,9 @@ key, which Brevo recognises as a repeat for about 30 minutes."""
 
 from __future__ import annotations
 
-import html
 import logging
 
+from shared import emails
 from shared.brevo import IDEMPOTENCY_WINDOW_SECONDS, Email
 from shared.errors import NotConfigured, StorageDown, StorefrontError, StoreUnavailable, UpstreamUnavailable
 from shared.purchase_call import Attempt, Services, StoreConfig, iso
@@ -120,27 +120,21 @@ def _earlier_send(services: Services, attempt: Attempt, purchase: PurchaseInput)
 
 def fulfilment_email(config: StoreConfig, purchase: PurchaseInput, attempt: Attempt) -> Email:
     token = attempt.token
-    link = f"{config.public_base_url}/api/download/{token.token}"
     bundle = purchase.bundle
-    greeting = f"Hello {purchase.name}," if purchase.name else "Hello,"
-    expires = iso(token.expires_at)
-    text = (
-        f'{greeting}\n\nYour free bundle "{bundle.title}" is ready.\n\n'
-        f"Download it here (link valid until {expires}):\n{link}\n"
-    )
-    page = (
-        f"<p>{html.escape(greeting)}</p>"
-        f"<p>Your free bundle <strong>{html.escape(bundle.title)}</strong> is ready.</p>"
-        f'<p><a href="{html.escape(link)}">Download {html.escape(bundle.title)}</a></p>'
-        f"<p>The link is valid until {expires}.</p>"
+    content = emails.fulfillment_email(
+        name=purchase.name,
+        bundle=bundle,
+        link=f"{config.public_base_url}/api/download/{token.token}",
+        expires_at=iso(token.expires_at),
+        template_dir=config.email_template_dir,
     )
     return Email(
         sender_email=config.sender_email,
         sender_name=config.sender_name,
         to_email=purchase.email,
         to_name=purchase.name,
-        subject=f"Your {bundle.title} is ready",
-        html=page,
-        text=text,
+        subject=content.subject,
+        html=content.html,
+        text=content.text,
         tags=("storefront", bundle.id, *((attempt.email_tag,) if attempt.email_tag else ())),
     )

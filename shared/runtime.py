@@ -112,6 +112,7 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
             download_token_ttl_seconds=s.download_token_ttl_seconds,
             missing_secrets=s.not_configured,
             idempotency_fail_open=s.idempotency_fail_open,
+            email_template_dir=s.email_template_dir,
         ),
         hasher=hasher,
         idempotency=IdempotencyHandler(

@@ -15,7 +15,7 @@ from shared import emails
 from shared.catalog import BUNDLES
 from shared.settings import EMAIL_TEMPLATE_DIR, Settings, SettingsError
 from tests.snippets import blocks
-from tests.support import ROOT, fresh_python
+from tests.support import ROOT, Buyer, fresh_python
 
 BUNDLE = BUNDLES["agent-starter-kit"]
 LINK = "https://shop.example.org/api/download/eyJhbGciOiJFUzI1NiJ9.eyJqdGkiOiJ0In0.c2ln"
@@ -244,3 +244,18 @@ def test_the_app_does_not_start_with_a_template_that_drops_the_link(tmp_path):
 
     assert result.returncode != 0
     assert f"SettingsError: {EMAIL_TEMPLATE_DIR}: fulfillment.html must link to the download" in result.stderr
+
+
+def test_a_purchase_sends_the_operators_email(host_factory, mail, tmp_path):
+    docs_example(tmp_path)
+    host = host_factory(STOREFRONT_EMAIL_TEMPLATE_DIR=str(tmp_path))
+    buyer = Buyer(host.url)
+
+    assert buyer.purchase({"email": buyer.email, "name": "Ada"}).status_code == 200
+
+    [sent] = mail.emails_to(buyer.email)
+    link = next(link for link in sent["links"] if "/api/download/" in link)
+    assert sent["subject"] == "Agent Starter Kit: your download link"
+    assert sent["textContent"].startswith("Hi Ada,\n\nThanks for picking up Agent Starter Kit")
+    assert f"Download it here: {link}\n" in sent["textContent"]
+    assert f'<p><a href="{link}">Download Agent Starter Kit</a>' in sent["htmlContent"]
