@@ -272,7 +272,9 @@ class Env:
             clock=self.clock,
         )
         handler.wire = self.wire
-        return ExactlyOnce(handler, fail_open=fail_open)
+        return (
+            ExactlyOnce(handler, fail_open=True) if fail_open else ExactlyOnce(handler)
+        )  # closed by default
 
     def archive(self) -> Archive:
         return Archive(container_client(self.through, self.container.container_name, 1))
@@ -479,7 +481,7 @@ def test_a_keyed_run_fails_closed_when_the_claim_store_is_down(env):
     assert env.lines("closed.txt") == [] and op.slots == []
 
 
-def test_fail_open_runs_the_keyed_operation_without_its_claim(env):
+def test_fail_open_runs_the_keyed_operation_without_its_claim(env, caplog):
     env.table.set("cut")
     env.wire.on("guard", lambda: env.table.set("pass"))  # the toy's quota lives there too
     done, refused, op = env.run("open.txt", "yes", key(), env.executor(fail_open=True))
@@ -487,6 +489,38 @@ def test_fail_open_runs_the_keyed_operation_without_its_claim(env):
     assert refused is None and done.recorded
     assert op.notes[0] == ("degraded", "toy: unprotected")
     assert len(env.lines("open.txt")) == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "storefront.exactly_once"]
+    assert [w.split(": ")[0] for w in said] == ["idempotency store unreachable, proceeding without it"], said
+
+
+def test_a_taker_that_fails_before_its_own_effect_keeps_the_claim_for_the_next(env):
+    """The first run appended, then died before saving so; its taker fails before looking for the
+    line. Only the next taker can find it: the claim is kept with its slot, never freed."""
+    k = key()
+    env.wire.on("appended", crash)
+    with pytest.raises(Crash):
+        env.run("twice.txt", "once", k)
+    env.clock.now += LEASE + 1
+
+    def refused_upstream() -> None:
+        raise StorageDown("not now", retry_after=1)
+
+    env.wire.on("before_append", refused_upstream)
+    _, refused, taker = env.run("twice.txt", "once", k)
+    assert refused.status == 503 and taker.notes[-1] == ("pass", "toy: kept")
+    done, _, last = env.run("twice.txt", "once", k)
+
+    assert ("pass", "toy: resumed") in last.notes
+    assert env.lines("twice.txt") == [f"once #{json.loads(done.body)['result_id']}"]
+    assert env.quota.used("twice.txt") == 1 and env.given_back == 0
+
+
+def test_a_recovery_point_the_operation_did_not_declare_is_a_programming_error(env):
+    operation = env.operation("undeclared.txt", "x")
+    operation.recovery_points = ("before_append",)
+
+    with pytest.raises(ValueError, match="'issued' is not one of the operation's recovery points"):
+        env.executor().run(operation, Key(key()))
 
 
 def test_an_operation_that_cannot_word_every_turn_is_refused_before_it_runs(env):
