@@ -80,8 +80,8 @@ soak: install
 	$(PY) -m soak
 
 ## Mutation testing of the core modules (mutmut, far too slow for `make test`): prints each module's
-## score and fails below its floor. MUTATE_TARGETS picks some (purchase governance idempotency
-## signatures tokens); MUTATE_JOBS mutants run at once (default 2).
+## score and fails below its floor. MUTATE_TARGETS picks some (see tests/mutation/targets.py:
+## executor, purchase, governance …); MUTATE_JOBS mutants run at once (default 2).
 mutate: install
 	$(PY) -m tests.mutation $(MUTATE_TARGETS)
 
