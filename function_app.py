@@ -1,10 +1,11 @@
 """Azure Functions entry point (Python v2 model): one function per route, glue only.
 
-Each function turns the `func.HttpRequest` into a plain `shared.api.Request`, calls the domain and
-turns the `Answer` back into a `func.HttpResponse`. The purchase routes (MCP, HTTP, A2A) answer
-inside their telemetry span (`shared.telemetry`), which exists only when Application Insights is
-configured. An exception that escapes a route or a timer is logged with a correlation id
-(`shared.failures`); a route answers it with a JSON 500 carrying that id, never an empty body.
+Each function turns the `func.HttpRequest` into a plain `shared.protocols.http.Request`, calls the
+domain and turns the `Answer` back into a `func.HttpResponse`. The purchase routes (MCP, HTTP,
+A2A) answer inside their telemetry span (`shared.seams.telemetry`), which exists only when
+Application Insights is configured. An exception that escapes a route or a timer is logged with a
+correlation id (`shared.protocols.failures`); a route answers it with a JSON 500 carrying that id,
+never an empty body.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from urllib.parse import urlsplit
 
 import azure.functions as func
 
-from shared import a2a, api, failures, mcp, runtime, telemetry
-from shared.printable import printable
+from shared import runtime
+from shared.config.printable import printable
+from shared.protocols import a2a, api, failures, mcp
+from shared.seams import telemetry
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 runtime.settings()  # a malformed setting stops the app at start-up, naming the setting
@@ -150,7 +153,7 @@ def download(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="api/openapi.json", methods=api.EVERY_METHOD)
 def openapi_document(req: func.HttpRequest) -> func.HttpResponse:
-    from shared import openapi  # imported on the first request for it, not on every cold start
+    from shared.protocols import openapi  # imported on the first request for it, not on every cold start
 
     return _serve(req, openapi.USAGE, lambda r: openapi.answer(runtime.settings()))
 

@@ -181,7 +181,7 @@ def open_the_day(settings, shards: int) -> None:
     their own), which a short run would otherwise count on nearly every purchase at 800 shards."""
     from azure.core.exceptions import ResourceExistsError
 
-    from shared.storage import table_client
+    from shared.seams.storage import table_client
 
     day = datetime.now(timezone.utc).strftime("cost-%Y-%m-%d")
     table = table_client(settings.storage_connection_string, settings.governance_table, 30)
@@ -197,8 +197,8 @@ def run(handlers, n: int = 40) -> dict:
     """The model for a fresh keyed purchase at today's shard count, 10x and 100x, and for the
     unkeyed and replay paths at today's. `handlers` is the bench's in-process app, every storage
     client counted at the transport."""
-    from shared import api
-    from shared.governance import Limits
+    from shared.protocols import api
+    from shared.purchase.governance import Limits
 
     today = handlers.settings
     tables = {

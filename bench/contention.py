@@ -18,9 +18,9 @@ def run(stack: Stack, seconds: float = 3.0, threads: int = 16) -> dict:
     one shard and on eight."""
     from decimal import Decimal
 
-    from shared.governance import Governance, Limits
-    from shared.hashing import Hasher
-    from shared.storage import table_client
+    from shared.config.hashing import Hasher
+    from shared.purchase.governance import Governance, Limits
+    from shared.seams.storage import table_client
 
     results = {}
     for shards in (1, 8):

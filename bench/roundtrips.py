@@ -34,7 +34,7 @@ FLOORS = {
 
 
 def run(handlers: Handlers) -> dict[str, dict]:
-    from shared import api
+    from shared.protocols import api
 
     post = handlers.post
     capacity.open_the_day(handlers.settings, handlers.settings.cost_counter_shards)
@@ -71,12 +71,12 @@ def run(handlers: Handlers) -> dict[str, dict]:
 
 def _in_progress(handlers: Handlers) -> dict[str, int]:
     """A key whose first request still holds its claim (inserted here through the store)."""
-    from shared.hashing import Hasher
-    from shared.idempotency import Claim
-    from shared.idempotency_table import TableIdempotencyStore
-    from shared.purchase import scoped_key_hash
-    from shared.schema import canonical_request
-    from shared.storage import table_client
+    from shared.config.hashing import Hasher
+    from shared.exactly_once.idempotency import Claim
+    from shared.exactly_once.idempotency_table import TableIdempotencyStore
+    from shared.purchase.schema import canonical_request
+    from shared.purchase.storefront import scoped_key_hash
+    from shared.seams.storage import table_client
 
     s = handlers.settings
     hasher = Hasher(s.hash_secret)

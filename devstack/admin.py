@@ -4,7 +4,7 @@ Functions host's admin API does, for a developer's own tools and never for a web
 The dev host listens on the developer's machine, where any page the browser opens can send it a
 request. So, in this order:
 
-* A present ``Origin`` must pass the store's own rule (``shared.http.origin_allowed``: loopback
+* A present ``Origin`` must pass the store's own rule (``shared.protocols.http.origin_allowed``: loopback
   hosts plus ``STOREFRONT_ALLOWED_ORIGINS``), else 403. With no ``Origin``, a browser's
   ``Sec-Fetch-Site: cross-site`` is a 403 too. curl, scripts and tests send neither.
 * With ``STOREFRONT_DEV_MASTER_KEY`` set, the key must come as Azure takes it (``x-functions-key``
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from shared.http import origin_allowed
-from shared.settings import Settings
+from shared.config.settings import Settings
+from shared.protocols.http import origin_allowed
 
 if TYPE_CHECKING:
     from devstack.devhost.app_index import BackgroundFunction

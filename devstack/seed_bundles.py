@@ -26,10 +26,10 @@ from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsE
 from azure.storage.blob import ContainerClient, ContentSettings, LinearRetry
 
 from devstack.devhost import read_settings
-from shared.catalog import BUNDLES, Bundle
+from shared.purchase.catalog import BUNDLES, Bundle
 
 ROOT = Path(__file__).resolve().parent.parent
-# The host reads a bundle whole into memory for every download (shared/downloads.py).
+# The host reads a bundle whole into memory for every download (shared/protocols/downloads.py).
 MAX_FILE_BYTES = 100 * 1024 * 1024
 SAMPLE = {"storefront_sample": "true"}  # marks a blob as ours to overwrite; your own file has none
 ZIP = ContentSettings(content_type="application/zip")
@@ -88,7 +88,7 @@ def read_bundle_file(spec: str) -> tuple[str, bytes]:
     if bundle_id not in BUNDLES:
         raise ValueError(
             f"{bundle_id!r} is not a bundle of the catalog ({', '.join(BUNDLES)}); "
-            "add it to BUNDLES in shared/catalog.py first"
+            "add it to BUNDLES in shared/purchase/catalog.py first"
         )
     path = Path(path_text).expanduser()
     if not path.exists():

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 import requests
 
-from shared.printable import printable
-from shared.signatures import verify
+from shared.config.printable import printable
+from shared.purchase.signatures import verify
 
 JWKS_PATH = "/.well-known/jwks.json"
 # Where stores published their keys before the domain-root path; the same keys are still there.

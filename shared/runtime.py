@@ -16,20 +16,20 @@ from azure.core.pipeline.transport import HttpTransport
 from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient
 
-from shared.brevo import BrevoClient
-from shared.downloads import Downloads
-from shared.governance import Governance, Limits
-from shared.hashing import Hasher
-from shared.idempotency import IdempotencyHandler
-from shared.idempotency_table import TableIdempotencyStore
-from shared.keys import KeySet
-from shared.ledger import TableLedger
-from shared.purchase import StoreConfig, Storefront
-from shared.readiness import StorageProbe
-from shared.receipts import BlobReceiptStore
-from shared.repair import RepairQueue
-from shared.settings import Settings
-from shared.storage import Account, container_client, identity_credential, table_client
+from shared.config.hashing import Hasher
+from shared.config.keys import KeySet
+from shared.config.settings import Settings
+from shared.exactly_once.idempotency import IdempotencyHandler
+from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.protocols.downloads import Downloads
+from shared.protocols.readiness import StorageProbe
+from shared.purchase.governance import Governance, Limits
+from shared.purchase.storefront import StoreConfig, Storefront
+from shared.seams.brevo import BrevoClient
+from shared.seams.ledger import TableLedger
+from shared.seams.receipts import BlobReceiptStore
+from shared.seams.repair import RepairQueue
+from shared.seams.storage import Account, container_client, identity_credential, table_client
 
 # The Azure SDK logs every request's headers at INFO; keep the function's log to what matters.
 logging.getLogger("azure").setLevel(logging.WARNING)

@@ -20,9 +20,9 @@ from pathlib import Path
 import requests
 from azure.storage.blob import ContainerClient
 
-from shared.hashing import Hasher
-from shared.receipts import RECEIPT_ID_PATTERN
-from shared.schema import normalise_email
+from shared.config.hashing import Hasher
+from shared.purchase.schema import normalise_email
+from shared.seams.receipts import RECEIPT_ID_PATTERN
 from soak.agent import BUNDLES, Agent, Answer, Caller, Journal, Order, Pacer, pursue
 from soak.checks import Evidence, Invariant, Listing, check
 from soak.faults import REFUSABLE, Fault, Injector, schedule

@@ -28,7 +28,7 @@ from devstack import processes
 from devstack.node import with_node22
 from devstack.seed_bundles import sample_bundle
 from devstack.seed_bundles import seed as seed_bundles
-from shared.catalog import BUNDLES
+from shared.purchase.catalog import BUNDLES
 from tests.identity import self_signed_certificate
 from tests.support import (
     AZURITE_KEY,

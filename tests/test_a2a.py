@@ -1,4 +1,4 @@
-"""The A2A endpoint and agent card (shared/a2a.py) on a dev host: the official `a2a-sdk` client in
+"""The A2A endpoint and agent card (shared/protocols/a2a.py) on a dev host: the official `a2a-sdk` client in
 its 1.0 and 0.3 modes, then raw JSON-RPC for the shapes, the keys and every error."""
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from shared import a2a, api, runtime, signatures
-from shared.a2a import message_key
-from shared.catalog import listing
-from shared.settings import Settings
+from shared import runtime
+from shared.config.settings import Settings
+from shared.protocols import a2a, api
+from shared.protocols.a2a import message_key
+from shared.purchase import signatures
+from shared.purchase.catalog import listing
 from tests.support import (
     AZURITE_KEY,
     ROOT,

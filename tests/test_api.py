@@ -1,4 +1,4 @@
-"""shared.api: the HTTP endpoints as plain functions (health, receipt, JWKS, download, bundles and
+"""shared.protocols.api: the HTTP endpoints as plain functions (health, receipt, JWKS, download, bundles and
 day-listing answers), called directly without a host; the primitives they share with the other
 adapters are tests/test_http.py's."""
 
@@ -11,16 +11,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from shared import __version__, api, signatures
-from shared.api import (
-    Request,
-    health,
-    purchase,
-    receipt,
-)
-from shared.catalog import find_bundle, listing
-from shared.downloads import Download
-from shared.errors import (
+from shared import __version__
+from shared.config.errors import (
     BundleUnavailable,
     Forbidden,
     InvalidRequest,
@@ -28,16 +20,26 @@ from shared.errors import (
     NotConfigured,
     StoreUnavailable,
 )
-from shared.keys import KeySet
-from shared.ledger import DayListing
-from shared.receipts import encode, new_receipt_id
-from shared.settings import SECRET_SETTINGS, Settings
+from shared.config.keys import KeySet
+from shared.config.settings import SECRET_SETTINGS, Settings
+from shared.protocols import api
+from shared.protocols.api import (
+    Request,
+    health,
+    purchase,
+    receipt,
+)
+from shared.protocols.downloads import Download
+from shared.purchase import signatures
+from shared.purchase.catalog import find_bundle, listing
+from shared.seams.ledger import DayListing
+from shared.seams.receipts import encode, new_receipt_id
 
 # --- answers ---------------------------------------------------------------------------------------
 
 
 class _Storage:
-    """What health asks of `shared.readiness.StorageProbe`: the storage problems, if any."""
+    """What health asks of `shared.protocols.readiness.StorageProbe`: the storage problems, if any."""
 
     def __init__(self, *problems: str):
         self._problems = list(problems)

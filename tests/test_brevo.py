@@ -1,4 +1,4 @@
-"""shared.brevo: the Brevo client against the session's Brevo sandbox, with injected faults.
+"""shared.seams.brevo: the Brevo client against the session's Brevo sandbox, with injected faults.
 
 Every test uses its own address and matches its faults on it, so faults never hit other tests.
 """
@@ -10,8 +10,8 @@ import uuid
 import pytest
 import requests
 
-from shared.brevo import CONTACT_CREATED, CONTACT_UNCHANGED, LOG_PAGE, LOG_PAGES, BrevoClient, Email
-from shared.errors import UpstreamError, UpstreamUnavailable
+from shared.config.errors import UpstreamError, UpstreamUnavailable
+from shared.seams.brevo import CONTACT_CREATED, CONTACT_UNCHANGED, LOG_PAGE, LOG_PAGES, BrevoClient, Email
 
 API_KEY = "unit-test-key"
 

@@ -1,4 +1,4 @@
-"""shared.catalog: the one list of bundles, and the listing made from it."""
+"""shared.purchase.catalog: the one list of bundles, and the listing made from it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import jsonschema
 import pytest
 
-from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID, LISTING_SCHEMA, listing
-from shared.schema import INPUT_SCHEMA
+from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID, LISTING_SCHEMA, listing
+from shared.purchase.schema import INPUT_SCHEMA
 from tests.support import fresh_python
 
 

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 import requests
 
-from shared.catalog import listing
+from shared.purchase.catalog import listing
 from tests import test_clients
 from tests.support import ROOT, unique_email, unique_key
 

@@ -8,7 +8,7 @@ import re
 
 import requests
 
-from shared.catalog import listing
+from shared.purchase.catalog import listing
 from tests.support import Buyer, connection_string, free_port
 
 ROOT_JWKS = "/.well-known/jwks.json"

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from ops import package
-from shared import api
-from shared.settings import SECRET_SETTINGS, Settings
+from shared.config.settings import SECRET_SETTINGS, Settings
+from shared.protocols import api
 from tests.snippets import NOT_RUN, RUNNABLE, bash, blocks, runnable, snippet
 from tests.support import ROOT, unique_email, unique_key
 

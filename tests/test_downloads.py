@@ -1,4 +1,4 @@
-"""shared.downloads on Azurite: a genuine download token redeems to exactly the bundle's file; every
+"""shared.protocols.downloads on Azurite: a genuine download token redeems to exactly the bundle's file; every
 other token (expired, altered, forged with `alg: none` or HS256 key confusion, signed by a key the
 store does not publish, for another audience, issuer or bundle, or not a token at all) is refused
 with 401 or 403 before a byte of any file is read."""
@@ -21,12 +21,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from jose import jwt
 
 from devstack.seed_bundles import sample_bundle, seed
-from shared.catalog import BUNDLES, find_bundle
-from shared.downloads import MAX_TOKEN_LENGTH, Downloads
-from shared.errors import BundleUnavailable, Forbidden, InvalidToken, NotConfigured
-from shared.keys import KeySet, public_jwk
-from shared.storage import container_client
-from shared.tokens import AUDIENCE, TokenSigner
+from shared.config.errors import BundleUnavailable, Forbidden, InvalidToken, NotConfigured
+from shared.config.keys import KeySet, public_jwk
+from shared.protocols.downloads import MAX_TOKEN_LENGTH, Downloads
+from shared.purchase.catalog import BUNDLES, find_bundle
+from shared.purchase.tokens import AUDIENCE, TokenSigner
+from shared.seams.storage import container_client
 from tests.support import AZURITE_KEY, public_pem
 from tests.support import new_ec_key as new_key
 from tests.support import private_pem as pem

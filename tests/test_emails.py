@@ -1,4 +1,4 @@
-"""The fulfillment email from templates (shared/emails.py): the built-in email as buyers have always
+"""The fulfillment email from templates (shared/purchase/emails.py): the built-in email as buyers have always
 had it, an operator's templates in its place, and every template that would lose a buyer's link
 refused at start-up, naming the setting."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from shared import emails
-from shared.catalog import BUNDLES
-from shared.settings import EMAIL_TEMPLATE_DIR, Settings, SettingsError
+from shared.config.settings import EMAIL_TEMPLATE_DIR, Settings, SettingsError
+from shared.purchase import emails
+from shared.purchase.catalog import BUNDLES
 from tests.snippets import blocks
 from tests.support import ROOT, Buyer, fresh_python
 
@@ -92,9 +92,9 @@ def test_an_operators_html_replaces_only_the_html(tmp_path):
 
 
 def test_a_relative_folder_is_taken_from_the_apps_folder():
-    checked = Settings.from_env({EMAIL_TEMPLATE_DIR: "shared/templates"})
+    checked = Settings.from_env({EMAIL_TEMPLATE_DIR: "shared/seams/templates"})
 
-    assert checked.email_template_dir == str(ROOT / "shared" / "templates")
+    assert checked.email_template_dir == str(ROOT / "shared" / "seams" / "templates")
     assert email("Ada", checked.email_template_dir) == email("Ada")
 
 
@@ -210,7 +210,7 @@ def test_a_template_that_drops_a_real_link_sends_the_built_in_email_and_logs_it(
     html = '{% if "storefront.example" in link %}<a href="{{ link }}">Get it</a>{% endif %}'
     checked = Settings.from_env({EMAIL_TEMPLATE_DIR: str(folder(tmp_path, {"fulfillment.html": html}))})
 
-    with caplog.at_level(logging.ERROR, logger="shared.emails"):
+    with caplog.at_level(logging.ERROR, logger="shared.purchase.emails"):
         sent = email("Ada Secret", checked.email_template_dir)
 
     assert sent == email("Ada Secret")
@@ -223,7 +223,7 @@ def test_a_template_failing_on_a_real_purchase_names_its_line_in_the_log_not_the
     text = '{{ link }}\n{% if name == "Grace" %}{{ name.missing }}{% endif %}\n'
     checked = Settings.from_env({EMAIL_TEMPLATE_DIR: str(folder(tmp_path, {"fulfillment.txt": text}))})
 
-    with caplog.at_level(logging.ERROR, logger="shared.emails"):
+    with caplog.at_level(logging.ERROR, logger="shared.purchase.emails"):
         sent = email("Grace", checked.email_template_dir)
 
     assert sent == email("Grace")

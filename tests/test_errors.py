@@ -1,4 +1,4 @@
-"""shared/errors.py and docs/errors.md: one rule for every refusal (400 for a request's shape, 422
+"""shared/config/errors.py and docs/errors.md: one rule for every refusal (400 for a request's shape, 422
 for a well-formed value refused), the same on HTTP, MCP and A2A; 415 for a body not declared JSON
 on every POST route; a JSON 404 naming the endpoints for an unknown path. The page's tables are
 held against the code: every code the app can answer is listed with its one status, and nothing
@@ -15,12 +15,13 @@ import uuid
 import pytest
 import requests
 
-from shared import api, errors
-from shared.errors import ProtocolError, StorefrontError
+from shared.config import errors
+from shared.config.errors import ProtocolError, StorefrontError
+from shared.protocols import api
 from tests.support import ROOT, Buyer, unique_email, unique_key
 
 PAGE = ROOT / "docs" / "errors.md"
-SOURCES = [ROOT / "function_app.py", *sorted((ROOT / "shared").glob("*.py"))]
+SOURCES = [ROOT / "function_app.py", *sorted((ROOT / "shared").rglob("*.py"))]
 
 
 def _subclasses(cls: type) -> list[type]:

@@ -15,8 +15,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient
 
-from shared.hashing import Hasher
-from shared.purchase import scoped_key_hash
+from shared.config.hashing import Hasher
+from shared.purchase.storefront import scoped_key_hash
 from tests.support import Buyer, dev_settings
 
 LEASE = 5  # seconds: the crash test's lease, long enough that a loaded machine still checks inside it

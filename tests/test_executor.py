@@ -1,4 +1,4 @@
-"""shared.exactly_once on its own: a toy operation, "append one line to a blob exactly once", run by
+"""shared.exactly_once.executor on its own: a toy operation, "append one line to a blob exactly once", run by
 the executor through the real Table store and real Blob storage (the session's Azurite), both
 behind fault proxies (`tests.faultproxy`), with no part of the purchase.
 
@@ -24,12 +24,12 @@ from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFo
 from azure.data.tables import TableClient, UpdateMode
 from azure.storage.blob import ContainerClient
 
-from shared import exactly_once as once
-from shared.errors import KeyInUse, LimitExceeded, StorageDown, StorefrontError, StoreUnavailable
-from shared.exactly_once import Done, ExactlyOnce, Key
-from shared.idempotency import IdempotencyHandler
-from shared.idempotency_table import TableIdempotencyStore
-from shared.storage import container_client, create_table, table_client
+from shared.config.errors import KeyInUse, LimitExceeded, StorageDown, StorefrontError, StoreUnavailable
+from shared.exactly_once import executor as once
+from shared.exactly_once.executor import Done, ExactlyOnce, Key
+from shared.exactly_once.idempotency import IdempotencyHandler
+from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.seams.storage import container_client, create_table, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.test_fault_injection import Clock, Crash
 from tests.test_fault_injection import TripWire as Wire
@@ -536,7 +536,7 @@ def test_the_executor_imports_nothing_of_the_purchase():
     import ast
     from pathlib import Path
 
-    from shared import idempotency
+    from shared.exactly_once import idempotency
 
     forbidden = ("purchase", "brevo", "catalog", "receipts")
     for module in (once, idempotency):

@@ -20,18 +20,18 @@ import pytest
 import requests
 from azure.storage.blob import ContainerClient
 
-from shared.brevo import BrevoClient
-from shared.errors import StoreUnavailable
-from shared.governance import Governance, Limits
-from shared.hashing import Hasher
-from shared.idempotency import IdempotencyHandler
-from shared.idempotency_table import TableIdempotencyStore
-from shared.keys import KeySet
-from shared.ledger import TableLedger
-from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
-from shared.receipts import BlobReceiptStore
-from shared.repair import RepairQueue
-from shared.storage import container_client, table_client
+from shared.config.errors import StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.config.keys import KeySet
+from shared.exactly_once.idempotency import IdempotencyHandler
+from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.purchase.governance import Governance, Limits
+from shared.purchase.storefront import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
+from shared.seams.brevo import BrevoClient
+from shared.seams.ledger import TableLedger
+from shared.seams.receipts import BlobReceiptStore
+from shared.seams.repair import RepairQueue
+from shared.seams.storage import container_client, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.support import new_ec_key, private_pem, unique_email, unique_key
 

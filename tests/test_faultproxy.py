@@ -1,5 +1,5 @@
 """The fault proxy in front of the session's real Azurite, driven with the store's own Table and
-Blob clients (shared/storage.py): what each mode looks like to the Azure SDK, and recovery."""
+Blob clients (shared/seams/storage.py): what each mode looks like to the Azure SDK, and recovery."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from azure.core.exceptions import AzureError, ServiceRequestError, ServiceResponseTimeoutError
 from azure.data.tables import TableClient
 
-from shared.errors import StoreUnavailable
-from shared.storage import container_client, on_table, table_client
+from shared.config.errors import StoreUnavailable
+from shared.seams.storage import container_client, on_table, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
 
 QUICK = 5.0  # the clients' timeout, which a refusal must fail well inside: it is not a timeout

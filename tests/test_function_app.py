@@ -10,7 +10,7 @@ import sys
 import pytest
 import requests
 
-from shared import api
+from shared.protocols import api
 from tests.support import ROOT, fresh_python
 
 
@@ -175,8 +175,8 @@ def test_query_parameters_and_route_parameters_reach_the_domain_request():
 
 
 def test_the_host_publishes_the_configured_signing_key_as_a_jwks(host):
-    from shared.keys import KeySet
-    from shared.settings import Settings
+    from shared.config.keys import KeySet
+    from shared.config.settings import Settings
 
     settings = Settings.from_env(host.env)
     expected = KeySet.load(settings.signing_key_pem, settings.retired_public_keys).jwks()
@@ -208,7 +208,7 @@ def test_the_domain_never_imports_azure_functions():
     pattern = re.compile(
         r"^\s*(import azure\.functions|from azure\.functions|from azure import functions)", re.M
     )
-    for path in (ROOT / "shared").glob("*.py"):
+    for path in (ROOT / "shared").rglob("*.py"):
         assert not pattern.search(path.read_text()), path.name
 
 
@@ -249,7 +249,7 @@ TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJhZ2VudC1zdGFydGVyLWtpdCJ9.c2lnbmF0dXJl"
 def broken_storage(monkeypatch):
     """The app's process-wide services as they are built from a storage setting that raises."""
     from shared import runtime
-    from shared.settings import Settings
+    from shared.config.settings import Settings
 
     monkeypatch.setattr(runtime, "_settings", Settings.from_env({"AzureWebJobsStorage": UNPARSEABLE_STORAGE}))
     monkeypatch.setattr(runtime, "_services", None)

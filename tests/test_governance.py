@@ -1,4 +1,4 @@
-"""shared.governance: the client address behind Azure's front end, and the rate limit and cost
+"""shared.purchase.governance: the client address behind Azure's front end, and the rate limit and cost
 ceiling counters, run against the session's Azurite."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import EdmType, EntityProperty
 
-from shared.errors import LimitExceeded, StoreUnavailable
-from shared.governance import Governance, Limits, Reservation, client_address, client_ip
-from shared.hashing import Hasher
-from shared.storage import table_client
+from shared.config.errors import LimitExceeded, StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.purchase.governance import Governance, Limits, Reservation, client_address, client_ip
+from shared.seams.storage import table_client
 from tests.support import AZURITE_KEY, RoundTrips
 
 HOUR = 3600

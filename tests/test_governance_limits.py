@@ -1,4 +1,4 @@
-"""shared.governance: the limits as a caller meets them at their edges, on the session's Azurite.
+"""shared.purchase.governance: the limits as a caller meets them at their edges, on the session's Azurite.
 What each refusal says and when it says to retry, a zero cost per purchase (which the settings
 accept), the cost counter's fallback when the shard it drew is full, and a counter contended on
 every attempt."""
@@ -14,10 +14,10 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import TableClient
 
-from shared.errors import LimitExceeded, StoreUnavailable
-from shared.governance import Governance, Limits, Reservation, client_address
-from shared.hashing import Hasher
-from shared.storage import table_client
+from shared.config.errors import LimitExceeded, StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.purchase.governance import Governance, Limits, Reservation, client_address
+from shared.seams.storage import table_client
 from tests.support import RoundTrips
 
 # 2030-01-01T10:15:00Z: 45 minutes to the next hour, 13 h 45 min to midnight UTC.

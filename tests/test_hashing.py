@@ -1,4 +1,4 @@
-"""shared.hashing: keyed hashes (HMAC-SHA256) under one label per kind of value, and the payload
+"""shared.config.hashing: keyed hashes (HMAC-SHA256) under one label per kind of value, and the payload
 fingerprint `Hasher.request(canonical_request(arguments))` stored beside an idempotency key."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from shared.errors import NotConfigured
-from shared.hashing import Hasher
-from shared.schema import canonical_request
+from shared.config.errors import NotConfigured
+from shared.config.hashing import Hasher
+from shared.purchase.schema import canonical_request
 
 SECRET = "unit-test-secret"
 HEX64 = re.compile(r"^[0-9a-f]{64}$")

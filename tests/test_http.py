@@ -1,4 +1,4 @@
-"""shared.http: what every protocol adapter shares of a request and its answer (origin allowlist,
+"""shared.protocols.http: what every protocol adapter shares of a request and its answer (origin allowlist,
 body parsing, JSON and error answers, content negotiation), called directly without a host."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from shared.errors import InvalidRequest, NotFound, PayloadTooLarge, StorageDown
-from shared.http import (
+from shared.config.errors import InvalidRequest, NotFound, PayloadTooLarge, StorageDown
+from shared.protocols.http import (
     MAX_BODY_BYTES,
     MAX_JSON_DEPTH,
     Request,

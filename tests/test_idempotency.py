@@ -1,5 +1,6 @@
-"""shared.idempotency: the claim state machine of IdempotencyHandler, on the real Azure Table store
-and the real Blob receipt store (the session's Azurite), with a fake clock that tests move by hand.
+"""shared.exactly_once.idempotency: the claim state machine of IdempotencyHandler, on the real Azure Table
+store and the real Blob receipt store (the session's Azurite), with a fake clock that tests move by
+hand.
 
     (absent) --create--> processing --complete--> completed --expire/reap--> (absent)
                            |   ^  \\--release--> (absent)
@@ -20,9 +21,9 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from shared.errors import ReceiptUnavailable, StoreUnavailable
-from shared.hashing import Hasher
-from shared.idempotency import (
+from shared.config.errors import ReceiptUnavailable, StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.exactly_once.idempotency import (
     CARRY_LIMIT,
     COMPLETED,
     MAX_RETRY_AFTER,
@@ -37,10 +38,10 @@ from shared.idempotency import (
     Vacant,
     carried,
 )
-from shared.idempotency_table import TableIdempotencyStore
-from shared.receipts import BlobReceiptStore, encode, new_receipt_id, sha256
-from shared.schema import canonical_request
-from shared.storage import container_client, table_client
+from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.purchase.schema import canonical_request
+from shared.seams.receipts import BlobReceiptStore, encode, new_receipt_id, sha256
+from shared.seams.storage import container_client, table_client
 from tests.support import AZURITE_KEY
 
 LEASE = 30

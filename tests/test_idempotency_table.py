@@ -1,6 +1,6 @@
-"""shared.idempotency_table: the Azure Table adapter of the idempotency store, against the session's
-Azurite, one table per test. Azure's answers must arrive as the interface's: None, ClaimLost or
-StoreUnavailable, never an Azure exception."""
+"""shared.exactly_once.idempotency_table: the Azure Table adapter of the idempotency store, against the
+session's Azurite, one table per test. Azure's answers must arrive as the interface's: None, ClaimLost
+or StoreUnavailable, never an Azure exception."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import UpdateMode
 
-from shared.errors import StoreUnavailable
-from shared.hashing import Hasher
-from shared.idempotency import COMPLETED, PROCESSING, Claim, ClaimLost
-from shared.idempotency_table import SCOPING, TableIdempotencyStore
-from shared.receipts import new_receipt_id
-from shared.schema import canonical_request
-from shared.storage import table_client
+from shared.config.errors import StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.exactly_once.idempotency import COMPLETED, PROCESSING, Claim, ClaimLost
+from shared.exactly_once.idempotency_table import SCOPING, TableIdempotencyStore
+from shared.purchase.schema import canonical_request
+from shared.seams.receipts import new_receipt_id
+from shared.seams.storage import table_client
 from tests.support import AZURITE_KEY
 
 DEAD_TABLES = (

@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.keys import load_private_key
-from shared.settings import SECRET_SETTINGS, Settings
+from shared.config.keys import load_private_key
+from shared.config.settings import SECRET_SETTINGS, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 INFRA = ROOT / "infra"
@@ -44,14 +44,14 @@ PARAMETERS = INFRA / "main.parameters.json"
 HOOK = INFRA / "hooks" / "preprovision.py"
 DOC = ROOT / "docs" / "deploying.md"
 
-# Settings the template sets for the Functions platform rather than for shared/settings.py.
+# Settings the template sets for the Functions platform rather than for shared/config/settings.py.
 PLATFORM_SETTINGS = {
     "AzureWebJobsStorage__credential": "the host connects to its storage with a managed identity",
     "AzureWebJobsStorage__clientId": "the host's identity is the user-assigned one",
     "AzureWebJobsStorage__blobServiceUri": "the host keeps keys and timer locks in blobs",
     "AzureWebJobsStorage__queueServiceUri": "the host's own queues",
     "AzureWebJobsStorage__tableServiceUri": "the host's own tables",
-    "APPLICATIONINSIGHTS_CONNECTION_STRING": "host telemetry; shared/telemetry.py reads it from os.environ",
+    "APPLICATIONINSIGHTS_CONNECTION_STRING": "host telemetry; the telemetry seam reads it from os.environ",
     "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "telemetry sent with the identity's token (local auth off)",
 }
 # Settings the code reads that the template must leave alone.
@@ -387,7 +387,9 @@ def code_reads() -> frozenset[str]:
 def test_template_sets_every_setting_the_code_reads():
     optional = {*LEFT_TO_THE_PLATFORM, *NEVER_SET, *OTHER_IDENTITY_FORMS}
     missing = code_reads() - set(app_settings()) - optional
-    assert not missing, f"read by shared/settings.py, not set in {site_file().path.name}: {sorted(missing)}"
+    assert not missing, (
+        f"read by shared/config/settings.py, not set in {site_file().path.name}: {sorted(missing)}"
+    )
 
 
 def test_template_sets_no_setting_the_code_does_not_know():
@@ -421,7 +423,7 @@ def test_every_literal_setting_is_the_codes_default():
         if written is not None and name in code_reads() and name not in PLATFORM_SETTINGS:
             assert Settings.from_env({name: written}) == default, (
                 f"{name}={written!r} is not the code's default: change the default in "
-                "shared/settings.py, or make it a parameter with a reason"
+                "shared/config/settings.py, or make it a parameter with a reason"
             )
 
 

@@ -1,4 +1,4 @@
-"""shared.keys: the store's key set. The current key is named by its RFC 7638 thumbprint; retired
+"""shared.config.keys: the store's key set. The current key is named by its RFC 7638 thumbprint; retired
 public keys stay published after it, so what they signed keeps verifying; nothing private is ever
 published."""
 
@@ -12,8 +12,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from shared.errors import NotConfigured
-from shared.keys import ALGORITHM, KeySet, load_private_key, public_jwk, thumbprint
+from shared.config.errors import NotConfigured
+from shared.config.keys import ALGORITHM, KeySet, load_private_key, public_jwk, thumbprint
 
 PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "k", "oth")
 

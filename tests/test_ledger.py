@@ -1,4 +1,4 @@
-"""shared.ledger on Azurite: one entity per fulfilled receipt, partitioned by UTC day; a day's
+"""shared.seams.ledger on Azurite: one entity per fulfilled receipt, partitioned by UTC day; a day's
 listing pages through its receipts with an opaque cursor while the totals cover the whole day.
 Every test has its own table."""
 
@@ -13,10 +13,10 @@ import uuid
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
 
-from shared.errors import InvalidRequest, StoreUnavailable
-from shared.ledger import MAX_PAGE_SIZE, DayListing, LedgerEntry, TableLedger
-from shared.receipts import new_receipt_id
-from shared.storage import table_client
+from shared.config.errors import InvalidRequest, StoreUnavailable
+from shared.seams.ledger import MAX_PAGE_SIZE, DayListing, LedgerEntry, TableLedger
+from shared.seams.receipts import new_receipt_id
+from shared.seams.storage import table_client
 from tests.support import AZURITE_KEY
 
 DAY = "2026-11-30"

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from shared.storage import table_client
+from shared.seams.storage import table_client
 from tests.support import Buyer, unique_email
 from tests.test_caller_neutrality import CHANNELS
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from devstack.run import storage_connection
+from shared.config.settings import Settings
 from shared.runtime import counters_in_make_run
-from shared.settings import Settings
 from tests.identity import IdentityEndpoint
 from tests.support import Buyer, Service, unique_key
 from tests.test_a2a import receipt_of, send, task_of

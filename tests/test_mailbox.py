@@ -1,4 +1,4 @@
-"""shared.mailbox: which strings reach one inbox, from a fixture of cases that grows with every
+"""shared.purchase.mailbox: which strings reach one inbox, from a fixture of cases that grows with every
 provider rule (tests/fixtures/mailboxes.json)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.mailbox import mailbox
-from shared.schema import normalise_email
+from shared.purchase.mailbox import mailbox
+from shared.purchase.schema import normalise_email
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "mailboxes.json").read_text(encoding="utf-8"))
 

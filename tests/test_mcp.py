@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import jsonschema
 import pytest
 
-from shared import mcp
-from shared.api import Request
-from shared.catalog import listing
-from shared.mcp_legacy import VERSIONS as LEGACY_VERSIONS
+from shared.protocols import mcp
+from shared.protocols.api import Request
+from shared.protocols.mcp_legacy import VERSIONS as LEGACY_VERSIONS
+from shared.purchase.catalog import listing
 
 
 def rpc(response) -> dict:

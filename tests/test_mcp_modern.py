@@ -8,8 +8,8 @@ import base64
 
 import pytest
 
-from shared import request_state
-from shared.hashing import Hasher
+from shared.config.hashing import Hasher
+from shared.protocols import request_state
 from tests.support import Buyer, dev_settings
 
 VERSION = "2026-07-28"

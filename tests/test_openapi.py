@@ -1,6 +1,6 @@
-"""The OpenAPI document (shared/openapi.py): valid OpenAPI 3.1, one source for the purchase's shapes,
-every HTTP route of the app described, served at /api/openapi.json for the public base URL and built
-only when first asked for. Schemathesis holds the live answers to it (tests/test_schemathesis.py)."""
+"""The OpenAPI document (shared/protocols/openapi.py): valid OpenAPI 3.1, one source for the purchase's
+shapes, every HTTP route of the app described, served at /api/openapi.json for the public base URL and
+built only when first asked for. Schemathesis holds the live answers to it (tests/test_schemathesis.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import subprocess
 import requests
 from openapi_spec_validator import validate
 
-from shared import errors, openapi
-from shared import mcp_tools as mcp
-from shared.schema import KEY_PATTERN
+from shared.config import errors
+from shared.protocols import mcp_tools as mcp
+from shared.protocols import openapi
+from shared.purchase.schema import KEY_PATTERN
 from tests.support import ROOT, fresh_python
 
 # JSON-RPC endpoints: one URL, the operation in the body, described by their own protocols.
@@ -159,7 +160,7 @@ def test_the_host_serves_the_document_for_its_public_base_url(host_factory):
 
 def test_importing_the_app_neither_imports_nor_builds_the_document():
     probe = (
-        "import sys, function_app\nprint('shared.openapi' in sys.modules)\n"
+        "import sys, function_app\nprint('shared.protocols.openapi' in sys.modules)\n"
         "from shared import openapi\nprint(openapi._encoded.cache_info().currsize)\n"
     )
     env = {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"}

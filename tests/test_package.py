@@ -147,7 +147,7 @@ def test_the_package_holds_the_app_and_nothing_else(package_zip):
 
     assert {"function_app.py", "host.json", "requirements.txt"} <= names
     assert set(tracked) <= names
-    app = r"shared/\w+\.py|shared/templates/\w+\.(html|txt|css)"
+    app = r"shared/(\w+/)?\w+\.py|shared/seams/templates/\w+\.(html|txt|css)"
     assert not [n for n in names if n not in package.REQUIRED and not re.fullmatch(app, n)]
 
 
@@ -187,7 +187,12 @@ def git_repo(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-APP = {"function_app.py": "", "host.json": "{}", "requirements.txt": "azure-functions\n", "shared/api.py": ""}
+APP = {
+    "function_app.py": "",
+    "host.json": "{}",
+    "requirements.txt": "azure-functions\n",
+    "shared/protocols/api.py": "",
+}
 
 
 def test_a_funcignore_core_tools_reads_differently_from_gitignore_is_refused(tmp_path):
@@ -202,7 +207,7 @@ def test_a_funcignore_core_tools_reads_differently_from_gitignore_is_refused(tmp
         "function_app.py",
         "host.json",
         "requirements.txt",
-        "shared/api.py",
+        "shared/protocols/api.py",
     ]
 
 
@@ -231,8 +236,8 @@ def test_a_file_git_does_not_track_is_refused_until_it_is_added_or_funcignored(t
         "function_app.py",
         "host.json",
         "requirements.txt",
-        "shared/api.py",
         "shared/new_module.py",
+        "shared/protocols/api.py",
     ]
 
 
@@ -245,7 +250,7 @@ def test_publish_never_ships_its_fixed_names(tmp_path):
         "function_app.py",
         "host.json",
         "requirements.txt",
-        "shared/api.py",
+        "shared/protocols/api.py",
     ]
 
 

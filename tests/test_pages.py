@@ -1,6 +1,6 @@
-"""The HTML views (shared/pages.py) as pure functions: structure, content, escaping and the rule that
-a page loads nothing and runs nothing. The same pages in a real browser, with an accessibility audit,
-are in test_receipt_pages_browser.py."""
+"""The HTML views (shared/protocols/pages.py) as pure functions: structure, content, escaping and the rule
+that a page loads nothing and runs nothing. The same pages in a real browser, with an accessibility
+audit, are in test_receipt_pages_browser.py."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from shared import pages
-from shared.ledger import DayListing, LedgerEntry
-from shared.receipts import CHECK_NAMES
-from shared.signatures import Verdict
+from shared.protocols import pages
+from shared.purchase.signatures import Verdict
+from shared.seams.ledger import DayListing, LedgerEntry
+from shared.seams.receipts import CHECK_NAMES
 
 RECEIPT_ID = "rcpt_3356oymxvrlcnfepn66by6fqyy"
 KID = "Xk3v9l2QeJm0xJbq6Vb1kq0n1nQm3bZpQm0xJ9a3sT8"

@@ -1,4 +1,4 @@
-"""shared.printable: untrusted text shown on a page, in a receipt, a log or a terminal keeps what
+"""shared.config.printable: untrusted text shown on a page, in a receipt, a log or a terminal keeps what
 was sent visible, while control and format characters become inert escapes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from shared.printable import printable
+from shared.config.printable import printable
 
 
 @pytest.mark.parametrize(

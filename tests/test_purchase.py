@@ -1,4 +1,4 @@
-"""shared.purchase: the flow itself, in process, on Azurite and the Brevo sandbox, with a claim
+"""shared.purchase.storefront: the flow itself, in process, on Azurite and the Brevo sandbox, with a claim
 store that can be made to fail at a chosen moment."""
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ import pytest
 import requests
 from jose import jwt
 
-from shared.brevo import IDEMPOTENCY_WINDOW_SECONDS, BrevoClient
-from shared.errors import StoreUnavailable
-from shared.governance import Governance, Limits
-from shared.hashing import Hasher
-from shared.idempotency import COMPLETED, Claim, IdempotencyHandler
-from shared.idempotency_table import TableIdempotencyStore
-from shared.keys import KeySet
-from shared.ledger import TableLedger
-from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
-from shared.receipts import BlobReceiptStore, sha256
-from shared.repair import RepairQueue
-from shared.schema import canonical_request
-from shared.storage import container_client, table_client
+from shared.config.errors import StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.config.keys import KeySet
+from shared.exactly_once.idempotency import COMPLETED, Claim, IdempotencyHandler
+from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.purchase.governance import Governance, Limits
+from shared.purchase.schema import canonical_request
+from shared.purchase.storefront import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
+from shared.seams.brevo import IDEMPOTENCY_WINDOW_SECONDS, BrevoClient
+from shared.seams.ledger import TableLedger
+from shared.seams.receipts import BlobReceiptStore, sha256
+from shared.seams.repair import RepairQueue
+from shared.seams.storage import container_client, table_client
 from tests.support import RoundTrips, new_ec_key, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))

@@ -1,4 +1,4 @@
-"""shared.purchase.Storefront: what each answer of the purchase flow tells its caller (status,
+"""shared.purchase.storefront.Storefront: what each answer of the purchase flow tells its caller (status,
 Retry-After, the signed receipt whole: its six checks with their details, billing, error) and what
 it counted and sent. In process, on Azurite behind TCP fault proxies (`tests.faultproxy`; the
 counters, the claims and the ledger each on their own) and the Brevo sandbox. Hooks on the flow's
@@ -22,21 +22,27 @@ import requests
 from azure.core.exceptions import ResourceNotFoundError
 from jose import jwt
 
-from shared import signatures
-from shared.brevo import BrevoClient
-from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID
-from shared.errors import InvalidRequest, NotConfigured, PayloadTooLarge, StorefrontError, StoreUnavailable
-from shared.governance import Governance, Limits
-from shared.hashing import Hasher
-from shared.idempotency import COMPLETED, Claim, IdempotencyHandler
-from shared.idempotency_table import TableIdempotencyStore
-from shared.keys import KeySet
-from shared.ledger import TableLedger
-from shared.purchase import Caller, Outcome, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
-from shared.receipts import CHECK_NAMES, RECEIPT_ID_PATTERN, BlobReceiptStore, mask_email, sha256
-from shared.repair import RepairQueue
-from shared.schema import KEY_PATTERN, canonical_request
-from shared.storage import container_client, table_client
+from shared.config.errors import (
+    InvalidRequest,
+    NotConfigured,
+    PayloadTooLarge,
+    StorefrontError,
+    StoreUnavailable,
+)
+from shared.config.hashing import Hasher
+from shared.config.keys import KeySet
+from shared.exactly_once.idempotency import COMPLETED, Claim, IdempotencyHandler
+from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.purchase import signatures
+from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
+from shared.purchase.governance import Governance, Limits
+from shared.purchase.schema import KEY_PATTERN, canonical_request
+from shared.purchase.storefront import Caller, Outcome, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
+from shared.seams.brevo import BrevoClient
+from shared.seams.ledger import TableLedger
+from shared.seams.receipts import CHECK_NAMES, RECEIPT_ID_PATTERN, BlobReceiptStore, mask_email, sha256
+from shared.seams.repair import RepairQueue
+from shared.seams.storage import container_client, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.support import new_ec_key, private_pem, unique_email, unique_key
 

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from shared.receipts import CHECK_NAMES
-from shared.settings import Settings
+from shared.config.settings import Settings
+from shared.seams.receipts import CHECK_NAMES
 from tests.support import Buyer, dev_settings, unique_email
 
 

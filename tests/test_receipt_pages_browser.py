@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from shared import pages, signatures
+from shared.protocols import pages
+from shared.purchase import signatures
 from tests.support import ROOT, Buyer
 
 try:

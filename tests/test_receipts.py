@@ -1,4 +1,4 @@
-"""shared.receipts: receipt ids, the masked email hint, the six checks, the output schema and the
+"""shared.seams.receipts: receipt ids, the masked email hint, the six checks, the output schema and the
 write-once Blob store (against the session's Azurite)."""
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from azure.storage.blob import ContainerClient
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from shared import signatures
-from shared.brevo import BrevoClient
-from shared.errors import InvalidRequest, LimitExceeded, NotConfigured, StoreUnavailable
-from shared.governance import Governance, Limits
-from shared.hashing import Hasher
-from shared.idempotency import IdempotencyHandler
-from shared.idempotency_table import TableIdempotencyStore
-from shared.keys import KeySet
-from shared.ledger import TableLedger
-from shared.purchase import Caller, PurchaseCall, StoreConfig, Storefront
-from shared.receipts import (
+from shared.config.errors import InvalidRequest, LimitExceeded, NotConfigured, StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.config.keys import KeySet
+from shared.exactly_once.idempotency import IdempotencyHandler
+from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.purchase import signatures
+from shared.purchase.governance import Governance, Limits
+from shared.purchase.storefront import Caller, PurchaseCall, StoreConfig, Storefront
+from shared.seams.brevo import BrevoClient
+from shared.seams.ledger import TableLedger
+from shared.seams.receipts import (
     CHECK_NAMES,
     OUTPUT_SCHEMA,
     RECEIPT_ID_PATTERN,
@@ -41,8 +41,8 @@ from shared.receipts import (
     new_receipt_id,
     sha256,
 )
-from shared.repair import RepairQueue
-from shared.storage import container_client, table_client
+from shared.seams.repair import RepairQueue
+from shared.seams.storage import container_client, table_client
 from tests.support import AZURITE_KEY
 
 DEAD_BLOBS = (
@@ -490,7 +490,7 @@ def test_receipts_round_trip_byte_for_byte(container):
 
 @pytest.fixture
 def dead_store():
-    # Built without retries: shared.storage.container_client's one retry waits 12-18 s (see
+    # Built without retries: shared.seams.storage.container_client's one retry waits 12-18 s (see
     # test_blob_outage_is_reported_within_the_storage_timeout); this fixture tests the error mapping.
     client = ContainerClient.from_connection_string(
         DEAD_BLOBS, container_name="rcpt" + uuid.uuid4().hex[:12], retry_total=0, connection_timeout=1

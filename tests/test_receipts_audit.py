@@ -18,9 +18,9 @@ from cryptography.hazmat.primitives import serialization
 from jose import jwt
 
 from devstack.seed_bundles import sample_bundle
-from shared.catalog import BUNDLES
-from shared.keys import KeySet, public_jwk
-from shared.tokens import AUDIENCE
+from shared.config.keys import KeySet, public_jwk
+from shared.purchase.catalog import BUNDLES
+from shared.purchase.tokens import AUDIENCE
 from tests.support import ROOT, Buyer, dev_settings, new_ec_key, private_pem, run_module
 
 DEV_KEY = dev_settings()["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")

@@ -1,4 +1,4 @@
-"""shared.repair: the repair timer's drain of receipts tagged as awaiting their ledger row, on
+"""shared.seams.repair: the repair timer's drain of receipts tagged as awaiting their ledger row, on
 Azurite: every tagged receipt settled however long the backlog, page after page, and a run that
 stops at its budget leaves the rest to the next."""
 
@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from shared import repair
-from shared.ledger import TableLedger
-from shared.receipts import BlobReceiptStore, encode, new_receipt_id
-from shared.repair import RepairQueue
-from shared.storage import container_client, table_client
+from shared.seams import repair
+from shared.seams.ledger import TableLedger
+from shared.seams.receipts import BlobReceiptStore, encode, new_receipt_id
+from shared.seams.repair import RepairQueue
+from shared.seams.storage import container_client, table_client
 
 DAY = "2030-01-02"
 
@@ -61,7 +61,7 @@ def test_a_backlog_longer_than_a_page_is_settled_in_one_run(stores):
 
 
 class Ticks:
-    """Stands in for the `time` module in shared.repair: `monotonic()` reads the next tick."""
+    """Stands in for the `time` module in shared.seams.repair: `monotonic()` reads the next tick."""
 
     def __init__(self, *ticks: float):
         self._ticks = iter(ticks)

@@ -1,4 +1,4 @@
-"""shared.schema: the idempotency key, the purchase arguments and the input schema agents see."""
+"""shared.purchase.schema: the idempotency key, the purchase arguments and the input schema agents see."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import re
 import jsonschema
 import pytest
 
-from shared.catalog import BUNDLES, DEFAULT_BUNDLE_ID
-from shared.errors import InvalidIdempotencyKey, InvalidRequest, StorefrontError, Unprocessable
-from shared.schema import (
+from shared.config.errors import InvalidIdempotencyKey, InvalidRequest, StorefrontError, Unprocessable
+from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
+from shared.purchase.schema import (
     INPUT_SCHEMA,
     KEY_PATTERN,
     canonical_request,

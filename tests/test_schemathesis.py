@@ -25,7 +25,7 @@ import pytest
 import requests
 import schemathesis
 
-from shared.api import EVERY_METHOD
+from shared.protocols.api import EVERY_METHOD
 from tests.support import Buyer, unique_key
 
 EXAMPLES = int(os.environ.get("STOREFRONT_FUZZ_EXAMPLES", "20"))

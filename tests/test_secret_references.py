@@ -14,9 +14,9 @@ import requests
 from azure.data.tables import TableClient
 
 from shared import runtime
-from shared.hashing import Hasher
-from shared.purchase import Caller, PurchaseCall
-from shared.settings import SECRET_SETTINGS, Settings
+from shared.config.hashing import Hasher
+from shared.config.settings import SECRET_SETTINGS, Settings
+from shared.purchase.storefront import Caller, PurchaseCall
 from tests.support import Buyer, dev_settings, unique_address, unique_email, unique_key
 
 VAULT = "shop-kv-7d2e"

@@ -1,4 +1,4 @@
-"""shared.secret_strength, and what the store does with a public or weak secret: on Azure (the
+"""shared.config.secret_strength, and what the store does with a public or weak secret: on Azure (the
 platform's own variables say so) it refuses it as if unset, health names it and purchases answer
 503; on a developer machine it uses it and warns once. Neither the log nor an answer ever carries
 the value. In process on Azurite and the Brevo sandbox, and through dev hosts.
@@ -17,12 +17,12 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from shared import api
-from shared.errors import NotConfigured
-from shared.keys import load_private_key, public_jwk
-from shared.purchase import Caller, PurchaseCall
-from shared.secret_strength import PUBLISHED_SIGNING_KEYS, problem
-from shared.settings import AZURE_MARKERS, SECRET_SETTINGS, Settings
+from shared.config.errors import NotConfigured
+from shared.config.keys import load_private_key, public_jwk
+from shared.config.secret_strength import PUBLISHED_SIGNING_KEYS, problem
+from shared.config.settings import AZURE_MARKERS, SECRET_SETTINGS, Settings
+from shared.protocols import api
+from shared.purchase.storefront import Caller, PurchaseCall
 from tests.support import ROOT, Buyer, dev_settings, new_ec_key, private_pem, unique_address, unique_email
 from tests.test_secret_references import brevo_requests, build
 

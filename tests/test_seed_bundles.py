@@ -21,12 +21,12 @@ from azure.storage.blob import ContainerClient
 from devstack import seed_bundles
 from devstack.run import storage_connection
 from devstack.seed_bundles import MAX_FILE_BYTES, sample_bundle
-from shared.catalog import BUNDLES
+from shared.purchase.catalog import BUNDLES
 from tests.snippets import MakeRun, snippet
 from tests.support import AZURITE_KEY, ROOT, free_port
 
 RECIPE = "docs/development.md"
-END_OF_BUNDLES = "    )\n}\nDEFAULT_BUNDLE_ID"  # where shared/catalog.py's tuple of bundles closes
+END_OF_BUNDLES = "    )\n}\nDEFAULT_BUNDLE_ID"  # where shared/purchase/catalog.py's tuple of bundles closes
 
 
 def own_zip(tag: str = "mine") -> bytes:
@@ -127,7 +127,7 @@ def _refusals(tmp_path: Path) -> dict[str, tuple[str, str]]:
             "'../mcp-field-guide' is not a bundle of the catalog",
         ),
         "an id as a path": (f"/etc/passwd={zipped}", "'/etc/passwd' is not a bundle of the catalog"),
-        "an unknown id": (f"field-notes={zipped}", "add it to BUNDLES in shared/catalog.py first"),
+        "an unknown id": (f"field-notes={zipped}", "add it to BUNDLES in shared/purchase/catalog.py first"),
         "a missing file": (f"mcp-field-guide={tmp_path / 'gone.zip'}", "gone.zip: no such file"),
         "a folder": (f"mcp-field-guide={folder}", "dir: not a regular file"),
         "a pipe, never read": (f"mcp-field-guide={fifo}", "fifo: not a regular file"),
@@ -214,7 +214,7 @@ def checkout_copy(tmp_path: Path) -> Path:
 def test_the_own_bundle_recipe_downloads_your_file_as_written(tmp_path):
     add, upload, buy = (snippet(RECIPE, m) for m in ('id="field-notes"', "seed_bundles --file", "/_sandbox"))
     copy = checkout_copy(tmp_path)
-    catalog = copy / "shared" / "catalog.py"
+    catalog = copy / "shared" / "purchase" / "catalog.py"
     assert catalog.read_text().count(END_OF_BUNDLES) == 1
     catalog.write_text(catalog.read_text().replace(END_OF_BUNDLES, add + END_OF_BUNDLES))  # step 1
     yours = copy / "path" / "to" / "field-notes.zip"

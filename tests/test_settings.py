@@ -1,4 +1,4 @@
-"""shared.settings: every app setting read from the environment into one validated object."""
+"""shared.config.settings: every app setting read from the environment into one validated object."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from shared import telemetry
-from shared.keys import public_jwk
-from shared.settings import (
+from shared.config.keys import public_jwk
+from shared.config.settings import (
     AZURE_MARKERS,
     BOUNDS,
     DEFAULT_BREVO_BASE_URL,
@@ -26,6 +25,7 @@ from shared.settings import (
     SettingsError,
     is_unresolved_reference,
 )
+from shared.seams import telemetry
 
 BREVO_KEY = "xkeysib-" + "0f1e2d3c4b5a6978" * 4 + "-Ab12Cd34Ef56Gh78"
 HASH_SECRET = "9c1d4e7f2a5b8c3d6e9f0a1b4c7d2e5f8a3b6c9d0e1f4a7b2c5d8e3f6a9b0c1d"
@@ -82,7 +82,7 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_COST_COUNTER_SHARDS": "4",
         "STOREFRONT_SENDER_EMAIL": "shop@example.net",
         "STOREFRONT_SENDER_NAME": "The Shop",
-        "STOREFRONT_EMAIL_TEMPLATE_DIR": "shared/templates",
+        "STOREFRONT_EMAIL_TEMPLATE_DIR": "shared/seams/templates",
         "STOREFRONT_PUBLIC_BASE_URL": "https://shop.example.net/",
         "STOREFRONT_ALLOWED_ORIGINS": " App.Example.net, ,tools.example.org,",
         "STOREFRONT_TRUSTED_PROXY_HOPS": "2",
@@ -116,7 +116,7 @@ def test_every_setting_is_read_from_the_environment():
         hash_secret=HASH_SECRET,
         sender_email="shop@example.net",
         sender_name="The Shop",
-        email_template_dir=str(Path(__file__).resolve().parents[1] / "shared" / "templates"),
+        email_template_dir=str(Path(__file__).resolve().parents[1] / "shared" / "seams" / "templates"),
         public_base_url="https://shop.example.net",
         allowed_origins=("app.example.net", "tools.example.org"),
         trusted_proxy_hops=2,
@@ -572,8 +572,8 @@ def test_a_signing_key_with_real_newlines_is_kept():
 
 
 def test_the_development_signing_key_from_the_example_settings_is_usable():
-    from shared.keys import KeySet
-    from shared.tokens import TokenSigner
+    from shared.config.keys import KeySet
+    from shared.purchase.tokens import TokenSigner
     from tests.support import ROOT
 
     values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]

@@ -18,13 +18,13 @@ from azure.data.tables import TableClient
 
 from devstack.seed_bundles import sample_bundle
 from shared import runtime
-from shared.catalog import find_bundle
-from shared.errors import StoreUnavailable
-from shared.hashing import Hasher
-from shared.purchase import scoped_key_hash
-from shared.readiness import StorageProbe
-from shared.settings import Settings
-from shared.storage import container_client, table_client
+from shared.config.errors import StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.config.settings import Settings
+from shared.protocols.readiness import StorageProbe
+from shared.purchase.catalog import find_bundle
+from shared.purchase.storefront import scoped_key_hash
+from shared.seams.storage import container_client, table_client
 from tests.identity import STORAGE_AUDIENCE, IdentityEndpoint
 from tests.support import AZURITE_KEY, Buyer, dev_settings, free_port, fresh_python
 
@@ -346,7 +346,7 @@ class _Garbage:
 
 
 def _buy(services: runtime.Services) -> tuple[int, dict]:
-    from shared import api
+    from shared.protocols import api
 
     body = json.dumps({"email": "ada@example.org", "idempotency_key": f"k-{uuid.uuid4().hex}"}).encode()
     answer = api.purchase(

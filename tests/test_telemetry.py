@@ -358,9 +358,9 @@ def test_no_envelope_carries_an_email_key_address_token_or_secret(shopping):
 
 BREVO_LOOKUP = """
 import logging, os, requests
-from shared import telemetry
-from shared.brevo import BrevoClient
-from shared.errors import StorefrontError
+from shared.seams import telemetry
+from shared.seams.brevo import BrevoClient
+from shared.config.errors import StorefrontError
 
 assert telemetry.configure()
 email, token = os.environ["LOOKUP_EMAIL"], os.environ["LOOKUP_TOKEN"]
@@ -421,13 +421,13 @@ def test_a_brevo_log_lookup_is_traced_without_the_email_in_its_url_error_or_log(
     ],
 )
 def test_scrub_replaces_addresses_query_values_and_tokens_and_keeps_the_rest(text, scrubbed):
-    from shared.telemetry import scrub
+    from shared.seams.telemetry import scrub
 
     assert scrub(text) == scrubbed
 
 
 def test_scrubbed_attributes_never_keep_headers_or_the_client_address():
-    from shared.telemetry import scrub_attributes
+    from shared.seams.telemetry import scrub_attributes
 
     attributes = {
         "http.request.header.api-key": ("dev-sandbox-key",),

@@ -1,4 +1,4 @@
-"""Rendering templates (shared/templates.py): what autoescaping writes, what plain text keeps, that
+"""Rendering templates (shared/seams/templates.py): what autoescaping writes, what plain text keeps, that
 an unknown name is an error, and that a cold start never imports Jinja2."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError
 from markupsafe import Markup
 
-from shared import templates
+from shared.seams import templates
 from tests.support import fresh_python
 
 

@@ -1,4 +1,4 @@
-"""shared.tokens: ES256 download tokens named by their key's RFC 7638 thumbprint, and the refusal
+"""shared.purchase.tokens: ES256 download tokens named by their key's RFC 7638 thumbprint, and the refusal
 of every signing key that is not an EC P-256 private key."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from jose import jwt
 from jose.exceptions import JWTClaimsError, JWTError
 
-from shared.errors import NotConfigured
-from shared.keys import ALGORITHM, KeySet, public_jwk
-from shared.tokens import AUDIENCE, TokenSigner
+from shared.config.errors import NotConfigured
+from shared.config.keys import ALGORITHM, KeySet, public_jwk
+from shared.purchase.tokens import AUDIENCE, TokenSigner
 
 ISSUER = "https://store.example.net"
 TTL = 7 * 24 * 3600

@@ -13,9 +13,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ops import verify_receipt
-from shared import signatures
-from shared.keys import KeySet
-from shared.receipts import encode
+from shared.config.keys import KeySet
+from shared.purchase import signatures
+from shared.seams.receipts import encode
 
 RECEIPT_PATH = "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy"
 ROOT_JWKS, API_JWKS = "/.well-known/jwks.json", "/api/.well-known/jwks.json"

@@ -29,7 +29,7 @@ from devstack.brevo_sandbox.wire import (
     parse_json_object,
     query_value,
 )
-from shared.http import origin_allowed
+from shared.protocols.http import origin_allowed
 
 UNAUTHORIZED = {"code": "unauthorized", "message": "Key not found"}
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")

@@ -29,9 +29,9 @@ try:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from shared.errors import NotConfigured
-    from shared.keys import load_private_key
-    from shared.settings import Settings, SettingsError
+    from shared.config.errors import NotConfigured
+    from shared.config.keys import load_private_key
+    from shared.config.settings import Settings, SettingsError
 except ImportError as exc:
     sys.exit(f"preprovision: {exc}; run it with the project's virtualenv (`make install` creates it)")
 

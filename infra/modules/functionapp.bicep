@@ -123,7 +123,7 @@ resource scmPublishingCredentials 'Microsoft.Web/sites/basicPublishingCredential
 // Flex Consumption takes the runtime from functionAppConfig: FUNCTIONS_WORKER_RUNTIME and
 // FUNCTIONS_EXTENSION_VERSION are not set. Nor is AzureWebJobsStorage: the host and the app
 // connect with the identity (AzureWebJobsStorage__*), and the account has no usable key.
-// The STOREFRONT_* values are the code's defaults (shared/settings.py), written out so they can be
+// The STOREFRONT_* values are the code's defaults (shared/config/settings.py), written out so they can be
 // read and changed here; tests/test_infra.py checks that each literal is the default.
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: site

@@ -60,7 +60,7 @@ TIMEOUT_MULTIPLIER = 2
 
 @dataclass(frozen=True)
 class Mutant:
-    name: str  # shared.purchase.xǁStorefrontǁ_record__mutmut_7
+    name: str  # shared.purchase.storefront.xǁStorefrontǁ_record__mutmut_7
     status: str
 
     @property
@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="GLOB",
-        help="only the mutants whose mutmut name matches, e.g. 'shared.purchase.xǁStorefrontǁ_release*'",
+        help=(
+            "only the mutants whose mutmut name matches,"
+            " e.g. 'shared.purchase.operation.xǁPurchaseOperationǁguard*'"
+        ),
     )
     parser.add_argument(
         "--report-only",
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no target {', '.join(sorted(unknown))}; the targets are {', '.join(names)}")
     chosen = [t for t in TARGETS if not args.targets or t.name in args.targets]
-    if args.only:  # each glob names its module: shared.purchase.…
+    if args.only:  # each glob names its module: shared.purchase.operation.…
         chosen = [t for t in chosen if any(g.startswith(t.module + ".") for g in args.only)]
     equivalents = _load_equivalents()
     _become_subreaper()

@@ -27,27 +27,27 @@ PURCHASE_TESTS = ("tests/test_purchase.py", "tests/test_purchase_answers.py")
 TARGETS = (
     Target(
         "executor",
-        "shared/exactly_once.py",
+        "shared/exactly_once/executor.py",
         ("tests/test_executor.py", *PURCHASE_TESTS),
         scope="_Held",
         floor=90.0,
     ),
-    Target("purchase", "shared/purchase_operation.py", PURCHASE_TESTS, scope="PurchaseOperation", floor=90.0),
-    Target("purchase_guards", "shared/purchase_guards.py", PURCHASE_TESTS, floor=90.0),
-    Target("purchase_fulfil", "shared/purchase_fulfil.py", PURCHASE_TESTS, floor=90.0),
-    Target("purchase_receipt", "shared/purchase_receipt.py", PURCHASE_TESTS, floor=90.0),
+    Target("purchase", "shared/purchase/operation.py", PURCHASE_TESTS, scope="PurchaseOperation", floor=90.0),
+    Target("purchase_guards", "shared/purchase/guards.py", PURCHASE_TESTS, floor=90.0),
+    Target("purchase_fulfil", "shared/purchase/fulfil.py", PURCHASE_TESTS, floor=90.0),
+    Target("purchase_receipt", "shared/purchase/receipt.py", PURCHASE_TESTS, floor=90.0),
     Target(
         "governance",
-        "shared/governance.py",
+        "shared/purchase/governance.py",
         ("tests/test_governance.py", "tests/test_governance_limits.py"),
         floor=90.0,
     ),
     # The claim state machine's races and outages are pinned where a caller meets them: the answers.
     Target(
         "idempotency",
-        "shared/idempotency.py",
+        "shared/exactly_once/idempotency.py",
         ("tests/test_idempotency.py", "tests/test_purchase_answers.py"),
     ),
-    Target("signatures", "shared/signatures.py", ("tests/test_signatures.py",)),
-    Target("tokens", "shared/tokens.py", ("tests/test_tokens.py",)),
+    Target("signatures", "shared/purchase/signatures.py", ("tests/test_signatures.py",)),
+    Target("tokens", "shared/purchase/tokens.py", ("tests/test_tokens.py",)),
 )

@@ -1,0 +1,299 @@
+"""The storefront's configuration, read once from the environment (app settings on Azure,
+`local.settings.json` Values locally) into one validated object; `shared.config.settings_reader` reads
+each value by its kind.
+
+Malformed values, and numbers outside their bounds (`BOUNDS`), fail at start-up with a message
+naming the setting. Missing production secrets do not stop the app from serving health checks and
+replays; they are listed in `missing_secrets`, and the purchase flow refuses to mint tokens until
+they are set.
+
+Public or weak secrets (`shared.config.secret_strength`): on Azure, as the platform's own variables
+(`AZURE_MARKERS`) tell, such a value counts as unset and is never used; the setting is listed in
+`refused_secrets`, health reports it and purchases are refused. Elsewhere (a developer machine) the
+value is used and listed in `weak_secrets`, for one warning at start-up.
+
+Key Vault references: a setting whose value is still `@Microsoft.KeyVault(...)` (or
+`@Microsoft.AppConfiguration(...)`) was not resolved by the platform and reaches the app as that
+literal. Any setting the app reads is checked: such a value counts as unset (the literal is never
+used, as a secret or otherwise) and the setting is listed in `unresolved_settings`; health reports
+it and purchases are refused until it resolves.
+
+Storage, as the Functions host reads it (`AzureWebJobsStorage`):
+- a connection string in `AzureWebJobsStorage` (Azurite locally; the default is
+  `UseDevelopmentStorage=true`), or
+- an identity-based connection: `AzureWebJobsStorage__accountName` (service URIs
+  `https://<account>.table|blob.core.windows.net`), and/or `AzureWebJobsStorage__tableServiceUri`
+  and `__blobServiceUri` (which win over the account name), with `__credential=managedidentity`
+  and `__clientId` for a user-assigned identity.
+A connection string beside any identity setting is refused at start-up rather than one silently
+winning: an app still holding the key it was meant to drop should say so. The identity is
+`ManagedIdentityCredential` (with the client id when given) when `__credential=managedidentity` or
+where the platform offers a managed identity endpoint (`IDENTITY_ENDPOINT`, as on App Service and
+Functions); elsewhere, a developer machine, `DefaultAzureCredential` (environment, Azure CLI, ...)
+is the fallback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from shared.config import secret_strength
+from shared.config.settings_reader import (
+    CONTAINER_NAME,
+    TABLE_NAME,
+    SettingReader,
+    SettingsError,
+    is_guid,
+)
+from shared.config.settings_reader import (
+    is_unresolved_reference as is_unresolved_reference,  # offered here too
+)
+
+DEFAULT_BREVO_BASE_URL = "https://api.brevo.com/v3"
+SECRET_SETTINGS = ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")
+STORAGE = "AzureWebJobsStorage"
+EMAIL_TEMPLATE_DIR = "STOREFRONT_EMAIL_TEMPLATE_DIR"
+DEVELOPMENT_STORAGE = "UseDevelopmentStorage=true"
+IDENTITY_SETTINGS = tuple(
+    f"{STORAGE}__{name}"
+    for name in ("accountName", "blobServiceUri", "tableServiceUri", "credential", "clientId")
+)
+# The credential the app's storage clients use with an identity-based connection.
+MANAGED_IDENTITY = "ManagedIdentityCredential"
+DEVELOPER_IDENTITY = "DefaultAzureCredential"
+# Set by the platform wherever Azure runs the app, read-only, never by an operator: every App
+# Service plan, Flex and Linux Consumption included, sets WEBSITE_SITE_NAME and WEBSITE_SKU
+# ("FlexConsumption" on Flex), and all but those two Linux plans WEBSITE_INSTANCE_ID; Container Apps
+# set CONTAINER_APP_NAME. Core Tools and the dev host set none of them. CONTAINER_NAME, which
+# Linux Consumption also sets, is not one: containers elsewhere (a dev container, CI) set it too.
+AZURE_MARKERS = ("WEBSITE_INSTANCE_ID", "WEBSITE_SITE_NAME", "WEBSITE_SKU", "CONTAINER_APP_NAME")
+# The lowest and highest value of every numeric setting, as text (documented in
+# docs/configuration.md). Timeouts: a purchase against a store that never answers waits out a
+# dozen storage timeouts and two Brevo ones in series, which must end before Azure's front end
+# gives up on an HTTP answer (230 s) and host.json's function timeout (5 minutes). Limits and
+# costs: the governance counters and the cost counter in micro-dollars stay well inside a 64-bit
+# count. A download link lasts a year at
+# most, and a key's replay (30 days at most) plus its lease (a day at most) fits inside it.
+BOUNDS: dict[str, tuple[str, str]] = {
+    "STOREFRONT_BREVO_TIMEOUT_SECONDS": ("0.1", "30"),
+    "STOREFRONT_STORAGE_TIMEOUT_SECONDS": ("0.1", "10"),
+    "STOREFRONT_RATE_LIMIT_PER_HOUR": ("1", "1000000"),
+    "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": ("1", "1000000"),
+    "STOREFRONT_DAILY_COST_CEILING_USD": ("0", "1000000"),
+    "STOREFRONT_COST_PER_PURCHASE_USD": ("0", "100"),
+    "STOREFRONT_COST_COUNTER_SHARDS": ("1", "100"),
+    "STOREFRONT_TRUSTED_PROXY_HOPS": ("0", "10"),
+    "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": ("60", "31536000"),
+    "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": ("1", "86400"),
+    "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": ("1", "2592000"),
+}
+_ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}")
+# What an HTTP header value can carry as it is (the Brevo key travels in `api-key`).
+_HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+def hosted_on_azure(env: Mapping[str, str]) -> bool:
+    """True where the platform's own variables say the app runs on Azure."""
+    return any(env.get(name, "").strip() for name in AZURE_MARKERS)
+
+
+@dataclass(frozen=True)
+class Settings:
+    storage_connection_string: str = DEVELOPMENT_STORAGE  # "" with an identity-based connection
+    storage_table_uri: str = ""
+    storage_blob_uri: str = ""
+    storage_credential: str = ""  # MANAGED_IDENTITY or DEVELOPER_IDENTITY with service URIs
+    storage_client_id: str = ""
+    brevo_api_key: str = ""
+    brevo_base_url: str = DEFAULT_BREVO_BASE_URL
+    brevo_timeout_seconds: float = 10.0
+    rate_limit_per_hour: int = 5
+    recipient_limit_per_day: int = 3
+    daily_cost_ceiling_usd: Decimal = Decimal("5.00")
+    cost_per_purchase_usd: Decimal = Decimal("0.01")
+    cost_counter_shards: int = 8
+    signing_key_pem: str = ""
+    hash_secret: str = ""
+    sender_email: str = "store@example.com"
+    sender_name: str = "Storefront"
+    email_template_dir: str = ""  # an operator's checked email templates (absolute); "" for the built-in
+    public_base_url: str = "http://localhost:7071"
+    allowed_origins: tuple[str, ...] = ()
+    trusted_proxy_hops: int = 0  # proxies of the operator's own in front of Azure's front end
+    front_door_id: str = ""  # X-Azure-FDID of the operator's Front Door: its client-IP header is trusted
+    download_token_ttl_seconds: int = 7 * 24 * 3600
+    storage_timeout_seconds: float = 5.0
+    idempotency_lease_seconds: int = 600
+    idempotency_ttl_seconds: int = 24 * 3600
+    idempotency_fail_open: bool = False
+    idempotency_table: str = "idempotency"
+    governance_table: str = "governance"
+    receipts_container: str = "receipts"
+    bundles_container: str = "bundles"
+    ledger_table: str = "ledger"
+    retired_public_keys: tuple[dict, ...] = ()
+    missing_secrets: tuple[str, ...] = field(default=())
+    unresolved_settings: tuple[str, ...] = ()
+    hosted_on_azure: bool = False
+    weak_secrets: tuple[tuple[str, str], ...] = ()  # (setting, what is wrong), never the value
+
+    @property
+    def refused_secrets(self) -> tuple[str, ...]:
+        """The public or weak secrets the store refuses: on Azure, all of them; elsewhere none."""
+        return tuple(name for name, _ in self.weak_secrets) if self.hosted_on_azure else ()
+
+    @property
+    def not_configured(self) -> tuple[str, ...]:
+        """Every setting that stops purchases: missing secrets, unresolved references, then
+        refused secrets."""
+        return tuple(dict.fromkeys(self.missing_secrets + self.unresolved_settings + self.refused_secrets))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        settings = cls._read(os.environ if env is None else env)
+        if (
+            settings.idempotency_ttl_seconds + settings.idempotency_lease_seconds
+            > settings.download_token_ttl_seconds
+        ):
+            raise SettingsError(
+                "STOREFRONT_IDEMPOTENCY_TTL_SECONDS plus STOREFRONT_IDEMPOTENCY_LEASE_SECONDS must not "
+                "exceed STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS: a replay would hand out a receipt for "
+                "a download link that no longer works"
+            )
+        return settings
+
+    @classmethod
+    def _read(cls, env: Mapping[str, str]) -> Settings:
+        r = SettingReader(env, BOUNDS)
+        website = env.get("WEBSITE_HOSTNAME", "").strip()
+        default_base = f"https://{website}" if website else "http://localhost:7071"
+        secrets = _secrets(r)
+        missing = tuple(name for name, value in secrets.items() if not value)
+        weak = tuple(
+            (name, found)
+            for name, value in secrets.items()
+            if (found := secret_strength.problem(name, value))
+        )
+        on_azure = hosted_on_azure(env)
+        if on_azure:  # a refused secret is never used: it counts as unset
+            secrets.update({name: "" for name, _ in weak})
+        values = dict(
+            **_storage(r, env),
+            brevo_api_key=secrets["BREVO_API_KEY"],
+            signing_key_pem=secrets["STOREFRONT_SIGNING_KEY"],
+            hash_secret=secrets["STOREFRONT_HASH_SECRET"],
+            brevo_base_url=r.url("BREVO_BASE_URL", DEFAULT_BREVO_BASE_URL),
+            brevo_timeout_seconds=float(r.decimal("STOREFRONT_BREVO_TIMEOUT_SECONDS", "10")),
+            rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5),
+            recipient_limit_per_day=r.integer("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", 3),
+            daily_cost_ceiling_usd=r.money("STOREFRONT_DAILY_COST_CEILING_USD", "5.00"),
+            cost_per_purchase_usd=r.money("STOREFRONT_COST_PER_PURCHASE_USD", "0.01"),
+            cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8),
+            sender_email=r.text("STOREFRONT_SENDER_EMAIL", "store@example.com"),
+            sender_name=r.text("STOREFRONT_SENDER_NAME", "Storefront"),
+            email_template_dir=_email_templates(r),
+            public_base_url=r.url("STOREFRONT_PUBLIC_BASE_URL", default_base),
+            allowed_origins=r.hosts("STOREFRONT_ALLOWED_ORIGINS"),
+            trusted_proxy_hops=r.integer("STOREFRONT_TRUSTED_PROXY_HOPS", 0),
+            front_door_id=r.guid("STOREFRONT_FRONT_DOOR_ID"),
+            download_token_ttl_seconds=r.integer("STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS", 7 * 24 * 3600),
+            storage_timeout_seconds=float(r.decimal("STOREFRONT_STORAGE_TIMEOUT_SECONDS", "5")),
+            idempotency_lease_seconds=r.integer("STOREFRONT_IDEMPOTENCY_LEASE_SECONDS", 600),
+            idempotency_ttl_seconds=r.integer("STOREFRONT_IDEMPOTENCY_TTL_SECONDS", 24 * 3600),
+            idempotency_fail_open=r.boolean("STOREFRONT_IDEMPOTENCY_FAIL_OPEN", False),
+            idempotency_table=r.name("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency", TABLE_NAME),
+            governance_table=r.name("STOREFRONT_GOVERNANCE_TABLE", "governance", TABLE_NAME),
+            receipts_container=r.name("STOREFRONT_RECEIPTS_CONTAINER", "receipts", CONTAINER_NAME),
+            bundles_container=r.name("STOREFRONT_BUNDLES_CONTAINER", "bundles", CONTAINER_NAME),
+            ledger_table=r.name("STOREFRONT_LEDGER_TABLE", "ledger", TABLE_NAME),
+            retired_public_keys=r.jwks("STOREFRONT_RETIRED_PUBLIC_KEYS"),
+        )
+        return cls(
+            **values,
+            missing_secrets=missing,
+            unresolved_settings=tuple(r.unresolved),
+            hosted_on_azure=on_azure,
+            weak_secrets=weak,
+        )
+
+
+def _secrets(r: SettingReader) -> dict[str, str]:
+    """The three secrets as the app uses them (the signing key's `\\n` escapes made line breaks).
+    The Brevo key travels in an HTTP header, so anything a header cannot carry is refused here,
+    naming the setting and not the value."""
+    secrets = {name: r.text(name, "") for name in SECRET_SETTINGS}
+    secrets["STOREFRONT_SIGNING_KEY"] = secrets["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")
+    if secrets["BREVO_API_KEY"] and not _HEADER_TOKEN.fullmatch(secrets["BREVO_API_KEY"]):
+        raise SettingsError(
+            "BREVO_API_KEY must be printable ASCII without spaces: Brevo takes it in an HTTP header"
+        )
+    return secrets
+
+
+def _email_templates(r: SettingReader) -> str:
+    """An operator's email template folder, refused here unless every template in it renders an
+    email that carries the download link (`shared.purchase.emails`): never a failure at purchase time."""
+    folder = r.text(EMAIL_TEMPLATE_DIR, "")
+    if not folder:
+        return ""
+    from shared.purchase import emails  # Jinja2 is imported only when there are templates to check
+
+    try:
+        return emails.check_folder(folder)
+    except emails.TemplateProblem as exc:
+        raise SettingsError(f"{EMAIL_TEMPLATE_DIR}: {exc}") from None
+
+
+def _storage(r: SettingReader, env: Mapping[str, str]) -> dict[str, str]:
+    """The storage fields: a connection string, or service URIs with the credential to use."""
+    connection = r.text(STORAGE, "")
+    given = {name.removeprefix(f"{STORAGE}__"): r.text(name, "") for name in IDENTITY_SETTINGS}
+    identity = [f"{STORAGE}__{name}" for name, value in given.items() if value]
+    account, credential, client_id = given["accountName"], given["credential"], given["clientId"]
+    if not identity:
+        return {"storage_connection_string": connection or DEVELOPMENT_STORAGE}
+    if connection:
+        raise SettingsError(
+            f"{STORAGE} (a connection string) and {identity[0]} (an identity-based connection) are both "
+            f"set: keep the identity settings on Azure, or only {STORAGE} locally (Azurite)"
+        )
+    if account and not _ACCOUNT_NAME.fullmatch(account):
+        raise SettingsError(f"{STORAGE}__accountName must be 3 to 24 lowercase letters and digits")
+    if credential and credential.lower() != "managedidentity":
+        raise SettingsError(f"{STORAGE}__credential must be managedidentity when set")
+    if client_id and not is_guid(client_id):
+        raise SettingsError(f"{STORAGE}__clientId must be the managed identity's client id (a GUID)")
+    on_platform = bool(env.get("IDENTITY_ENDPOINT", "").strip())
+    return {
+        "storage_connection_string": "",
+        "storage_table_uri": _service_uri("tableServiceUri", given, "table"),
+        "storage_blob_uri": _service_uri("blobServiceUri", given, "blob"),
+        "storage_credential": MANAGED_IDENTITY if credential or on_platform else DEVELOPER_IDENTITY,
+        "storage_client_id": client_id,
+    }
+
+
+def _service_uri(key: str, given: dict[str, str], service: str) -> str:
+    """The service's URI as given, else derived from the account name. Tokens go over TLS only,
+    and a query string could carry a SAS: neither is accepted (the value is not echoed)."""
+    name, uri, account = f"{STORAGE}__{key}", given[key], given["accountName"]
+    if not uri:
+        if not account:
+            raise SettingsError(
+                f"{name} (or {STORAGE}__accountName) must be set for an identity-based connection: "
+                f"the app keeps its state in {service} storage"
+            )
+        return f"https://{account}.{service}.core.windows.net"
+    try:
+        parts = urlsplit(uri)
+        usable = parts.scheme.lower() == "https" and parts.hostname and not (parts.query or parts.fragment)
+    except ValueError:
+        usable = False
+    if not usable:
+        raise SettingsError(f"{name} must be an https:// URL with no query string")
+    return uri.rstrip("/")

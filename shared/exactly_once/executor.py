@@ -1,0 +1,352 @@
+"""The exactly-once executor: runs one operation under an idempotency key, and knows nothing of
+what the operation does.
+
+    key → replay / in progress / another request / resume / vacant → guards (reservations) →
+    claim taken with them → the operation's effects, saving its progress at each recovery point →
+    the result on record → claim completed, carrying the result's bytes
+
+An `Operation` is one run of something with effects that must happen once per key: it computes the
+request fingerprint, takes its reservations (quota it gives back only through the executor),
+declares its recovery points and the progress saved at each, and issues result bytes. The executor
+holds the claim (`shared.exactly_once.idempotency`): the lease that keeps a second instance out while this one
+runs, the takeover of a dead holder's claim (the taker resumes from the progress saved, never
+redoing an effect), the release on failure, and the reservations given back when no effect can
+have left. A completed claim carries the result's bytes, so a retry with the key replays exactly
+what the first caller got.
+
+The policy is fail-closed: when the claim store cannot be reached as a keyed run starts, the run
+is refused (503, `StorageDown`) rather than run unprotected; `fail_open` (the setting
+`STOREFRONT_IDEMPOTENCY_FAIL_OPEN`) runs it without the claim instead, marked `degraded`. A run
+without a key runs once per request, under no claim.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.config.errors import (
+    KeyInUse,
+    KeyReused,
+    LimitExceeded,
+    StorageDown,
+    StorefrontError,
+    StoreUnavailable,
+)
+from shared.exactly_once.idempotency import (
+    RESULT,
+    Claim,
+    Claimed,
+    ClaimLost,
+    IdempotencyHandler,
+    InProgress,
+    Mismatch,
+    Replay,
+    Vacant,
+    carried,
+)
+
+# What the executor tells an operation's caller at each turn; an operation words each its own way
+# (`Operation.words`). The first six are said as the key is read, claimed or refused; the last
+# four once a run has failed, naming what a retry with the key will do.
+UNKEYED = "unkeyed"  # no key: a retry runs again
+VACANT = "vacant"  # the key is free; it is claimed once the guards pass
+CLAIMED = "claimed"  # the key is held; a retry replays this result
+RESUMED = "resumed"  # a dead holder's claim taken over; the run resumes from its progress
+IN_PROGRESS = "in_progress"  # another request holds the key (409)
+REUSED = "reused"  # the key was used with another request (422)
+STORE_DOWN = "store_down"  # the claim store is unreachable as the run starts (503, fail-closed)
+UNPROTECTED = "unprotected"  # the same, with fail_open: the run goes on without the claim
+CLAIM_UNCERTAIN = "claim_uncertain"  # the claim's write went unanswered (503)
+RACED = "raced"  # another request claimed the key first (409)
+TAKEN_OVER = "taken_over"  # the claim was taken over during the run (409)
+UNRECORDED = "unrecorded"  # the result could not be put on record (503)
+KEPT = "kept"  # failed after an effect may have left: the claim keeps its progress
+RELEASED = "released"  # failed before any effect: the key is free again
+HELD = "held"  # failed, and the release went unconfirmed: the claim lives until its lease ends
+WORDS = (
+    UNKEYED,
+    VACANT,
+    CLAIMED,
+    RESUMED,
+    IN_PROGRESS,
+    REUSED,
+    STORE_DOWN,
+    UNPROTECTED,
+    CLAIM_UNCERTAIN,
+    RACED,
+    TAKEN_OVER,
+    UNRECORDED,
+    KEPT,
+    RELEASED,
+    HELD,
+)
+
+
+@dataclass(frozen=True)
+class Key:
+    """The claim's key as the store names it (a keyed hash, never the raw key), and the name a
+    claim written before a change of naming carries (replayed or resumed while it lives)."""
+
+    hash: str
+    legacy_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class Done:
+    """The run's result bytes. `replayed`: answered from a completed claim; `recorded`: False only
+    for an unkeyed run whose result no store would take (a keyed one is refused instead)."""
+
+    body: bytes
+    replayed: bool = False
+    recorded: bool = True
+
+
+class Run(Protocol):
+    @property
+    def keyed(self) -> bool:
+        """Whether the run is under a key (False without one, or run unprotected)."""
+
+    def reached(self, point: str) -> None:
+        """Save the operation's progress on the claim: a recovery point it declared."""
+
+
+class Operation(Protocol):
+    """One run of an operation under the executor, which calls these in the order the module's
+    docstring draws (a replay calls only `fingerprint`)."""
+
+    words: Mapping[str, str]  # what the caller is told at each turn, one entry per WORDS name
+    recovery_points: Sequence[str]  # the names `Run.reached` accepts, in the order they come
+    result_id: str  # the id its result is issued under; a claim taken over brings its own
+
+    def note(self, result: str, detail: str) -> None:
+        """How the key stands: pass, fail, skipped or degraded, with the words said."""
+
+    def fingerprint(self) -> str:
+        """The request's fingerprint: the same key with another request is refused."""
+
+    def reused(self) -> None:
+        """The key was used with another request: raise a more telling refusal, if any."""
+
+    def hold(self, claim: Claim) -> None:
+        """The key is held under this claim: derive from it what a taker must derive alike."""
+
+    def resume(self, progress: dict, result: bytes | None) -> None:
+        """Take over a dead holder's claim: the progress it saved, and its result if issued."""
+
+    def guard(self) -> None:
+        """Check the request and take the reservations (quota) it needs, before the claim; a
+        taker holds those its predecessor took (they came back with the progress)."""
+
+    def reservations(self) -> Sequence[object]:
+        """The reservations taken so far (this run's, or a predecessor's once resumed)."""
+
+    def give_back(self, reservation: object) -> None:
+        """Return one reservation: the executor judged that the operation did not happen."""
+
+    def perform(self, run: Run) -> None:
+        """The effects, each once: `run.reached(point)` saves the progress before the next."""
+
+    def progress(self) -> dict:
+        """What a taker needs to resume (JSON; the executor adds the result)."""
+
+    def result(self) -> bytes | None:
+        """The result bytes once issued."""
+
+    def effects_may_have_left(self) -> bool:
+        """Whether an effect that cannot be undone may have happened (an answer lost, say)."""
+
+    def record(self) -> bytes | None:
+        """Put the result on record: the bytes as on record (an earlier holder's may win), or
+        None when no store would take it."""
+
+    def replay_until(self, claim: Claim) -> float | None:
+        """The latest time a replay of the result still makes sense (None: the claim's TTL)."""
+
+
+class ExactlyOnce:
+    """Runs operations under claims held in one store; `fail_open` is the operator's choice to run
+    a keyed operation without its claim when the store cannot be reached."""
+
+    def __init__(
+        self, claims: IdempotencyHandler, *, fail_open: bool = False, log: logging.Logger | None = None
+    ):
+        self._claims = claims
+        self._fail_open = fail_open
+        self._log = log or logging.getLogger("storefront.exactly_once")
+
+    def run(self, operation: Operation, key: Key | None) -> Done:
+        """The operation's result, at most one run's effects per key. Raises the StorefrontError
+        the run ended with, once the claim is released and the reservations settled."""
+        unsaid = [word for word in WORDS if word not in operation.words]
+        if unsaid:
+            raise ValueError(f"the operation has no words for {unsaid}")
+        held = _Held(self, operation)
+        try:
+            return held.run(key)
+        except StorefrontError as exc:
+            held.release(exc)
+            raise
+
+
+class _Held:
+    """One run's hold on its key: the claim, or the vacancy it will take."""
+
+    def __init__(self, executor: ExactlyOnce, operation: Operation):
+        self._claims = executor._claims
+        self._fail_open = executor._fail_open
+        self._log = executor._log
+        self._op = operation
+        self._claim: Claim | None = None
+        self._vacant: Vacant | None = None
+        self._fingerprint = ""
+        self._resumed = False
+        self._passed = False  # the key was found free or held: a failure later says what a retry does
+        self._uncertain = False  # a claim write whose answer was lost: the claim may exist
+        self._given_back = False
+
+    @property
+    def keyed(self) -> bool:
+        return self._claim is not None or self._vacant is not None
+
+    def run(self, key: Key | None) -> Done:
+        if key is None:
+            self._say("skipped", UNKEYED)
+        else:
+            replay = self._begin(key)
+            if replay is not None:
+                return replay
+        if self._op.result() is None:  # a taker whose predecessor issued the result records it
+            self._op.guard()
+            self._take()
+            self._op.perform(self)
+        return self._finish()
+
+    def reached(self, point: str) -> None:
+        """A recovery point: the progress saved on the claim, and the lease renewed. Losing the
+        claim stops the run (409); a store outage does not: the lease is still ours."""
+        if point not in self._op.recovery_points:
+            raise ValueError(f"{point!r} is not one of the operation's recovery points")
+        if self._claim is None:
+            return
+        try:
+            self._claim = self._claims.checkpoint(self._claim, self._progress())
+        except ClaimLost:
+            self._claim = None
+            raise KeyInUse(self._op.words[TAKEN_OVER], retry_after=1) from None
+        except StoreUnavailable as exc:
+            self._log.warning("recovery point not recorded (%s); the lease still holds the key", exc)
+
+    def _begin(self, key: Key) -> Done | None:
+        self._fingerprint = self._op.fingerprint()
+        try:
+            begun = self._claims.begin(key.hash, self._fingerprint, legacy_hash=key.legacy_hash)
+        except StoreUnavailable as exc:
+            self._store_down(exc)
+            return None
+        if isinstance(begun, Replay):
+            return Done(begun.body, replayed=True)
+        if isinstance(begun, InProgress):
+            raise KeyInUse(self._say("fail", IN_PROGRESS), retry_after=begun.retry_after)
+        if isinstance(begun, Mismatch):
+            message = self._say("fail", REUSED)
+            self._op.reused()
+            raise KeyReused(message)
+        if isinstance(begun, Vacant):
+            self._vacant, self._passed = begun, True
+            self._say("pass", VACANT)
+            return None
+        self._hold(begun)
+        return None
+
+    def _store_down(self, exc: StoreUnavailable) -> None:
+        """The claim store is unreachable as a keyed run starts: refuse (503), unless the operator
+        chose to run keys unprotected."""
+        if self._fail_open:
+            self._log.warning("idempotency store unreachable, proceeding without it: %s", exc)
+            self._passed = False
+            self._say("degraded", UNPROTECTED)
+            return
+        message = self._say("fail", STORE_DOWN)
+        raise StorageDown(message + "; retry shortly", retry_after=5) from None
+
+    def _hold(self, claimed: Claimed) -> None:
+        self._claim, self._vacant, self._passed = claimed.claim, None, True
+        self._resumed = claimed.resumed
+        self._op.hold(claimed.claim)
+        if claimed.resumed:
+            progress = dict(claimed.claim.progress)
+            result = progress.pop(RESULT, None)
+            self._op.resume(progress, result.encode() if isinstance(result, str) else None)
+        self._say("pass", RESUMED if claimed.resumed else CLAIMED)
+
+    def _take(self) -> None:
+        """Claim the vacant key with the reservations just taken. Another request that took it
+        meanwhile makes this one a 409 (the reservations are given back)."""
+        if self._vacant is None:
+            return
+        try:
+            claimed = self._claims.take(self._vacant, self._fingerprint, self._op.result_id, self._progress())
+        except StoreUnavailable as exc:
+            if self._fail_open:
+                self._store_down(exc)
+                self._vacant = None
+                return
+            # The claim, with these reservations on it, may have landed: keep them counted.
+            self._uncertain, self._passed = True, False
+            raise StorageDown(self._say("fail", CLAIM_UNCERTAIN), retry_after=5) from None
+        if claimed is None:
+            self._give_back()
+            self._passed = False
+            raise KeyInUse(self._say("fail", RACED), retry_after=1)
+        self._hold(claimed)
+
+    def _progress(self) -> dict:
+        progress = self._op.progress()
+        result = self._op.result()
+        if result is not None and carried(result):
+            progress[RESULT] = result.decode()
+        return progress
+
+    def _finish(self) -> Done:
+        """Put the result on record, then complete the claim. A keyed result that cannot be put
+        on record is never answered (503: the retry gets the one result)."""
+        body = self._op.record()
+        if body is None:
+            if self.keyed:
+                raise StorageDown(self._op.words[UNRECORDED], retry_after=5)
+            return Done(self._op.result() or b"", recorded=False)
+        if self._claim is not None:
+            try:
+                self._claims.complete(self._claim, body, not_after=self._op.replay_until(self._claim))
+            except (ClaimLost, StoreUnavailable) as exc:
+                self._log.warning("claim not completed (%s); a retry after the lease will finish it", exc)
+        return Done(body)
+
+    def release(self, exc: StorefrontError) -> None:
+        """Let a retry run again: free the claim, and give the reservations back unless the caller
+        caused the failure (bad input counts against the rate limit) or an effect may have left
+        (a retry resumes without taking them again, so they stay, as they do while a claim that
+        records them may live on). A taker's predecessor may have had an effect it never saved:
+        such a claim is kept for the next taker, never deleted."""
+        sent = self._op.effects_may_have_left() or self._resumed
+        released = not self._uncertain
+        if self._claim is not None:
+            released = self._claims.release(self._claim, keep_progress=sent)
+        if self.keyed and self._passed:
+            self._say("pass", KEPT if sent else RELEASED if released else HELD)
+        if not sent and released and (exc.status >= 500 or isinstance(exc, LimitExceeded)):
+            self._give_back()
+
+    def _give_back(self) -> None:
+        if not self._given_back:
+            self._given_back = True
+            for reservation in self._op.reservations():
+                self._op.give_back(reservation)
+
+    def _say(self, result: str, word: str) -> str:
+        detail = self._op.words[word]
+        self._op.note(result, detail)
+        return detail

@@ -1,0 +1,126 @@
+"""The A2A agent card (`GET /.well-known/agent-card.json`): A2A 1.0's card with the 0.3 fields its
+clients read, describing the two skills (a free bundle, the catalog) and the signed-receipts
+extension, cacheable with an ETag."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from shared import __version__
+from shared.config.settings import Settings
+from shared.protocols.a2a_answers import ARTIFACT_ID
+from shared.protocols.a2a_protocol import INPUT_MODES, TEXT_TYPE, V03, V1
+from shared.protocols.http import JSON_TYPE, Answer, Request, Usage
+from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
+from shared.purchase.storefront import OPERATION
+
+LIST_OPERATION = "list_bundles"
+RECEIPTS_EXTENSION = "urn:storefront:a2a:signed-receipts:v1"
+CARD_PATH = "/.well-known/agent-card.json"
+CARD_USAGE = Usage(("GET", "HEAD"), "GET it for the agent card")
+PURCHASE_EXAMPLE = {"email": "ada@example.org", "name": "Ada", "bundle_id": DEFAULT_BUNDLE_ID}
+LIST_EXAMPLE = {"operation": LIST_OPERATION}
+
+
+def card(settings: Settings) -> dict:
+    """The agent card: A2A 1.0 (`supportedInterfaces`), with the 0.3 fields its clients read."""
+    base = settings.public_base_url
+    endpoint = f"{base}/api/a2a"
+    return {
+        "name": "Storefront",
+        "description": (
+            "Gives away free digital bundles to AI agents: emails a bundle's download link to a "
+            "buyer and answers with a signed audit receipt. Send one JSON object, as a data part "
+            "(application/json) or as a text part that is only the object: the purchase arguments, "
+            'or {"operation": "list_bundles"} for the catalog. Plain text is answered with what to send.'
+        ),
+        "version": __version__,
+        "supportedInterfaces": [
+            {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": V1},
+            {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": V03},
+        ],
+        "url": endpoint,
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3.0",
+        "capabilities": {
+            "streaming": False,
+            "pushNotifications": False,
+            "extendedAgentCard": False,
+            "extensions": [_receipts_extension(base)],
+        },
+        "defaultInputModes": INPUT_MODES,
+        "defaultOutputModes": [JSON_TYPE, TEXT_TYPE],
+        "skills": [_purchase_skill(base), _list_skill()],
+    }
+
+
+def _receipts_extension(base: str) -> dict:
+    return {
+        "uri": RECEIPTS_EXTENSION,
+        "description": (
+            f'Every purchase task carries its receipt as the data part of the artifact "{ARTIFACT_ID}": '
+            "a detached ES256 JWS over the receipt's canonical JSON, verifiable with the keys at "
+            "jwksUrl; a fulfilled receipt is also on record at receiptUrl."
+        ),
+        "required": False,
+        "params": {
+            "jwksUrl": f"{base}/.well-known/jwks.json",
+            "receiptUrl": f"{base}/api/receipts/{{receipt_id}}",
+            "artifactId": ARTIFACT_ID,
+        },
+    }
+
+
+def _purchase_skill(base: str) -> dict:
+    return {
+        "id": OPERATION,
+        "name": "Get a free bundle",
+        "description": (
+            "Emails a free bundle's download link. Send one data part (or a text part that is only "
+            "the JSON object) with the purchase arguments (the body POST /api/a2a/purchase takes): "
+            "email (required), name, bundle_id (one of "
+            f"{', '.join(sorted(BUNDLES))}; default {DEFAULT_BUNDLE_ID}), idempotency_key (8-128 of "
+            "A-Z a-z 0-9 . _ -). Without idempotency_key the messageId is the key: resend the same "
+            "message to retry, and you get the original receipt, not a second email. Side effects: "
+            "the buyer becomes a contact in the store's mailing system and gets one email. The answer "
+            "is a finished task, completed, rejected (bad input, a limit, a key in use) or failed (try "
+            f'again later), whose artifact "{ARTIFACT_ID}" is the signed receipt; GetTask reads a '
+            f"completed one again by its id. Verify receipts with {base}/.well-known/jwks.json."
+        ),
+        "tags": ["purchase", "free", "bundle", "email", "receipt", "idempotent"],
+        "examples": [
+            json.dumps(PURCHASE_EXAMPLE),
+            json.dumps({**PURCHASE_EXAMPLE, "idempotency_key": "order-2026-0001"}),
+        ],
+        "inputModes": INPUT_MODES,
+        "outputModes": [JSON_TYPE, TEXT_TYPE],
+    }
+
+
+def _list_skill() -> dict:
+    return {
+        "id": LIST_OPERATION,
+        "name": "List the free bundles",
+        "description": (
+            'Lists the bundles on offer. Send one data part {"operation": "list_bundles"}; the answer '
+            'is a message whose data part is {"bundles": [{"id", "title", "description", "price", '
+            '"currency"}]}, the document GET /api/bundles serves. Each id is a bundle_id to purchase. '
+            "Read-only: no email, no purchase counted."
+        ),
+        "tags": ["catalog", "bundles", "read-only"],
+        "examples": [json.dumps(LIST_EXAMPLE)],
+        "inputModes": INPUT_MODES,
+        "outputModes": [JSON_TYPE],
+    }
+
+
+def agent_card(req: Request, settings: Settings) -> Answer:
+    """The card, cacheable for five minutes, with an ETag (a conditional GET gets 304)."""
+    body = json.dumps(card(settings), indent=2).encode()
+    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+    headers = {"Cache-Control": "public, max-age=300", "ETag": etag}
+    wanted = {tag.strip().removeprefix("W/") for tag in (req.header("if-none-match") or "").split(",")}
+    if etag in wanted or "*" in wanted:
+        return Answer(304, b"", headers)
+    return Answer(200, body, {"Content-Type": JSON_TYPE, **headers})

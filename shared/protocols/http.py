@@ -1,0 +1,202 @@
+"""What every protocol adapter (HTTP, MCP, A2A) shares of a request and its answer: the plain
+`Request` and `Answer` records, JSON, error and HTML answers, the body rules (size, Content-Type,
+JSON depth and Unicode), the Origin allowlist, who called, and how a route is called (`Usage`).
+
+`function_app.py` converts to and from `azure.functions` types and nothing else, so these rules
+live and are tested here; `shared.protocols.api` holds the HTTP endpoints built on them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from shared.config.errors import InvalidRequest, PayloadTooLarge, StorefrontError, UnsupportedMediaType
+from shared.config.printable import printable
+from shared.config.settings import Settings
+from shared.purchase.governance import client_address
+from shared.purchase.storefront import Caller, PurchaseCall
+
+MAX_BODY_BYTES = 64 * 1024
+# Far below the interpreter's recursion limit, which later code (hashing, storing and sending the
+# arguments) would otherwise reach with a body that parsed just under it.
+MAX_JSON_DEPTH = 64
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+JSON_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    headers: Mapping[str, str]
+    body: bytes = b""
+    route_params: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, str] = field(default_factory=dict)
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def wants_html(self) -> bool:
+        """True when the client prefers HTML to JSON (a browser); JSON is the default."""
+        return _quality(self.header("accept"), "text/html") > _quality(self.header("accept"), JSON_TYPE)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """How a route is called: the methods it serves (HEAD is served as GET) and, for a caller who
+    used another one, how to call it instead."""
+
+    allow: tuple[str, ...]
+    how: str
+
+
+def json_answer(status: int, payload: object, headers: dict[str, str] | None = None) -> Answer:
+    return Answer(status, json.dumps(payload).encode(), {"Content-Type": JSON_TYPE, **(headers or {})})
+
+
+def error_answer(exc: StorefrontError, headers: dict[str, str] | None = None, **extra: object) -> Answer:
+    """An error of the tree as JSON, `{"error": {"code", "message", ...extra}}`, with the status
+    its class gives it (shared/config/errors.py) and Retry-After when it carries one."""
+    if exc.retry_after is not None:
+        headers = {"Retry-After": str(exc.retry_after), **(headers or {})}
+    return json_answer(exc.status, {"error": {"code": exc.code, "message": exc.message, **extra}}, headers)
+
+
+HTML_HEADERS = {
+    "Content-Type": "text/html; charset=utf-8",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def html_answer(status: int, page: str, headers: dict[str, str] | None = None) -> Answer:
+    return Answer(status, page.encode(), {**HTML_HEADERS, "Vary": "Accept", **(headers or {})})
+
+
+def _quality(accept: str | None, media_type: str) -> float:
+    """The q-value `accept` gives `media_type` (exact match, then type/*, then */*)."""
+    if not accept:
+        return 1.0 if media_type == JSON_TYPE else 0.0
+    kind = media_type.split("/")[0] + "/*"
+    best: dict[str, float] = {}
+    for part in accept.split(","):
+        name, *options = (piece.strip() for piece in part.split(";"))
+        q = 1.0
+        for option in options:
+            if option.lower().startswith("q="):
+                try:
+                    q = min(max(float(option[2:]), 0.0), 1.0)
+                except ValueError:
+                    q = 0.0
+                if q != q:  # NaN
+                    q = 0.0
+        best[name.lower()] = max(q, best.get(name.lower(), 0.0))
+    for candidate in (media_type, kind, "*/*"):
+        if candidate in best:
+            return best[candidate]
+    return 0.0
+
+
+def origin_allowed(origin: str | None, extra_hosts: tuple[str, ...]) -> bool:
+    """Absent Origin (non-browser clients) passes; a present one must name an allowed host."""
+    if origin is None:
+        return True
+    try:
+        host = urlsplit(origin.strip()).hostname
+    except ValueError:
+        return False
+    return bool(host) and (host in LOCAL_HOSTS or host in extra_hosts)
+
+
+def caller(req: Request, channel: str) -> Caller:
+    """Who called, as the receipt records it: the User-Agent with control and format characters
+    escaped, so the signed receipt, its page and a terminal show what was sent, inert."""
+    return Caller(channel, printable(req.header("user-agent") or "")[:200])
+
+
+def purchase_call(req: Request, channel: str, arguments: object, settings: Settings) -> PurchaseCall:
+    """The purchase as the flow sees it, whichever endpoint was called: the arguments, the
+    Idempotency-Key header, the client's address (behind the proxies the settings trust) and
+    the caller."""
+    return PurchaseCall(
+        arguments=arguments,
+        header_key=req.header("idempotency-key"),
+        client_ip=client_address(
+            req.header, hops=settings.trusted_proxy_hops, front_door_id=settings.front_door_id
+        ),
+        caller=caller(req, channel),
+    )
+
+
+def check_json_declared(req: Request) -> None:
+    """The Content-Type rule of every POST route (the purchase, MCP and A2A): a body declared as
+    `application/json`, with any parameters (`; charset=utf-8`), or as a `+json` type is read;
+    one declared as anything else (a form, text) is refused with UnsupportedMediaType (415)
+    before it is read. No Content-Type, or an empty one, is read as JSON: scripts send none, and
+    what a web page can send without one is refused by its Origin."""
+    declared = (req.header("content-type") or "").split(";")[0].strip().lower()
+    if declared and declared != JSON_TYPE and not declared.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"Content-Type {declared[:60]!r} is not supported: send the body as JSON, "
+            f"with Content-Type: {JSON_TYPE}"
+        )
+
+
+class JSONTooDeep(ValueError):
+    """The document's arrays and objects nest deeper than MAX_JSON_DEPTH."""
+
+    def __init__(self) -> None:
+        super().__init__(f"arrays and objects nest more than {MAX_JSON_DEPTH} levels deep")
+
+
+def parse_json(body: bytes) -> object:
+    """JSON nested at most MAX_JSON_DEPTH levels whose strings are all valid Unicode: escapes such
+    as \\ud800 (a lone surrogate) parse in Python but cannot be hashed, stored or sent on, so they
+    are refused here (ValueError; JSONTooDeep for the nesting)."""
+    try:
+        parsed = json.loads(body)
+    except RecursionError:
+        raise JSONTooDeep() from None
+    if _nesting(parsed) > MAX_JSON_DEPTH:
+        raise JSONTooDeep()
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode()
+    except UnicodeError as exc:
+        raise ValueError(str(exc)) from None
+    return parsed
+
+
+def _nesting(document: object) -> int:
+    """How many levels deep arrays and objects nest (a scalar is 0), counted without recursion and
+    no further than one level past MAX_JSON_DEPTH."""
+    deepest, pending = 0, [(document, 1)]
+    while pending and deepest <= MAX_JSON_DEPTH:
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, depth)
+            pending.extend((child, depth + 1) for child in value)
+    return deepest
+
+
+def parse_body(body: bytes) -> object:
+    if len(body) > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
+    try:
+        return parse_json(body)
+    except JSONTooDeep as exc:
+        raise InvalidRequest(f"request body refused: {exc}", code="invalid_json") from None
+    except ValueError:
+        raise InvalidRequest("request body is not valid JSON", code="invalid_json") from None

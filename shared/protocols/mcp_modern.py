@@ -1,0 +1,192 @@
+"""MCP revision 2026-07-28: no `initialize`, no sessions; every request describes itself.
+
+Each request carries `params._meta` with its protocol version and the client's capabilities, and
+its HTTP headers mirror the body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`), so a gateway
+can route on them. A request is checked in this order, the first failure answering:
+
+    params._meta with the version and capabilities  -32602  400  (-32022 if the header's version
+                                                                   is one nobody serves)
+    MCP-Protocol-Version header equals _meta's       -32020  400
+    version served                                   -32022  400  data {supported, requested}
+    Mcp-Method and Mcp-Name headers equal the body   -32020  400  (nothing runs)
+    clientCapabilities is an object                  -32602  400
+    method known                                     -32601  404
+
+Results carry `resultType`; `server/discover` and `tools/list` are cacheable (`ttlMs`,
+`cacheScope` public: nothing in them depends on the caller). Errors keep the request's id. A
+purchase missing its email is asked for when the client can answer (`shared.protocols.mcp_elicit`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import time
+from collections.abc import Callable
+
+from shared.config.errors import ProtocolError
+from shared.config.hashing import Hasher
+from shared.config.settings import Settings
+from shared.protocols.http import Answer, Request, json_answer, purchase_call
+from shared.protocols.mcp_elicit import Ask, Refuse, resolve
+from shared.protocols.mcp_legacy import VERSIONS as LEGACY_VERSIONS
+from shared.protocols.mcp_tools import (
+    CAPABILITIES,
+    INSTRUCTIONS,
+    METHOD_NOT_FOUND,
+    SERVER_INFO,
+    TOOLS,
+    error,
+    invalid_params,
+    purchase_result,
+    result,
+    run_tool,
+    tool_call,
+)
+from shared.purchase.storefront import OPERATION, Storefront
+
+VERSION = "2026-07-28"
+VERSIONS = (VERSION,)
+SUPPORTED_VERSIONS = (*VERSIONS, *LEGACY_VERSIONS)
+HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION = -32020, -32022
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+# The tool list changes only with a deployment (a new bundle widens bundle_id's enum).
+LIST_TTL_MS = 300_000
+_SENTINEL = re.compile(r"=\?base64\?(?P<payload>[A-Za-z0-9+/=]*)\?=")
+_HEADER_SAFE = re.compile(r"[\x20-\x7e\t]*")
+
+
+def respond(message: dict, req: Request, store: Storefront, settings: Settings) -> Answer:
+    request_id = message["id"]
+    try:
+        capabilities = _check(message, req)
+        return json_answer(200, result(request_id, _dispatch(message, capabilities, req, store, settings)))
+    except ProtocolError as exc:
+        return json_answer(exc.status, error(request_id, exc.rpc_code, exc.message, exc.data))
+
+
+def _check(message: dict, req: Request) -> dict:
+    """The ladder above up to the method; returns the client's capabilities for this request."""
+    request_id, method = message["id"], message["method"]
+    params = message.get("params")
+    header_version = _header(req, "mcp-protocol-version")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict) or VERSION_KEY not in meta or CAPABILITIES_KEY not in meta:
+        if header_version is not None and header_version not in SUPPORTED_VERSIONS:
+            raise _unsupported(request_id, header_version)
+        raise invalid_params(
+            request_id, f"params._meta must be an object with {VERSION_KEY} and {CAPABILITIES_KEY}"
+        )
+    if header_version is None or header_version != meta[VERSION_KEY]:
+        raise _mismatch(request_id, f"MCP-Protocol-Version header does not match params._meta {VERSION_KEY}")
+    if meta[VERSION_KEY] not in VERSIONS:
+        raise _unsupported(request_id, meta[VERSION_KEY])
+    if _header(req, "mcp-method") != method:
+        raise _mismatch(request_id, "Mcp-Method header does not match the request's method")
+    named = method == "tools/call" and params.get("name") is not None
+    if named and _decoded(_header(req, "mcp-name")) != params["name"]:
+        raise _mismatch(request_id, "Mcp-Name header does not match params.name")
+    if not isinstance(meta[CAPABILITIES_KEY], dict):
+        raise invalid_params(request_id, f"params._meta {CAPABILITIES_KEY} must be an object")
+    return meta[CAPABILITIES_KEY]
+
+
+def _header(req: Request, name: str) -> str | None:
+    """A header's value without the whitespace around it, which is not part of it (RFC 9110 5.5)."""
+    value = req.header(name)
+    return None if value is None else value.strip(" \t")
+
+
+def _decoded(value: str | None) -> str | None:
+    """A header value as sent, or the text of its `=?base64?...?=` form; None when malformed."""
+    if value is None or not _HEADER_SAFE.fullmatch(value):
+        return None
+    match = _SENTINEL.fullmatch(value)
+    if match is None:
+        return value
+    try:
+        raw = base64.b64decode(match["payload"], validate=True)
+        return raw.decode() if base64.b64encode(raw).decode() == match["payload"] else None
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _mismatch(request_id: object, message: str) -> ProtocolError:
+    return ProtocolError(message, status=400, rpc_code=HEADER_MISMATCH, request_id=request_id)
+
+
+def _unsupported(request_id: object, requested: object) -> ProtocolError:
+    return ProtocolError(
+        f"Unsupported protocol version; supported: {', '.join(SUPPORTED_VERSIONS)}",
+        status=400,
+        rpc_code=UNSUPPORTED_PROTOCOL_VERSION,
+        request_id=request_id,
+        data={"supported": list(SUPPORTED_VERSIONS), "requested": requested},
+    )
+
+
+def _dispatch(message: dict, capabilities: dict, req: Request, store: Storefront, settings: Settings) -> dict:
+    request_id, method, params = message["id"], message["method"], message["params"]
+    handler: Callable[[], dict] | None = {
+        "server/discover": _discover,
+        "tools/list": lambda: _list_tools(request_id, params),
+        "tools/call": lambda: _call_tool(request_id, params, capabilities, req, store, settings),
+    }.get(method)
+    if handler is None:
+        raise ProtocolError(
+            f"method not found in MCP {VERSION}: {method}"[:200],
+            status=404,
+            rpc_code=METHOD_NOT_FOUND,
+            request_id=request_id,
+        )
+    body = handler()
+    body.setdefault("resultType", "complete")
+    body["_meta"] = {**body.get("_meta", {}), SERVER_INFO_KEY: SERVER_INFO}
+    return body
+
+
+def _discover() -> dict:
+    return _cacheable(
+        {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": CAPABILITIES,
+            "instructions": INSTRUCTIONS,
+        }
+    )
+
+
+def _cacheable(body: dict) -> dict:
+    return {**body, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+
+
+def _list_tools(request_id: object, params: dict) -> dict:
+    if params.get("cursor") is not None:
+        raise invalid_params(request_id, "invalid cursor: the tool list has a single page")
+    return _cacheable({"tools": list(TOOLS)})
+
+
+def _call_tool(
+    request_id: object, params: dict, capabilities: dict, req: Request, store: Storefront, settings: Settings
+) -> dict:
+    name, arguments = tool_call(request_id, params)
+    if name != OPERATION:
+        return run_tool(name, arguments, req, store, settings)
+    call = purchase_call(req, "mcp", arguments, settings)
+    resolved = resolve(
+        request_id,
+        params,
+        arguments,
+        capabilities,
+        call.header_key,
+        Hasher(settings.hash_secret),
+        time.time(),
+        settings.idempotency_ttl_seconds,
+    )
+    if isinstance(resolved, Ask):
+        return resolved.result
+    if isinstance(resolved, Refuse):
+        return purchase_result(store.refuse(call, resolved.error))
+    return run_tool(name, resolved, req, store, settings)

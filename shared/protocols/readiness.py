@@ -1,0 +1,143 @@
+"""Whether the app can serve purchases now, as `GET /api/health` reports it: every secret set,
+resolved, usable and (on Azure) neither public nor weak, and Table and Blob answering with the
+app's credentials.
+
+The storage probe is one cheap call per store (a point read that finds nothing, a container's
+properties), run side by side and bounded by the storage timeout. Its result is reused for a
+moment, so a flood of health checks stays a trickle of storage calls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass
+
+from azure.core.credentials import TokenCredential
+from azure.data.tables import TableClient
+from azure.storage.blob import ContainerClient
+
+from shared.config.errors import NotConfigured
+from shared.config.keys import KeySet
+from shared.config.settings import Settings
+from shared.seams.storage import STORAGE_SCOPE, check
+
+REUSE_SECONDS = 2.0
+# A row no purchase writes: reading it costs one call and finds nothing.
+PROBE_PARTITION, PROBE_ROW = "health-probe", "health-probe"
+
+
+@dataclass(frozen=True)
+class Readiness:
+    missing_settings: tuple[str, ...]
+    problems: tuple[str, ...]
+    configured: bool
+
+    @property
+    def status(self) -> str:
+        if not self.configured:
+            return "unconfigured"
+        return "unavailable" if self.problems else "ok"
+
+
+def setting_problems(settings: Settings, keys: Callable[[], KeySet]) -> list[tuple[str, str]]:
+    """(setting, what is wrong with it) for every setting that stops purchases; never a value."""
+    found = [(name, f"{name} is an unresolved Key Vault reference") for name in settings.unresolved_settings]
+    found += [(name, f"{name} is not set") for name in settings.missing_secrets if name not in dict(found)]
+    found += [(name, problem) for name, problem in settings.weak_secrets if name in settings.refused_secrets]
+    if "STOREFRONT_SIGNING_KEY" not in dict(found):
+        try:
+            keys()
+        except NotConfigured:
+            found.append(
+                ("STOREFRONT_SIGNING_KEY", "STOREFRONT_SIGNING_KEY is not a usable EC P-256 private key")
+            )
+    return found
+
+
+def assess(settings: Settings, keys: Callable[[], KeySet], storage: StorageProbe) -> Readiness:
+    configuration = setting_problems(settings, keys)
+    return Readiness(
+        missing_settings=tuple(name for name, _ in configuration),
+        problems=tuple(problem for _, problem in configuration) + tuple(storage.problems()),
+        configured=not configuration,
+    )
+
+
+class StorageProbe:
+    def __init__(
+        self,
+        table: TableClient,
+        container: ContainerClient,
+        timeout: float,
+        credential: TokenCredential | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._table, self._container, self._timeout = table, container, timeout
+        self._credential, self._clock = credential, clock
+        self._lock = threading.Lock()
+        self._checked_at: float | None = None
+        self._problems: list[str] = []
+        # One call in flight per kind (token, table, blob): a store that hangs past the deadline
+        # keeps its call running until the client's own timeout, and probes meanwhile report it
+        # again instead of queueing more calls behind it.
+        self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="storage-probe")
+        self._pending: dict[str, Future] = {}
+
+    def problems(self) -> list[str]:
+        """What is wrong with storage now; empty when both stores answer. One probe runs at a
+        time, at most once per `REUSE_SECONDS`; callers that come while it runs get the last
+        result at once (the very first callers wait for the first)."""
+        if not self._lock.acquire(blocking=self._checked_at is None):
+            return list(self._problems)
+        try:
+            now = self._clock()
+            if self._checked_at is None or now - self._checked_at >= REUSE_SECONDS:
+                self._problems = self._probe()
+                self._checked_at = self._clock()
+            return list(self._problems)
+        finally:
+            self._lock.release()
+
+    def _probe(self) -> list[str]:
+        if self._credential is not None:
+            problem = self._token_problem()
+            if problem:
+                return [problem]
+        identity = self._credential is not None
+        calls = {
+            "table storage": lambda **kw: self._table.get_entity(PROBE_PARTITION, PROBE_ROW, **kw),
+            "blob storage": self._container.get_container_properties,
+        }
+        futures = {what: self._submit(what, check, what, call, identity) for what, call in calls.items()}
+        wait_for(futures.values(), timeout=self._timeout)
+        problems = []
+        for what, future in futures.items():
+            if not future.done():
+                problems.append(f"{what} did not answer within {self._timeout:g} s")
+            elif future.exception() is not None:
+                problems.append(f"{what} could not be probed ({type(future.exception()).__name__})")
+            elif future.result():
+                problems.append(future.result())
+        return problems
+
+    def _token_problem(self) -> str | None:
+        future = self._submit("token", self._credential.get_token, STORAGE_SCOPE)
+        try:
+            future.result(timeout=self._timeout)
+        except TimeoutError:
+            return f"the app's identity gave no storage token within {self._timeout:g} s"
+        except Exception as exc:  # whatever the identity endpoint did, health answers 503, not 500
+            return f"the app's identity could not get a storage token ({type(exc).__name__})"
+        return None
+
+    def _submit(self, kind: str, call: Callable[..., object], *args: object) -> Future:
+        """The call of this kind still running from an earlier probe, or a new one."""
+        running = self._pending.get(kind)
+        if running is not None and not running.done():
+            return running
+        self._pending[kind] = self._pool.submit(call, *args)
+        return self._pending[kind]

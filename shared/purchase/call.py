@@ -1,0 +1,120 @@
+"""What a purchase is asked, what it answers, and what one run of it learns on the way: the nouns
+the purchase's steps share (`shared.purchase.storefront` composes the steps; `shared.purchase.operation`
+runs them under the exactly-once executor)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from shared.config.hashing import Hasher
+from shared.config.keys import KeySet
+from shared.purchase.catalog import Bundle
+from shared.purchase.governance import Governance, Reservation
+from shared.purchase.schema import PurchaseInput, normalise_email
+from shared.purchase.tokens import DownloadToken
+from shared.seams.brevo import BrevoClient
+from shared.seams.ledger import TableLedger
+from shared.seams.receipts import BlobReceiptStore, Checks, new_receipt_id
+from shared.seams.repair import RepairQueue
+
+OPERATION = "purchase_free_bundle"
+
+
+@dataclass(frozen=True)
+class Caller:
+    channel: str
+    user_agent: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"channel": self.channel, "user_agent": self.user_agent[:200]}
+
+
+@dataclass(frozen=True)
+class PurchaseCall:
+    arguments: object
+    header_key: str | None
+    client_ip: str
+    caller: Caller
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    body: bytes
+    replayed: bool = False
+    retry_after: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    public_base_url: str
+    sender_email: str
+    sender_name: str
+    download_token_ttl_seconds: int = 7 * 24 * 3600
+    missing_secrets: tuple[str, ...] = ()
+    idempotency_fail_open: bool = False
+    record_patience_seconds: float = 5.0
+    email_template_dir: str = (
+        ""  # an operator's email templates, checked at start-up (shared.purchase.emails)
+    )
+
+    def receipt_url(self, receipt_id: str) -> str:
+        return f"{self.public_base_url}/api/receipts/{receipt_id}"
+
+
+@dataclass(frozen=True)
+class Services:
+    """The stores and clients the purchase's steps call."""
+
+    config: StoreConfig
+    hasher: Hasher
+    governance: Governance
+    receipts: BlobReceiptStore
+    brevo: BrevoClient
+    keys: Callable[[], KeySet]
+    ledger: TableLedger
+    repairs: RepairQueue
+    clock: Callable[[], float]
+
+
+@dataclass
+class Attempt:
+    """What one run of the purchase has learnt so far; turned into the receipt at the end."""
+
+    call: PurchaseCall
+    receipt_id: str = field(default_factory=new_receipt_id)
+    checks: Checks = field(default_factory=Checks)
+    resumed: bool = False
+    brevo_key: str | None = None  # derived from the claim once held, as is the token's id
+    token_id: str | None = None
+    claimed_at: float = 0.0
+    buyer: dict | None = None
+    bundle: Bundle | None = None
+    purchase: PurchaseInput | None = None
+    token: DownloadToken | None = None
+    email_attempted: bool = False
+    receipt_body: bytes | None = None
+    inherited_receipt: bool = False
+    reservations: list[Reservation] = field(default_factory=list)
+
+    @property
+    def email_tag(self) -> str | None:
+        """The tag an email for this claim carries in Brevo's log (no key or address in it)."""
+        return f"purchase-{self.brevo_key}" if self.brevo_key else None
+
+
+def scoped_key_hash(hasher: Hasher, key: str, email: str) -> str:
+    """Keys belong to the buyer: the same key under another email is another key, so nobody can
+    squat on, or probe, someone else's key. Keys cannot hold NUL, so a scoped hash never equals
+    the unscoped one that claims written before scoping carry."""
+    return hasher.idempotency_key(f"{key}\x00{normalise_email(email)}")
+
+
+def iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,146 @@
+"""The purchase's effects: contact, token and send. Each runs once per claim: the contact and the
+email are skipped when a predecessor's progress shows them done, and the download token derives
+from the claim, so whoever sends the email mints the same token. For the gap between sending the
+email and saving that it went, the email carries a Brevo idempotency key and a tag, both derived
+from the claim: a taker first looks for the tag in Brevo's transactional log, then sends with the
+key, which Brevo recognises as a repeat for about 30 minutes."""
+
+from __future__ import annotations
+
+import logging
+
+from shared.config.errors import (
+    NotConfigured,
+    StorageDown,
+    StorefrontError,
+    StoreUnavailable,
+    UpstreamUnavailable,
+)
+from shared.purchase import emails
+from shared.purchase.call import Attempt, Services, StoreConfig, iso
+from shared.purchase.schema import PurchaseInput
+from shared.purchase.tokens import DownloadToken, TokenSigner
+from shared.seams.brevo import IDEMPOTENCY_WINDOW_SECONDS, Email
+
+log = logging.getLogger("storefront.purchase")
+
+
+def configured(config: StoreConfig) -> None:
+    """Nothing leaves a store whose secrets are missing or refused."""
+    if config.missing_secrets:
+        raise NotConfigured(
+            "the store is not configured: "
+            + ", ".join(config.missing_secrets)
+            + " unset, not resolved from Key Vault, or refused as an example or weak value; its health"
+            + " check names each and why"
+        )
+
+
+def signer(services: Services) -> TokenSigner:
+    config = services.config
+    return TokenSigner(
+        services.keys(), config.public_base_url, config.download_token_ttl_seconds, services.clock
+    )
+
+
+def check_recordable(services: Services, attempt: Attempt, keyed: bool) -> None:
+    """An unkeyed purchase whose guards found the Table down sends nothing unless Blob can
+    take its receipt: with both stores down, a receipt answered 200 could not be on record."""
+    if keyed or "degraded" not in (attempt.checks.result(c) for c in ("rate_limit", "cost_ceiling")):
+        return
+    try:
+        services.receipts.probe()
+    except StoreUnavailable:
+        raise StorageDown(
+            "table and blob storage are both unreachable, so this purchase could not be recorded; "
+            "nothing was sent",
+            retry_after=5,
+        ) from None
+
+
+def contact(services: Services, attempt: Attempt, purchase: PurchaseInput) -> None:
+    """The buyer as a Brevo contact, once."""
+    checks = attempt.checks
+    if checks.has("contact_upsert"):
+        return
+    try:
+        outcome = services.brevo.upsert_contact(purchase.email, purchase.name)
+    except StorefrontError as exc:
+        checks.record("contact_upsert", "fail", exc.message)
+        raise
+    checks.record("contact_upsert", "pass", f"contact {outcome} in Brevo")
+
+
+def token(signer: TokenSigner, attempt: Attempt, purchase: PurchaseInput) -> DownloadToken:
+    """The download token; under a claim its id and issue time derive from the claim."""
+    held = attempt.token_id is not None
+    return signer.mint(
+        purchase.bundle.id,
+        jti=attempt.token_id,
+        issued_at=(int(attempt.claimed_at) or None) if held else None,
+    )
+
+
+def send(services: Services, attempt: Attempt, purchase: PurchaseInput) -> None:
+    """The fulfilment email, unless Brevo's log shows an earlier attempt's."""
+    checks = attempt.checks
+    attempt.email_attempted = True
+    try:
+        earlier = _earlier_send(services, attempt, purchase)
+        if earlier is not None:
+            detail = f"already accepted by Brevo as {earlier} before a restart (found in its log)"
+            checks.record("fulfillment_email", "pass", detail)
+            return
+        message_id = services.brevo.send_email(
+            fulfilment_email(services.config, purchase, attempt), attempt.brevo_key
+        )
+    except StorefrontError as exc:
+        checks.record("fulfillment_email", "fail", exc.message)
+        raise
+    if message_id is None:
+        checks.record("fulfillment_email", "pass", "already accepted by Brevo before a restart")
+    else:
+        checks.record("fulfillment_email", "pass", f"accepted by Brevo as {message_id}")
+
+
+def _earlier_send(services: Services, attempt: Attempt, purchase: PurchaseInput) -> str | None:
+    """For a resumed claim, the message id of the email an earlier attempt got accepted, if
+    Brevo's log shows one. Brevo's idempotency key covers sends inside its window even when
+    the log lags or cannot be read; past the window, only the log can tell, so a failed
+    lookup stops the run (503) rather than risk a second email."""
+    if not attempt.resumed or attempt.email_tag is None:
+        return None
+    try:
+        return services.brevo.find_sent(purchase.email, attempt.email_tag)
+    except StorefrontError as exc:
+        if services.clock() - attempt.claimed_at < IDEMPOTENCY_WINDOW_SECONDS:
+            log.warning("Brevo's log unreadable (%s); the idempotency key covers the resend", exc)
+            return None
+        if not isinstance(exc, UpstreamUnavailable):
+            raise  # a lasting refusal (502): retrying soon would not help
+        raise UpstreamUnavailable(
+            "Brevo's log could not confirm whether the earlier attempt's email went out; retry later",
+            retry_after=max(exc.retry_after or 0, 30),
+        ) from None
+
+
+def fulfilment_email(config: StoreConfig, purchase: PurchaseInput, attempt: Attempt) -> Email:
+    token = attempt.token
+    bundle = purchase.bundle
+    content = emails.fulfillment_email(
+        name=purchase.name,
+        bundle=bundle,
+        link=f"{config.public_base_url}/api/download/{token.token}",
+        expires_at=iso(token.expires_at),
+        template_dir=config.email_template_dir,
+    )
+    return Email(
+        sender_email=config.sender_email,
+        sender_name=config.sender_name,
+        to_email=purchase.email,
+        to_name=purchase.name,
+        subject=content.subject,
+        html=content.html,
+        text=content.text,
+        tags=("storefront", bundle.id, *((attempt.email_tag,) if attempt.email_tag else ())),
+    )

@@ -1,0 +1,173 @@
+"""The purchase as one operation of the exactly-once executor (`shared.exactly_once.executor`):
+
+    govern → validate (inside govern) → claim taken → contact → token → [recovery point "email"]
+    → send → issue → [recovery point "receipt": the receipt rides on the claim] → record
+
+The steps live in `shared.purchase.guards` (govern, validate), `shared.purchase.fulfil` (contact,
+token, send) and `shared.purchase.receipt` (issue, record). This class reads the key, words what
+the executor says in the receipt's idempotency check, and hands the executor what it saves at each
+recovery point: the checks passed, the governance reservations taken (given back if the purchase
+is abandoned) and, once issued, the receipt itself (so a retry stores exactly what the first
+caller got). The download token needs nothing saved: its claims derive from the claim.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from shared.config.errors import StorefrontError
+from shared.exactly_once import executor as once
+from shared.exactly_once.idempotency import Claim
+from shared.purchase import fulfil
+from shared.purchase.call import Attempt, Outcome, PurchaseCall, Services, scoped_key_hash
+from shared.purchase.governance import Reservation
+from shared.purchase.guards import Guards, check_input_shape
+from shared.purchase.receipt import Issuer
+from shared.purchase.schema import PurchaseInput, canonical_request, read_idempotency_key
+
+log = logging.getLogger("storefront.purchase")
+
+WORDS = {
+    once.UNKEYED: "no key supplied; a retry would buy again",
+    once.VACANT: "key free; it is claimed once the guards pass",
+    once.CLAIMED: "key claimed; a retry with it replays this receipt",
+    once.RESUMED: "key claimed after an interrupted attempt; resumed from its recovery points",
+    once.IN_PROGRESS: "a request with this idempotency key is still running; retry shortly",
+    once.REUSED: "this idempotency key was already used with a different request",
+    once.STORE_DOWN: (
+        "the idempotency store is unreachable, so this key cannot be protected; nothing was sent"
+    ),
+    once.UNPROTECTED: "store unreachable; retries are not protected",
+    once.CLAIM_UNCERTAIN: (
+        "the idempotency store did not answer as this key was claimed; nothing was sent. "
+        "A retry with the key answers 409 until the claim's lease ends if the claim landed, "
+        "then resumes"
+    ),
+    once.RACED: "a request with this idempotency key is already running; retry shortly",
+    once.TAKEN_OVER: "another request took over this idempotency key; retry shortly",
+    once.UNRECORDED: (
+        "the bundle was sent, but its receipt could not be recorded yet; retry with the "
+        "same idempotency key to receive it"
+    ),
+    once.KEPT: "key kept with its recovery points: a retry with it resumes and sends no second email",
+    once.RELEASED: "key not used: nothing was sent, so a retry with it runs the purchase again",
+    once.HELD: (
+        "key still held (the store did not confirm its release): nothing was sent; a retry "
+        "with it answers 409 until the lease ends, then resumes"
+    ),
+}
+
+
+class PurchaseOperation:
+    """One purchase, run by `shared.exactly_once.executor.ExactlyOnce`."""
+
+    words = WORDS
+    recovery_points = ("email", "receipt")
+
+    def __init__(self, call: PurchaseCall, services: Services, guards: Guards, issuer: Issuer):
+        self.attempt = Attempt(call)
+        self._s = services
+        self._guards = guards
+        self._issuer = issuer
+
+    @property
+    def result_id(self) -> str:
+        return self.attempt.receipt_id
+
+    def key(self) -> once.Key | None:
+        """The idempotency key (argument or header), scoped to the buyer; None without one."""
+        call = self.attempt.call
+        try:
+            key = read_idempotency_key(call.arguments, call.header_key)
+        except StorefrontError as exc:
+            self.attempt.checks.record("idempotency", "fail", exc.message)
+            raise
+        if key is None:
+            return None
+        email = call.arguments.get("email") if isinstance(call.arguments, dict) else None
+        hasher = self._s.hasher
+        scoped = scoped_key_hash(hasher, key, email if isinstance(email, str) else "")
+        return once.Key(scoped, legacy_hash=hasher.idempotency_key(key))
+
+    def note(self, result: str, detail: str) -> None:
+        self.attempt.checks.record("idempotency", result, detail)
+
+    def fingerprint(self) -> str:
+        return self._s.hasher.request(canonical_request(self.attempt.call.arguments))
+
+    def reused(self) -> None:
+        check_input_shape(self.attempt)
+
+    def hold(self, claim: Claim) -> None:
+        attempt = self.attempt
+        attempt.receipt_id = claim.receipt_id
+        attempt.brevo_key = claim.brevo_idempotency_key()
+        attempt.token_id = claim.token_id()
+        attempt.claimed_at = claim.created_at
+
+    def resume(self, progress: dict, result: bytes | None) -> None:
+        attempt = self.attempt
+        attempt.resumed = True
+        attempt.checks.restore(progress.get("checks", {}))
+        attempt.reservations = [Reservation(p, r, int(n)) for p, r, n in progress.get("reservations", [])]
+        if result is not None:
+            attempt.receipt_body, attempt.inherited_receipt = result, True
+
+    def guard(self) -> None:
+        self._guards.govern(self.attempt)
+
+    def reservations(self) -> Sequence[Reservation]:
+        return self.attempt.reservations
+
+    def give_back(self, reservation: object) -> None:
+        self._guards.give_back(reservation)
+
+    def perform(self, run: once.Run) -> None:
+        attempt, services = self.attempt, self._s
+        purchase: PurchaseInput = attempt.purchase
+        fulfil.configured(services.config)
+        signer = fulfil.signer(services)
+        fulfil.check_recordable(services, attempt, run.keyed)
+        fulfil.contact(services, attempt, purchase)
+        attempt.token = fulfil.token(signer, attempt, purchase)
+        if not attempt.checks.has("fulfillment_email"):
+            run.reached("email")
+            fulfil.send(services, attempt, purchase)
+        self._issuer.issue(attempt)
+        run.reached("receipt")
+
+    def progress(self) -> dict:
+        attempt = self.attempt
+        return {
+            "checks": attempt.checks.recorded(),
+            "reservations": [[r.partition, r.row, r.amount] for r in attempt.reservations],
+        }
+
+    def result(self) -> bytes | None:
+        return self.attempt.receipt_body
+
+    def effects_may_have_left(self) -> bool:
+        return self.attempt.email_attempted or self.attempt.checks.has("fulfillment_email")
+
+    def record(self) -> bytes | None:
+        return self._issuer.record(self.attempt)
+
+    def replay_until(self, claim: Claim) -> float | None:
+        """When the emailed link dies: the token's expiry, which derives from the claim, so a
+        taker that resumed with the receipt alone (and minted no token) knows it too."""
+        if self.attempt.token is not None:
+            return self.attempt.token.expires_at
+        if claim.created_at:
+            return int(claim.created_at) + self._s.config.download_token_ttl_seconds
+        return None
+
+    def answer(self, done: once.Done) -> Outcome:
+        if not done.recorded:
+            log.error(
+                "receipt %s answered but not on record: both stores unreachable", self.attempt.receipt_id
+            )
+        return Outcome(200, done.body, replayed=done.replayed)
+
+    def refusal(self, exc: StorefrontError) -> Outcome:
+        return self._issuer.refusal(self.attempt, exc)

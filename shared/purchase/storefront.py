@@ -1,0 +1,113 @@
+"""The purchase, the same for the MCP tool, the HTTP endpoint and A2A: `Storefront` wires the
+purchase's steps to the exactly-once executor and the stores.
+
+    key → replay / 409 in progress / 422 reused / resume / vacant → rate limit → input validation →
+    recipient limit → cost ceiling → claim taken (with the guards it passed) → contact create +
+    token [recovery point] → fulfillment email → receipt issued [recovery point: the receipt rides
+    on the claim] → receipt on record (Blob write-once + ledger row, or queued for repair) → claim
+    completed
+
+With a key, the purchase runs under a claim (`shared.exactly_once.executor`, over
+`shared.exactly_once.idempotency`): one request at a time per key and buyer, across every instance.
+The claim is taken once the guards pass, and records them, so a request that takes over a dead
+holder's claim never counts the purchase twice; each external effect is recorded as it completes, so
+the taker resumes instead of redoing effects (`shared.purchase.operation` names the steps and what
+is saved at each recovery point).
+
+A keyed purchase fails closed: when the claim store cannot be reached as it starts, or its receipt
+cannot be put on record, it answers 503 with Retry-After and the retry gets the one receipt
+(`STOREFRONT_IDEMPOTENCY_FAIL_OPEN` restores running without the claim, marked `degraded`). The
+governance counters and unkeyed purchases fail open. A receipt answered 200 is on record: in Blob
+and the ledger, or in one of them with a repair entry in the other store that `shared.seams.repair`
+completes once that store is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from shared.config.errors import StorefrontError, StoreUnavailable
+from shared.config.hashing import Hasher
+from shared.config.keys import KeySet
+from shared.exactly_once.executor import ExactlyOnce
+from shared.exactly_once.idempotency import IdempotencyHandler
+from shared.purchase.call import (
+    OPERATION,
+    Caller,
+    Outcome,
+    PurchaseCall,
+    Services,
+    StoreConfig,
+    scoped_key_hash,
+)
+from shared.purchase.governance import Governance
+from shared.purchase.guards import Guards
+from shared.purchase.operation import PurchaseOperation
+from shared.purchase.receipt import Issuer
+from shared.seams.brevo import BrevoClient
+from shared.seams.ledger import TableLedger
+from shared.seams.receipts import BlobReceiptStore
+from shared.seams.repair import RepairQueue
+
+__all__ = ["OPERATION", "Caller", "Outcome", "PurchaseCall", "StoreConfig", "Storefront", "scoped_key_hash"]
+
+log = logging.getLogger("storefront.purchase")
+
+
+class Storefront:
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        hasher: Hasher,
+        idempotency: IdempotencyHandler,
+        governance: Governance,
+        receipts: BlobReceiptStore,
+        brevo: BrevoClient,
+        keys: Callable[[], KeySet],
+        ledger: TableLedger,
+        repairs: RepairQueue,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._services = Services(config, hasher, governance, receipts, brevo, keys, ledger, repairs, clock)
+        self._idempotency = idempotency
+        self._executor = ExactlyOnce(idempotency, fail_open=config.idempotency_fail_open, log=log)
+        self._guards = Guards(governance, hasher)
+        self._issuer = Issuer(self._services)
+
+    def receipt_url(self, receipt_id: str) -> str:
+        return self._services.config.receipt_url(receipt_id)
+
+    def stored_receipt(self, receipt_id: str) -> bytes | None:
+        """A receipt on record: its blob, or the bytes queued for it while Blob was down (so its
+        `receipt_url` answers before the repair timer has run). Raises StoreUnavailable when
+        neither store can say."""
+        try:
+            body = self._services.receipts.read(receipt_id)
+        except StoreUnavailable:
+            body = None
+        return body if body is not None else self._services.repairs.queued(receipt_id)
+
+    def reap_expired_keys(self) -> int:
+        """Delete idempotency claims past their expiry (the timer trigger's job)."""
+        return self._idempotency.reap()
+
+    def repair_receipts(self) -> int:
+        """Put on record the receipts answered while a store was down (the timer trigger's job)."""
+        return self._services.repairs.run(self._services.receipts, self._services.ledger)
+
+    def purchase(self, call: PurchaseCall) -> Outcome:
+        operation = PurchaseOperation(call, self._services, self._guards, self._issuer)
+        try:
+            return operation.answer(self._executor.run(operation, operation.key()))
+        except StorefrontError as exc:
+            return operation.refusal(exc)
+
+    def refuse(self, call: PurchaseCall, exc: StorefrontError) -> Outcome:
+        """A failure receipt for a request that could not even be read (body not JSON, too large) or
+        that the buyer would not complete (an MCP form for the email declined): nothing counted."""
+        operation = PurchaseOperation(call, self._services, self._guards, self._issuer)
+        operation.attempt.checks.record("input_schema", "fail", exc.message)
+        return operation.refusal(exc)

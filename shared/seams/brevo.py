@@ -1,0 +1,193 @@
+"""The Brevo seam: contacts (created, never overwritten) and transactional email over Brevo's
+HTTP API v3.
+
+It takes a `requests.Session` and a base URL, so tests point it at the local sandbox and production
+at api.brevo.com. Brevo's answers become domain errors here: timeouts, connection failures, 429 and
+5xx are `UpstreamUnavailable` (503, worth retrying); any other refusal is `UpstreamError` (502).
+Brevo's own messages can echo the address, so only its error code is carried forward.
+
+Brevo remembers an email's `headers.idempotencyKey` for about 30 minutes; `IDEMPOTENCY_WINDOW_SECONDS`
+is the part of that window the store counts on. Past it, `find_sent` asks Brevo's transactional log
+instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import requests
+from urllib3.exceptions import ReadTimeoutError
+
+from shared.config.errors import UpstreamError, UpstreamUnavailable
+
+IDEMPOTENCY_WINDOW_SECONDS = 20 * 60  # Brevo keeps keys "about 30 minutes"; count on 20
+RETRY_AFTER_SECONDS = 2  # what a caller is told after a timeout or a 5xx from Brevo
+MAX_RETRY_AFTER_SECONDS = 3600
+LOG_PAGE = 500  # Brevo's default page of the transactional log
+LOG_PAGES = 10
+# What `upsert_contact` did, worded for the receipt's "contact ... in Brevo".
+CONTACT_CREATED = "created"
+CONTACT_UNCHANGED = "left unchanged"
+
+
+@dataclass(frozen=True)
+class Email:
+    sender_email: str
+    sender_name: str
+    to_email: str
+    to_name: str
+    subject: str
+    html: str
+    text: str
+    tags: tuple[str, ...] = ()
+
+
+class BrevoClient:
+    def __init__(self, session: requests.Session, base_url: str, api_key: str, timeout: float):
+        self._session = session
+        self._base = base_url.rstrip("/")
+        self._headers = {"api-key": api_key, "accept": "application/json"}
+        self._timeout = timeout
+
+    def upsert_contact(self, email: str, name: str) -> str:
+        """Create the contact if Brevo has none for this address: `CONTACT_CREATED`, or
+        `CONTACT_UNCHANGED` when one exists. Anyone can buy for any address, so a purchase never
+        changes a contact that an earlier purchase or the store owner made: the request leaves
+        out `updateEnabled`, and Brevo answers an existing contact with 400 duplicate_parameter."""
+        attributes = {"FIRSTNAME": name} if name else {}
+        try:
+            self._post("/contacts", {"email": email, "attributes": attributes}, "contact upsert")
+        except UpstreamError as exc:
+            if exc.upstream_code == "duplicate_parameter":
+                return CONTACT_UNCHANGED
+            raise
+        return CONTACT_CREATED
+
+    def send_email(self, email: Email, idempotency_key: str | None = None) -> str | None:
+        """Send one transactional email; returns Brevo's message id, or None when Brevo
+        recognises `idempotency_key` (a UUID) from an earlier send: the email already went out."""
+        to = {"email": email.to_email}
+        if email.to_name:
+            to["name"] = email.to_name
+        body = {
+            "sender": {"email": email.sender_email, "name": email.sender_name},
+            "to": [to],
+            "subject": email.subject,
+            "htmlContent": email.html,
+            "textContent": email.text,
+            "tags": list(email.tags),
+        }
+        if idempotency_key:
+            body["headers"] = {"idempotencyKey": idempotency_key}
+        try:
+            response = self._post("/smtp/email", body, "fulfillment email")
+        except UpstreamError as exc:
+            if idempotency_key and exc.upstream_code == "duplicate_parameter":
+                return None
+            raise
+        try:
+            return str(response.json()["messageId"])
+        except (ValueError, KeyError, TypeError):
+            raise UpstreamError("Brevo accepted the email but returned no messageId") from None
+
+    def find_sent(self, to_email: str, tag: str) -> str | None:
+        """The message id of an email to `to_email` tagged `tag` in Brevo's transactional log
+        (its last 30 days, newest first), or None when there is none."""
+        what = "email log lookup"
+        for page in range(LOG_PAGES):
+            params = {"email": to_email, "sort": "desc", "limit": LOG_PAGE, "offset": page * LOG_PAGE}
+            response = self._call("GET", "/smtp/emails", what, params=params, absent_ok=True)
+            if response.status_code == 404:
+                if _error_code(response) == "document_not_found":  # Brevo: nothing matches
+                    return None
+                raise UpstreamUnavailable(
+                    f"Brevo answered the {what} with 404 {_error_code(response)}",
+                    retry_after=RETRY_AFTER_SECONDS,
+                )
+            entries = _log_entries(response)
+            for entry in entries:
+                tags = entry.get("tags")
+                if isinstance(tags, list) and tag in tags:
+                    return str(entry.get("messageId") or "unknown")
+            if len(entries) < LOG_PAGE:
+                return None
+        raise UpstreamError(f"Brevo's log holds too many emails to this address to finish the {what}")
+
+    def _post(self, path: str, body: dict, what: str) -> requests.Response:
+        return self._call("POST", path, what, body=body)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        body: dict | None = None,
+        params: dict | None = None,
+        absent_ok: bool = False,
+    ) -> requests.Response:
+        try:
+            response = self._session.request(
+                method,
+                self._base + path,
+                json=body,
+                params=params,
+                headers=self._headers,
+                timeout=self._timeout,
+            )
+        except requests.RequestException as exc:
+            if _timed_out(exc):
+                raise UpstreamUnavailable(
+                    f"Brevo did not answer the {what} in time", retry_after=RETRY_AFTER_SECONDS
+                ) from None
+            raise UpstreamUnavailable(
+                f"Brevo could not be reached for the {what}", retry_after=RETRY_AFTER_SECONDS
+            ) from None
+        if response.status_code in (200, 201, 202, 204) or (absent_ok and response.status_code == 404):
+            return response
+        code = _error_code(response)
+        message = f"Brevo refused the {what} ({response.status_code} {code})"
+        if response.status_code == 429 or response.status_code >= 500:
+            raise UpstreamUnavailable(
+                message, code="upstream_unavailable", retry_after=_retry_after(response)
+            )
+        error = UpstreamError(message, code="upstream_rejected")
+        error.upstream_code = code
+        raise error
+
+
+def _timed_out(exc: requests.RequestException) -> bool:
+    # requests reports a read timeout on a reused connection as ConnectionError(ReadTimeoutError).
+    return isinstance(exc, requests.Timeout) or any(isinstance(a, ReadTimeoutError) for a in exc.args)
+
+
+def _retry_after(response: requests.Response) -> int:
+    """Seconds until Brevo takes calls again: its rate-limit reset for a 429 (Brevo sends no
+    Retry-After), a short pause for a 5xx."""
+    if response.status_code != 429:
+        return RETRY_AFTER_SECONDS
+    try:
+        reset = float(response.headers.get("x-sib-ratelimit-reset", ""))
+    except (TypeError, ValueError):
+        return RETRY_AFTER_SECONDS
+    if not math.isfinite(reset):
+        return RETRY_AFTER_SECONDS
+    return max(1, min(MAX_RETRY_AFTER_SECONDS, math.ceil(reset)))
+
+
+def _log_entries(response: requests.Response) -> list[dict]:
+    try:
+        entries = response.json().get("transactionalEmails") or []
+    except (ValueError, AttributeError):
+        raise UpstreamError("Brevo's email log answered with something other than JSON") from None
+    if not isinstance(entries, list):
+        raise UpstreamError("Brevo's email log answered in an unexpected shape")
+    return [entry for entry in entries if isinstance(entry, dict)]
+
+
+def _error_code(response: requests.Response) -> str:
+    try:
+        return str(response.json().get("code", "error"))
+    except (ValueError, AttributeError):
+        return "error"

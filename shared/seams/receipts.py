@@ -1,0 +1,275 @@
+"""The receipt: one protocol-neutral audit-trail document per purchase attempt, and its store.
+
+Every answer of the purchase flow is a receipt of this one shape, whichever endpoint was called; only
+the `caller` block says which. The six runtime checks always appear, in this order, each with a
+result of pass, fail, skipped or degraded. A fulfilled receipt is written once to Blob storage and
+served back byte for byte (replays, the receipt URL).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import TypeVar
+
+from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob import ContainerClient, ContentSettings
+
+from shared.config.errors import StoreUnavailable
+from shared.seams.storage import is_missing_container, outage
+
+T = TypeVar("T")
+RECEIPT_VERSION = 1
+CHECK_NAMES = (
+    "idempotency",
+    "input_schema",
+    "rate_limit",
+    "cost_ceiling",
+    "contact_upsert",
+    "fulfillment_email",
+)
+RESULTS = ("pass", "fail", "skipped", "degraded")
+RECEIPT_ID_PATTERN = "^rcpt_[a-z2-7]{26}$"
+_RECEIPT_ID_RE = re.compile(RECEIPT_ID_PATTERN)
+
+
+def new_receipt_id() -> str:
+    return "rcpt_" + base64.b32encode(secrets.token_bytes(16)).decode().rstrip("=").lower()
+
+
+def is_receipt_id(value: str) -> bool:
+    return bool(_RECEIPT_ID_RE.fullmatch(value))
+
+
+class Checks:
+    """The six runtime checks, each starting as skipped ("not reached")."""
+
+    def __init__(self) -> None:
+        self._checks = {name: ("skipped", "not reached") for name in CHECK_NAMES}
+        self._recorded: set[str] = set()
+
+    def record(self, name: str, result: str, detail: str) -> None:
+        if name not in self._checks or result not in RESULTS:
+            raise ValueError(f"unknown check {name!r} or result {result!r}")
+        self._checks[name] = (result, detail)
+        self._recorded.add(name)
+
+    def recorded(self) -> dict[str, list[str]]:
+        """The checks that have a result so far, for a recovery point."""
+        return {n: list(self._checks[n]) for n in CHECK_NAMES if n in self._recorded}
+
+    def has(self, name: str) -> bool:
+        return name in self._recorded
+
+    def result(self, name: str) -> str | None:
+        """The check's result once recorded, else None."""
+        return self._checks[name][0] if name in self._recorded else None
+
+    def restore(self, recorded: dict[str, list[str]]) -> None:
+        for name, (result, detail) in recorded.items():
+            self.record(name, result, detail)
+
+    def as_list(self) -> list[dict[str, str]]:
+        return [{"name": n, "result": r, "detail": d} for n, (r, d) in self._checks.items()]
+
+
+def encode(receipt: dict) -> bytes:
+    return json.dumps(receipt, indent=2, ensure_ascii=False).encode()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def money(amount: Decimal) -> str:
+    """At least two decimals, never rounded away: 0.01 → "0.01", 0.005 → "0.005"."""
+    return f"{amount:.2f}" if amount == amount.quantize(Decimal("0.01")) else str(amount.normalize())
+
+
+def mask_email(email: str) -> str:
+    """A hint a person can recognise without the address being recoverable: j***@e***.com."""
+    local, _, domain = email.partition("@")
+    host, _, tld = domain.rpartition(".")
+    return f"{local[:1]}***@{host[:1]}***.{tld}"
+
+
+def _nullable(schema: dict) -> dict:
+    """`schema` or null, as anyOf branches of one type each: portable to single-`type` dialects."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_CHECK_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "enum": list(CHECK_NAMES)},
+        "result": {"type": "string", "enum": list(RESULTS)},
+        "detail": {"type": "string"},
+    },
+    "required": ["name", "result", "detail"],
+}
+OUTPUT_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "receipt_id": {"type": "string"},
+        "version": {"type": "integer"},
+        "issued_at": {"type": "string", "description": "ISO 8601 UTC time of issue."},
+        "operation": {"type": "string"},
+        "status": {"type": "string", "enum": ["fulfilled", "refused", "failed"]},
+        "bundle": _nullable(
+            {"type": "object", "properties": {"id": {"type": "string"}, "title": {"type": "string"}}}
+        ),
+        "buyer": _nullable(
+            {
+                "type": "object",
+                "description": "The buyer as a keyed hash and a masked hint; never the raw email.",
+                "properties": {"id": {"type": "string"}, "hint": {"type": "string"}},
+            }
+        ),
+        "billing": {
+            "type": "object",
+            "properties": {
+                "amount": {"type": "string"},
+                "currency": {"type": "string"},
+                "cost_estimate": {"type": "string"},
+                "cost_currency": {"type": "string"},
+            },
+        },
+        "checks": {"type": "array", "items": _CHECK_SCHEMA, "minItems": 6, "maxItems": 6},
+        "receipt_url": _nullable({"type": "string"}),
+        "download": _nullable(
+            {
+                "type": "object",
+                "description": "The download token's id and expiry; the token itself is in the email.",
+                "properties": {"token_id": {"type": "string"}, "expires_at": {"type": "string"}},
+            }
+        ),
+        "error": _nullable(
+            {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "retry_after_seconds": _nullable({"type": "integer"}),
+                },
+            }
+        ),
+        "caller": {
+            "type": "object",
+            "properties": {"channel": {"type": "string"}, "user_agent": {"type": "string"}},
+        },
+        "signature": _nullable(
+            {
+                "type": "object",
+                "description": "Detached ES256 JWS over the receipt without this member, in canonical "
+                "form; verify it with the keys at /.well-known/jwks.json.",
+                "properties": {
+                    "alg": {"type": "string"},
+                    "kid": {"type": "string"},
+                    "jws": {"type": "string"},
+                },
+            }
+        ),
+    },
+    "required": [
+        "receipt_id",
+        "version",
+        "issued_at",
+        "operation",
+        "status",
+        "billing",
+        "checks",
+        "caller",
+    ],
+}
+
+
+LEDGER_TAG = "ledger_day"
+
+
+class BlobReceiptStore:
+    """Receipts as write-once blobs named `<receipt_id>.json` in one container.
+
+    A receipt is written with the blob index tag `ledger_day=<its UTC day>`, in the same call, and
+    keeps it until the repair timer has seen its ledger row: a receipt whose ledger row was never
+    written (the Table was down, or the host died between the two writes) is found by that tag.
+    Only the day is in the tag; nothing about the buyer."""
+
+    def __init__(self, container: ContainerClient):
+        self._container = container
+
+    def write(self, receipt_id: str, body: bytes, *, ledger_day: str | None = None) -> bool:
+        """Store the receipt once; False when a receipt with this id already exists. With
+        `ledger_day`, the blob is tagged as awaiting its ledger row on that day."""
+        tags = {LEDGER_TAG: ledger_day} if ledger_day else None
+        for _ in range(2):
+            try:
+                self._container.upload_blob(
+                    f"{receipt_id}.json",
+                    body,
+                    overwrite=False,
+                    tags=tags,
+                    content_settings=ContentSettings(content_type="application/json"),
+                )
+                return True
+            except ResourceExistsError:
+                return False
+            except ResourceNotFoundError as exc:
+                if not is_missing_container(exc):
+                    raise outage(exc, "blob storage") from exc
+                self._create_container()
+            except AzureError as exc:
+                raise outage(exc, "blob storage") from exc
+        raise StoreUnavailable("receipts container could not be created")
+
+    def write_once(self, receipt_id: str, body: bytes, *, ledger_day: str | None = None) -> bytes:
+        """The bytes on record under this id: `body`, or those an earlier writer stored first
+        (they win: a receipt is never replaced)."""
+        if self.write(receipt_id, body, ledger_day=ledger_day):
+            return body
+        return self.read(receipt_id) or body
+
+    def read(self, receipt_id: str) -> bytes | None:
+        return self._call(lambda: self._container.download_blob(f"{receipt_id}.json").readall())
+
+    def probe(self) -> None:
+        """One cheap call that proves Blob answers (a missing container is an answer too)."""
+        self._call(self._container.get_container_properties)
+
+    def awaiting_ledger(self) -> Iterator[tuple[str, str]]:
+        """(receipt id, ledger day) of each receipt still tagged as awaiting its ledger row, page
+        by page as Blob's tag index returns them. Raises StoreUnavailable as it goes."""
+        query = f"\"{LEDGER_TAG}\" >= '0'"
+        try:
+            for blob in self._container.find_blobs_by_tags(query):
+                if blob.name.endswith(".json") and blob.tags:
+                    yield blob.name.removesuffix(".json"), blob.tags.get(LEDGER_TAG, "")
+        except ResourceNotFoundError:
+            return
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc
+
+    def ledger_recorded(self, receipt_id: str) -> None:
+        """The receipt's ledger row exists: drop the tag."""
+        self._call(lambda: self._container.get_blob_client(f"{receipt_id}.json").set_blob_tags({}))
+
+    def _call(self, operation: Callable[[], T]) -> T | None:
+        """One Blob call: a missing blob or container is None, anything else an outage."""
+        try:
+            return operation()
+        except ResourceNotFoundError:
+            return None
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc
+
+    def _create_container(self) -> None:
+        try:
+            self._container.create_container()
+        except ResourceExistsError:
+            pass
+        except AzureError as exc:
+            raise outage(exc, "blob storage") from exc

@@ -1,0 +1,172 @@
+"""The shape of `shared/`: five layer packages, each importing only from the layers below it; no
+module or class too long to read; and every module's old flat name (`shared.settings`, ...) still
+importing, as the very module it moved to (shared/_moved.py)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shared import _moved
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("config", "seams", "exactly_once", "purchase", "protocols")  # bottom to top
+# The one call upwards: the settings check an operator's email templates with the email's own rules
+# when the app starts, so a broken template stops the start rather than a purchase.
+UPWARD = {("shared/config/settings.py", "shared.purchase")}
+
+
+def modules(*trees: str) -> list[Path]:
+    return sorted(
+        path for tree in trees for path in (ROOT / tree).rglob("*.py") if "node_modules" not in path.parts
+    )
+
+
+def imported(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+    return names
+
+
+def layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] == "shared" and len(parts) > 1 and parts[1] in LAYERS:
+        return LAYERS.index(parts[1])
+    return None
+
+
+def test_every_module_of_shared_sits_in_a_layer_but_the_composition_root():
+    loose = [p.name for p in (ROOT / "shared").glob("*.py")]
+    assert sorted(loose) == ["__init__.py", "_moved.py", "runtime.py"]
+    assert sorted(
+        p.name for p in (ROOT / "shared").iterdir() if p.is_dir() and p.name != "__pycache__"
+    ) == sorted(LAYERS)
+
+
+@pytest.mark.parametrize("path", modules("shared"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_layer_imports_only_from_itself_and_the_layers_below(path):
+    own = layer(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    if own is None:
+        return  # shared/__init__, _moved and runtime sit above every layer
+    relative = str(path.relative_to(ROOT))
+    upward = {
+        name
+        for name in imported(path)
+        if (found := layer(name)) is not None
+        and found > own
+        and (relative, ".".join(name.split(".")[:2])) not in UPWARD
+    }
+    assert not upward, f"{relative} reaches up to {sorted(upward)}"
+
+
+def test_the_one_upward_call_is_made_only_when_the_settings_are_checked():
+    source = (ROOT / "shared/config/settings.py").read_text()
+    top_level = {n.module for n in ast.parse(source).body if isinstance(n, ast.ImportFrom)}
+    assert not [m for m in top_level if m and m.startswith("shared.purchase")]
+    assert "from shared.purchase import emails" in source
+
+
+@pytest.mark.parametrize("path", modules("shared", "devstack"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_or_class_is_too_long_to_read(path):
+    source = path.read_text()
+    assert source.count("\n") <= 400, f"{path.name} has {source.count(chr(10))} lines"
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            assert node.end_lineno - node.lineno + 1 <= 200, f"{path.name}: class {node.name}"
+
+
+PROBE = """
+import importlib, json, sys
+name, target = sys.argv[1], sys.argv[2]
+old = importlib.import_module(name)  # the old name first, in a fresh interpreter
+new = importlib.import_module(target)
+print(json.dumps({"same": old is new, "spec": old.__spec__.name, "file": old.__file__,
+                  "attribute": getattr(sys.modules["shared"], name.split(".")[1]) is new}))
+"""
+
+
+@pytest.mark.parametrize("old", sorted(_moved.MOVED))
+def test_an_old_name_imports_the_very_module_that_moved(old):
+    target = f"shared.{_moved.MOVED[old]}"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, f"shared.{old}", target],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["same"] and found["attribute"]
+    assert found["spec"] == target  # the module keeps its own spec: reloads and tools see the real one
+    assert found["file"] == str(ROOT / "shared" / (target.split(".", 1)[1].replace(".", "/") + ".py"))
+
+
+def test_no_file_is_left_at_an_old_name():
+    assert not [old for old in _moved.MOVED if (ROOT / "shared" / f"{old}.py").exists()]
+
+
+def test_a_name_that_never_was_a_module_is_still_not_found():
+    with pytest.raises(ModuleNotFoundError):
+        __import__("shared.no_such_module")
+
+
+def test_the_purchase_and_the_executor_hand_out_what_their_old_modules_did():
+    from shared import exactly_once, purchase
+    from shared.exactly_once import executor
+    from shared.purchase import storefront
+
+    for name in storefront.__all__:
+        assert getattr(purchase, name) is getattr(storefront, name)
+    for name in ("ExactlyOnce", "Done", "Key", "Operation", "Run", "CLAIMED", "WORDS"):
+        assert getattr(exactly_once, name) is getattr(executor, name)
+    with pytest.raises(AttributeError):
+        purchase.no_such_name  # noqa: B018
+
+
+def test_a_purchase_module_imports_without_the_whole_purchase():
+    probe = (
+        "import sys\n"
+        "from shared.purchase import catalog\n"
+        "import shared.purchase.tokens\n"
+        "print('shared.purchase.storefront' in sys.modules, 'shared.exactly_once.executor' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]
+
+
+def documented_tree() -> set[str]:
+    """The paths under shared/ that docs/development.md's Layout block draws, by indentation."""
+    text = (ROOT / "docs/development.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    paths, stack = set(), []
+    for line in block.splitlines():
+        name = line.split(" ", 1)[0] if not line.startswith(" ") else line.strip().split(" ", 1)[0]
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        if not (name.endswith("/") or name.endswith(".py")) or len(line) - len(line.lstrip(" ")) > 8:
+            continue
+        stack = [*stack[:depth], name]
+        if stack[0] == "shared/":
+            paths.add("".join(stack))
+    return paths - {"shared/"}
+
+
+def test_the_development_page_draws_every_module_of_shared_and_no_other():
+    actual = {f"{p.relative_to(ROOT)}" for p in (ROOT / "shared").rglob("*.py") if p.name != "__init__.py"}
+    actual |= {
+        f"{p.relative_to(ROOT)}/"
+        for p in (ROOT / "shared").rglob("*")
+        if p.is_dir() and p.name != "__pycache__"
+    }
+    assert documented_tree() == actual
