@@ -9,7 +9,6 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import requests
 from azure.core.pipeline.transport import HttpTransport
@@ -21,6 +20,7 @@ from shared.config.keys import KeySet
 from shared.config.settings import Settings
 from shared.exactly_once.idempotency import IdempotencyHandler
 from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.protocols.api import Services
 from shared.protocols.downloads import Downloads
 from shared.protocols.readiness import StorageProbe
 from shared.purchase.governance import Governance, Limits
@@ -40,16 +40,6 @@ DEVELOPMENT_ACCOUNT = "devstoreaccount1"
 _lock = threading.Lock()
 _services: Services | None = None
 _settings: Settings | None = None
-
-
-@dataclass(frozen=True)
-class Services:
-    settings: Settings
-    storefront: Storefront
-    downloads: Downloads
-    ledger: TableLedger
-    keys: Callable[[], KeySet]
-    storage: StorageProbe
 
 
 def settings() -> Settings:

@@ -1,14 +1,16 @@
 """The HTTP endpoints as plain functions: a `Request` in, an `Answer` out.
 
 Each endpoint is one route's rules (status codes, headers, caching, content negotiation) over the
-primitives every protocol adapter shares (`shared.protocols.http`), which `shared.protocols.api` offers too.
+primitives every protocol adapter shares (`shared.protocols.http`), which this module offers too.
+`Services` is what the endpoints are given; `shared.runtime` builds it once per process.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from shared import __version__
@@ -49,8 +51,11 @@ from shared.purchase.storefront import Outcome, Storefront
 from shared.seams.receipts import is_receipt_id
 
 if TYPE_CHECKING:
+    from shared.config.keys import KeySet
     from shared.config.settings import Settings
-    from shared.runtime import Services
+    from shared.protocols.downloads import Downloads
+    from shared.protocols.readiness import StorageProbe
+    from shared.seams.ledger import TableLedger
 
 
 __all__ = [
@@ -66,6 +71,7 @@ __all__ = [
     "OPENAPI_PATH",
     "PURCHASE_USAGE",
     "RECEIPT_USAGE",
+    "Services",
     "bundles",
     "download",
     "health",
@@ -96,6 +102,17 @@ __all__ = [
     "purchase_call",
     "Usage",
 ]
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    storefront: Storefront
+    downloads: Downloads
+    ledger: TableLedger
+    keys: Callable[[], KeySet]
+    storage: StorageProbe
+
 
 # Every method Azure lets a trigger list. Each route lists them all, because Azure answers a
 # method a trigger does not list with an empty 404; the route answers 405 with Allow instead.
