@@ -506,6 +506,23 @@ def test_a_key_used_for_another_request_is_422_and_sends_nothing_more(shop):
     assert len(shop.emails_to(email)) == 1
 
 
+def test_a_malformed_request_reusing_a_key_is_told_its_shape_on_the_receipt_not_the_key(shop):
+    email, key = unique_email("reshaped"), unique_key()
+    shop.call(email, key)
+
+    malformed = shop.call(email, key, coupon="FREE")
+
+    message = "unknown field(s): coupon"
+    assert (malformed.status, malformed.error["code"], malformed.error["message"]) == (
+        400,
+        "invalid_request",
+        message,
+    )
+    reused = "this idempotency key was already used with a different request"
+    assert malformed.checks == checks(idempotency=("fail", reused), input_schema=("fail", message))
+    assert len(shop.emails_to(email)) == 1
+
+
 def test_a_malformed_key_is_400_and_counts_nothing(make_shop):
     shop = make_shop(Limits(1, Decimal("5"), Decimal("0.01")))
 
