@@ -54,9 +54,9 @@ class FlakyStore(TableIdempotencyStore):
         return super().update(claim)
 
 
-def build_shop(azurite, sandbox, trips: RoundTrips | None = None):
+def build_shop(azurite, sandbox, trips: RoundTrips | None = None, template_dir: str = ""):
     """The storefront on its own tables and container; with `trips`, every storage call is
-    counted at the transport."""
+    counted at the transport; with `template_dir`, an operator's email templates."""
     suffix = uuid.uuid4().hex[:10]
     clock = Clock()
     hasher = Hasher("unit-test-secret")
@@ -69,7 +69,9 @@ def build_shop(azurite, sandbox, trips: RoundTrips | None = None):
     )
     store = FlakyStore(table("idem"))
     storefront = Storefront(
-        StoreConfig("http://localhost:7071", "store@example.com", "Storefront"),
+        StoreConfig(
+            "http://localhost:7071", "store@example.com", "Storefront", email_template_dir=template_dir
+        ),
         hasher=hasher,
         idempotency=IdempotencyHandler(store, receipts, lease_seconds=60, ttl_seconds=3600, clock=clock),
         governance=Governance(table("gov"), hasher, Limits(100, Decimal("5"), Decimal("0.01"))),
@@ -183,6 +185,21 @@ def test_the_email_carries_the_claims_tag_and_no_key_or_address_in_it(shop, sand
     assert len(tags) == 3 and tags[2].startswith("purchase-")
     assert str(uuid.UUID(tags[2].removeprefix("purchase-"))) == tags[2].removeprefix("purchase-")
     assert key not in tags[2] and email not in tags[2]
+
+
+def test_the_operators_email_templates_are_what_the_buyer_gets(azurite, sandbox, tmp_path):
+    (tmp_path / "fulfillment_subject.txt").write_text("{{ bundle.title }} is yours")
+    (tmp_path / "fulfillment.txt").write_text("Hello {{ name }}: {{ link }} until {{ expires_at }}")
+    storefront, _, _ = build_shop(azurite, sandbox, template_dir=str(tmp_path))
+    email, key = unique_email("ownmail"), unique_key()
+
+    assert buy(storefront, email, key).status == 200
+
+    [sent] = emails_to(sandbox, email)
+    [link] = [link for link in sent["links"] if "/api/download/" in link]
+    assert sent["subject"] == "Agent Starter Kit is yours"
+    assert sent["textContent"].startswith(f"Hello : {link} until 20")
+    assert link in sent["htmlContent"]  # the built-in HTML, the operator having none of their own
 
 
 def test_a_taker_whose_predecessor_never_got_an_email_out_sends_it_once(shop, sandbox):
