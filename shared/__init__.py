@@ -9,7 +9,9 @@ package is five layers, each importing only from the layers below it:
     seams/          one seam per kind of I/O: Table and Blob storage, Brevo, telemetry, templates
     config/         settings, secrets and keys, and the one error tree
 
-`runtime.py` builds the process's services from the settings. Modules that used to sit directly
+One call goes upwards, made when the settings are read, never on import: `config.settings` checks
+an operator's email templates with the purchase's own email rules, so a broken template stops the
+start rather than a purchase. `runtime.py` builds the process's services from the settings. Modules that used to sit directly
 in `shared/` still import by their old names (`shared.settings`, `shared.idempotency`, ...):
 `shared._moved` maps each to its new home.
 """

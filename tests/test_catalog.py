@@ -48,9 +48,9 @@ def test_a_bundle_added_to_the_catalog_reaches_the_purchase_enum_the_tool_list_a
     """In a fresh interpreter, so the schemas are built from the changed catalog at import."""
     probe = (
         "import json\n"
-        "from shared import catalog\n"
+        "from shared.purchase import catalog\n"
         "catalog.BUNDLES['prompt-pack'] = catalog.Bundle('prompt-pack', 'Prompt Pack', 'Prompts.')\n"
-        "from shared import api, mcp_tools as mcp\n"
+        "from shared.protocols import api, mcp_tools as mcp\n"
         "tools = {t['name']: t for t in mcp.TOOLS}\n"
         "print(json.dumps({\n"
         "    'enum': tools['purchase_free_bundle']['inputSchema']['properties']['bundle_id']['enum'],\n"

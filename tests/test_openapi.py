@@ -161,7 +161,7 @@ def test_the_host_serves_the_document_for_its_public_base_url(host_factory):
 def test_importing_the_app_neither_imports_nor_builds_the_document():
     probe = (
         "import sys, function_app\nprint('shared.protocols.openapi' in sys.modules)\n"
-        "from shared import openapi\nprint(openapi._encoded.cache_info().currsize)\n"
+        "from shared.protocols import openapi\nprint(openapi._encoded.cache_info().currsize)\n"
     )
     env = {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"}
 

@@ -507,7 +507,7 @@ def test_an_unusable_connection_string_leaves_the_app_serving_without_telemetry(
         "import logging, sys\n"
         "logging.basicConfig(level=logging.ERROR, stream=sys.stdout, format='%(message)s')\n"
         "import function_app\n"
-        "from shared import telemetry\n"
+        "from shared.seams import telemetry\n"
         "print('configured' if telemetry._telemetry else 'off', len(function_app.app.get_functions()))\n"
     )
     env = {**os.environ, "APPLICATIONINSIGHTS_CONNECTION_STRING": connection_string}

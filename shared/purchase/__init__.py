@@ -3,18 +3,32 @@ hand out a bundle (`operation`, `guards`, `fulfil`, `receipt`, with `call` their
 the download token, the signed receipt and the email, and `Storefront` wiring them to the executor.
 
 `shared.purchase` was `Storefront`'s module before it became this package, so its names are still
-handed out here, on first use: `from shared.purchase import Storefront` works as it did.
+handed out here, on first use (importing `shared.purchase.catalog` does not import them all):
+`from shared.purchase import Storefront` works as it did. They are `shared.purchase.storefront`'s
+own objects; patch them where they are used.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 from typing import Any
+
+__all__ = [
+    "OPERATION",
+    "Caller",
+    "Outcome",
+    "PurchaseCall",
+    "StoreConfig",
+    "Storefront",
+    "scoped_key_hash",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name.startswith("__") or Path(__file__).with_name(f"{name}.py").exists():  # a submodule
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from shared.purchase import storefront
+    if name in __all__:
+        return getattr(importlib.import_module("shared.purchase.storefront"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    return getattr(storefront, name)
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
