@@ -11,9 +11,9 @@ package is five layers, each importing only from the layers below it:
 
 One call goes upwards, made when the settings are read, never on import: `config.settings` checks
 an operator's email templates with the purchase's own email rules, so a broken template stops the
-start rather than a purchase. `runtime.py` builds the process's services from the settings. Modules that used to sit directly
-in `shared/` still import by their old names (`shared.settings`, `shared.idempotency`, ...):
-`shared._moved` maps each to its new home.
+start rather than a purchase. `runtime.py` builds the process's services from the settings.
+Modules that used to sit directly in `shared/` still import by their old names
+(`shared.settings`, `shared.idempotency`, ...): `shared._moved` maps each to its new home.
 """
 
 from shared import _moved

@@ -76,7 +76,8 @@ def test_the_first_folder_holding_a_name_wins(tmp_path):
 def test_importing_the_app_does_not_import_jinja2_and_the_first_page_does():
     probe = (
         "import sys, function_app\nprint('jinja2' in sys.modules)\n"
-        "from shared.config import settings\nfrom shared.protocols import pages\nfrom shared.purchase import emails\n"
+        "from shared.config import settings\nfrom shared.protocols import pages\n"
+        "from shared.purchase import emails\n"
         "print('jinja2' in sys.modules)\n"
         "settings.Settings.from_env({})\nprint('jinja2' in sys.modules)\n"
         "pages.message_page('t', 'm')\nprint('jinja2' in sys.modules)\n"
