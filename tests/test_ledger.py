@@ -1,6 +1,7 @@
-"""shared.seams.ledger on Azurite: one entity per fulfilled receipt, partitioned by UTC day; a day's
-listing pages through its receipts with an opaque cursor while the totals cover the whole day.
-Every test has its own table."""
+"""shared.seams.ledger on Azurite: one entity per fulfilled receipt, on one of its UTC day's shard
+partitions; a day's listing reads every shard and the day's partition from before the shards, and
+pages through its receipts with an opaque cursor while the totals cover the whole day. Every test
+has its own table."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import contextlib
 import json
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
 
 from shared.config.errors import InvalidRequest, StoreUnavailable
-from shared.seams.ledger import MAX_PAGE_SIZE, DayListing, LedgerEntry, TableLedger
+from shared.seams.ledger import MAX_PAGE_SIZE, SHARDS, DayListing, LedgerEntry, TableLedger, shard_of
 from shared.seams.receipts import new_receipt_id
-from shared.seams.storage import table_client
-from tests.support import AZURITE_KEY
+from shared.seams.repair import PARTITION as REPAIR_PARTITION
+from shared.seams.repair import RepairQueue
+from shared.seams.storage import create_table, table_client
+from tests.support import AZURITE_KEY, RoundTrips
 
 DAY = "2026-11-30"
 DEAD_TABLES = (
@@ -38,6 +42,15 @@ def table(azurite):
 @pytest.fixture
 def ledger(table) -> TableLedger:
     return TableLedger(table)
+
+
+@pytest.fixture
+def counted(azurite, table) -> Iterator[tuple[TableLedger, RoundTrips]]:
+    """A second ledger on the same table, every request it sends recorded."""
+    trips = RoundTrips()
+    client = table_client(azurite, table.table_name, 5, trips.transport("table"))
+    yield TableLedger(client), trips
+    client.close()
 
 
 @pytest.fixture
@@ -70,6 +83,28 @@ def all_pages(ledger: TableLedger, date: str, page_size: int) -> list[DayListing
         assert len(pages) < 100, "the cursor does not advance"
         pages.append(ledger.day(date, page_size=page_size, cursor=pages[-1].next_cursor))
     return pages
+
+
+def record_before_shards(table, recorded: dict, **changes: str) -> None:
+    """The receipt's row as the ledger wrote it before the shards: in the bare day's partition."""
+    entry = LedgerEntry.from_receipt(recorded)
+    create_table(table)
+    columns = {
+        "IssuedAt": entry.issued_at,
+        "BundleId": entry.bundle_id,
+        "BundleTitle": entry.bundle_title,
+        "Amount": entry.amount,
+        "Currency": entry.currency,
+        "CostEstimate": entry.cost_estimate,
+        "CostCurrency": entry.cost_currency,
+    }
+    table.upsert_entity(
+        {"PartitionKey": entry.issued_at[:10], "RowKey": entry.receipt_id, **columns, **changes}
+    )
+
+
+def partitions(table) -> set[str]:
+    return {entity["PartitionKey"] for entity in table.list_entities(select=["PartitionKey"])}
 
 
 def cursor_of(value: object) -> str:
@@ -123,9 +158,9 @@ def test_the_ledger_entity_holds_the_billing_figures_and_nothing_about_the_buyer
 
     ledger.record(recorded)
 
-    entity = table.get_entity(DAY, recorded["receipt_id"])
+    entity = table.get_entity(shard_of(DAY, recorded["receipt_id"]), recorded["receipt_id"])
     assert dict(entity) == {
-        "PartitionKey": DAY,
+        "PartitionKey": shard_of(DAY, recorded["receipt_id"]),
         "RowKey": recorded["receipt_id"],
         "IssuedAt": f"{DAY}T10:00:00Z",
         "BundleId": "agent-starter-kit",
@@ -253,15 +288,137 @@ def test_receipts_of_other_days_are_not_listed(ledger):
     assert ledger.day("2026-12-01").count == 1
 
 
+# --- shards, and the day's partition from before them ---------------------------------------------
+
+
+def test_a_days_receipts_land_on_many_shard_partitions_of_that_day(ledger, table):
+    recorded = [receipt() for _ in range(40)]
+    for one in recorded:
+        ledger.record(one)
+
+    found = partitions(table)
+
+    assert found == {shard_of(DAY, r["receipt_id"]) for r in recorded}
+    assert found <= {f"{DAY}_{shard:02d}" for shard in range(SHARDS)}
+    assert len(found) >= 8  # 40 receipts over 16 shards: fewer than 8 is a one in 10^10 draw
+    assert ledger.day(DAY).count == 40
+
+
+def test_a_receipts_shard_is_the_sha256_of_its_id_modulo_the_shard_count():
+    assert SHARDS == 16
+    assert shard_of(DAY, "rcpt_aaaaaaaaaaaaaaaaaaaaaaaaab") == f"{DAY}_06"
+    assert shard_of("2026-12-01", "rcpt_aaaaaaaaaaaaaaaaaaaaaaaaab") == "2026-12-01_06"
+    assert shard_of(DAY, "rcpt_aaaaaaaaaaaaaaaaaaaaaaaaaa") == f"{DAY}_00"
+    assert {shard_of(DAY, f"r_{n}")[-3:] for n in range(200)} == {f"_{shard:02d}" for shard in range(SHARDS)}
+
+
+def test_a_day_lists_the_rows_of_every_shard_and_those_written_before_the_shards(ledger, table):
+    sharded = [receipt(issued_at=f"{DAY}T12:00:{n:02d}Z", amount="1.00") for n in range(12)]
+    older = [receipt(issued_at=f"{DAY}T08:00:{n:02d}Z", amount="0.10", currency="EUR") for n in range(3)]
+    for one in sharded:
+        ledger.record(one)
+    for one in older:
+        record_before_shards(table, one)
+
+    listing = ledger.day(DAY, page_size=MAX_PAGE_SIZE)
+
+    assert DAY in partitions(table) and len(partitions(table)) > 2
+    assert [e.receipt_id for e in listing.receipts] == [r["receipt_id"] for r in older + sharded]
+    assert listing.receipts[0] == LedgerEntry.from_receipt(older[0])
+    assert listing.count == 15
+    assert listing.totals == {
+        "EUR": {"amount": "0.30", "cost_estimate": "0.03"},
+        "USD": {"amount": "12.00", "cost_estimate": "0.12"},
+    }
+
+
+def test_neighbouring_days_and_the_repair_queue_are_not_in_a_days_listing(ledger, table):
+    inside = receipt(issued_at=f"{DAY}T12:00:00Z")
+    ledger.record(inside)
+    for day in ("2026-11-29", "2026-12-01", "2025-11-30", "2027-11-30"):
+        ledger.record(receipt(issued_at=f"{day}T00:00:00Z"))
+        record_before_shards(table, receipt(issued_at=f"{day}T23:59:59Z"))
+    RepairQueue(table).queue(new_receipt_id(), b'{"receipt_id": "queued"}')
+
+    listing = ledger.day(DAY)
+
+    assert REPAIR_PARTITION in partitions(table)
+    assert [e.receipt_id for e in listing.receipts] == [inside["receipt_id"]]
+    assert listing.count == 1
+    assert [ledger.day(day).count for day in ("2026-11-29", "2026-12-01", "2025-11-30")] == [2, 2, 2]
+
+
+def test_has_finds_a_row_in_its_shard_with_one_point_read(ledger, counted):
+    recorded = receipt()
+    ledger.record(recorded)
+    counted_ledger, trips = counted
+
+    assert counted_ledger.has(DAY, recorded["receipt_id"]) is True
+    assert [(sent.method, shard_of(DAY, recorded["receipt_id"]) in sent.url) for sent in trips.sent] == [
+        ("GET", True)
+    ]
+
+
+def test_has_finds_a_row_written_before_the_shards_on_its_days_partition(table, counted):
+    older = receipt()
+    record_before_shards(table, older)
+    counted_ledger, trips = counted
+
+    assert counted_ledger.has(DAY, older["receipt_id"]) is True
+    assert len(trips.sent) == 2  # its shard, then the bare day
+
+
+@pytest.mark.parametrize("day", [DAY, "2026-11-29"], ids=["missing", "other-day"])
+def test_has_is_false_for_a_receipt_without_a_row_on_that_day(ledger, table, day):
+    elsewhere = receipt(issued_at="2026-12-01T00:00:00Z")
+    ledger.record(elsewhere)
+    record_before_shards(table, receipt(issued_at="2026-12-01T00:00:00Z"))
+
+    assert ledger.has(day, elsewhere["receipt_id"]) is False
+    assert ledger.has(day, new_receipt_id()) is False
+
+
+def test_a_receipt_with_rows_in_both_layouts_is_listed_and_totalled_once(ledger, table):
+    recorded = receipt(amount="2.00")
+    record_before_shards(table, recorded, Amount="1.00")
+    ledger.record(recorded)
+    ledger.record(receipt(amount="0.50"))
+
+    listing = ledger.day(DAY)
+
+    assert len(list(table.list_entities())) == 3
+    assert recorded["receipt_id"] in [e.receipt_id for e in listing.receipts]
+    assert listing.count == 2
+    assert listing.totals == {"USD": {"amount": "2.50", "cost_estimate": "0.02"}}
+
+
+def test_the_cursor_pages_through_every_shard_and_the_older_rows_in_issue_order(ledger, table):
+    times = [f"{DAY}T{hour:02d}:{minute:02d}:00Z" for hour in (23, 0, 12, 6) for minute in (30, 0, 30, 59)]
+    recorded = [receipt(issued_at=time) for time in times]
+    for one in recorded[:12]:
+        ledger.record(one)
+    for one in recorded[12:]:
+        record_before_shards(table, one)
+
+    pages = all_pages(ledger, DAY, page_size=5)
+
+    listed = [(entry.issued_at, entry.receipt_id) for page in pages for entry in page.receipts]
+    assert listed == sorted((r["issued_at"], r["receipt_id"]) for r in recorded)
+    assert [len(page.receipts) for page in pages] == [5, 5, 5, 1]
+    assert {page.count for page in pages} == {16}
+    assert len(partitions(table)) > 2
+
+
 # --- idempotence -----------------------------------------------------------------------------------
 
 
-def test_recording_the_same_receipt_twice_counts_it_once(ledger):
+def test_recording_the_same_receipt_twice_counts_it_once(ledger, table):
     recorded = receipt(amount="1.00")
 
     ledger.record(recorded)
     ledger.record(recorded)
 
+    assert [e["RowKey"] for e in table.list_entities()] == [recorded["receipt_id"]]
     listing = ledger.day(DAY)
     assert [e.receipt_id for e in listing.receipts] == [recorded["receipt_id"]]
     assert listing.count == 1
@@ -404,3 +561,8 @@ def test_recording_during_a_storage_outage_is_store_unavailable(dead_ledger):
 def test_listing_during_a_storage_outage_is_store_unavailable(dead_ledger):
     with pytest.raises(StoreUnavailable, match="ledger table unavailable"):
         dead_ledger.day(DAY)
+
+
+def test_looking_for_a_row_during_a_storage_outage_is_store_unavailable(dead_ledger):
+    with pytest.raises(StoreUnavailable, match="ledger table unavailable"):
+        dead_ledger.has(DAY, new_receipt_id())
