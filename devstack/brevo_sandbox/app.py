@@ -1,5 +1,6 @@
-"""The sandbox app: routes a parsed request to its handler and answers with a response. It checks
-the api-key and applies injected faults on Brevo's paths, refuses its own controls to other sites,
+"""The sandbox app: routes a parsed request to its handler and answers with a response. On Brevo's
+paths it checks the api-key, then storms, the rate limit and injected faults, in that order, and
+puts the family's rate-limit headers on every answer; it refuses its own controls to other sites,
 and knows nothing about sockets.
 """
 
@@ -7,16 +8,25 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import datetime, timezone
 from email.message import Message
 from typing import Any
 
+from devstack.brevo_sandbox.account import parse_account
 from devstack.brevo_sandbox.contacts import parse_contact_request
 from devstack.brevo_sandbox.email_log import parse_log_query, transactional_log
 from devstack.brevo_sandbox.emails import parse_email_request
-from devstack.brevo_sandbox.faults import parse_fault
+from devstack.brevo_sandbox.faults import RATE_LIMIT_HEADERS, parse_fault
+from devstack.brevo_sandbox.imports import IMPORT_MAX_BYTES, parse_import_request, too_large
+from devstack.brevo_sandbox.limits import (
+    DEFAULT_TIER,
+    REMAINING_HEADER,
+    RateLimiter,
+    family_of,
+    too_many_requests,
+)
 from devstack.brevo_sandbox.pages import render_email, render_email_not_found, render_index
 from devstack.brevo_sandbox.state import SandboxState
 from devstack.brevo_sandbox.wire import (
@@ -25,6 +35,7 @@ from devstack.brevo_sandbox.wire import (
     Request,
     Response,
     html_response,
+    invalid,
     json_response,
     parse_json_object,
     query_value,
@@ -35,6 +46,22 @@ UNAUTHORIZED = {"code": "unauthorized", "message": "Key not found"}
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 Handler = Callable[[Request, re.Match[str]], Response]
+LIMITS_KEYS = frozenset({"tier", "limits"})
+
+
+def _error(err: ApiError) -> Response:
+    body: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.metadata is not None:
+        body["metadata"] = err.metadata
+    response = json_response(err.status, body)
+    response.headers.update(err.headers)
+    return response
+
+
+def _with_limits(response: Response, headers: dict[str, str]) -> Response:
+    """The family's rate-limit headers under the answer's own (a fault's win)."""
+    response.headers = {**headers, **response.headers}
+    return response
 
 
 def _refuse_other_sites(headers: Message) -> None:
@@ -52,16 +79,31 @@ def _refuse_other_sites(headers: Message) -> None:
 class SandboxApp:
     """Maps a parsed Request to a Response; knows nothing about sockets."""
 
-    def __init__(self, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        tier: str = DEFAULT_TIER,
+        limits: Mapping[str, str | None] | None = None,
+    ) -> None:
+        """*tier*: general, advanced or extended; *limits*: per family (email, contacts,
+        smtp_other, other) ``"N/s"``, ``"N/h"`` or ``"off"`` in place of the tier's. A bad value
+        raises ValueError."""
         self.state = SandboxState()
+        self.limiter = RateLimiter(tier, limits)
         self.api_key = api_key
         routes: list[tuple[str, dict[str, Handler]]] = [
             ("/v3/contacts", {"POST": self._create_contact}),
+            ("/v3/contacts/import", {"POST": self._import_contacts}),
+            (r"/v3/processes/([0-9]{1,12})", {"GET": self._process}),
             ("/v3/smtp/email", {"POST": self._send_email}),
             ("/v3/smtp/emails", {"GET": self._email_log}),
             ("/_sandbox/emails", {"GET": self._list_emails}),
             ("/_sandbox/contacts", {"GET": self._list_contacts}),
+            ("/_sandbox/imports", {"GET": self._list_imports}),
             ("/_sandbox/stats", {"GET": self._stats}),
+            ("/_sandbox/limits", {"GET": self._limits, "PUT": self._set_limits}),
+            ("/_sandbox/account", {"GET": self._account, "PUT": self._set_account}),
             (
                 "/_sandbox/faults",
                 {"GET": self._list_faults, "POST": self._add_fault, "DELETE": self._clear_faults},
@@ -74,30 +116,56 @@ class SandboxApp:
         self._routes = [(re.compile(pattern), methods) for pattern, methods in routes]
 
     def handle(self, req: Request) -> Response:
+        if req.path.startswith("/v3/"):
+            return self._handle_brevo(req)
         try:
-            return self._handle(req)
+            if req.method not in SAFE_METHODS:
+                _refuse_other_sites(req.headers)
+            handler, match = self._resolve(req.method, req.path)
+            return handler(req, match)
         except ApiError as err:
-            body: dict[str, Any] = {"code": err.code, "message": err.message}
-            if err.metadata is not None:
-                body["metadata"] = err.metadata
-            response = json_response(err.status, body)
-            response.headers.update(err.headers)
-            return response
+            return _error(err)
 
-    def _handle(self, req: Request) -> Response:
-        is_brevo = req.path.startswith("/v3/")
+    def refuse(self, method: str, path: str, err: ApiError) -> Response:
+        """The answer to a request the HTTP layer refused before reading it (say, a body too big);
+        on Brevo's paths it carries the rate-limit headers but does not count."""
+        response = _error(err)
+        if path.startswith("/v3/"):
+            _with_limits(response, self.limiter.peek(family_of(method, path)))
+        return response
+
+    def _handle_brevo(self, req: Request) -> Response:
+        family = family_of(req.method, req.path)
         if req.path in BREVO_PATHS:
             self.state.count_request(req.path)
-        if is_brevo:
+        try:
             self._authenticate(req.headers)
-        elif req.method not in SAFE_METHODS:
-            _refuse_other_sites(req.headers)
-        handler, match = self._resolve(req.method, req.path)
-        if is_brevo:
-            faulted = self._apply_fault(req)
-            if faulted is not None:
-                return faulted
-        return handler(req, match)
+        except ApiError as err:  # no account to count the request against
+            return _with_limits(_error(err), self.limiter.peek(family))
+        stormed = self._storm(family)
+        if stormed is not None:
+            return stormed
+        decision = self.limiter.take(family)
+        if not decision.allowed:
+            return _with_limits(json_response(429, too_many_requests(family)), decision.headers)
+        try:
+            handler, match = self._resolve(req.method, req.path)
+            faulted = self._apply_fault(req, decision.headers)
+            response = faulted if faulted is not None else handler(req, match)
+        except ApiError as err:
+            response = _error(err)
+        return _with_limits(response, decision.headers)
+
+    def _storm(self, family: str) -> Response | None:
+        """A storm's 429, counted as the family's refusal; None when no storm is blowing."""
+        taken = self.state.take_storm(family)
+        if taken is None:
+            return None
+        storm, seconds_left = taken
+        response = json_response(429, storm.body)
+        limits = self.limiter.refuse(family, seconds_left)
+        response.headers.update({**RATE_LIMIT_HEADERS, **limits, **storm.headers})
+        return response
 
     def _authenticate(self, headers: Message) -> None:
         key = headers.get("api-key")
@@ -115,8 +183,9 @@ class SandboxApp:
             return methods[method], match
         raise ApiError(404, "not_found", f"No route for {path}")
 
-    def _apply_fault(self, req: Request) -> Response | None:
-        """Sleep and/or fail as an injected fault says; None means carry on normally."""
+    def _apply_fault(self, req: Request, limits: dict[str, str]) -> Response | None:
+        """Sleep and/or fail as an injected fault says; None means carry on normally. A 429 says
+        the family has nothing left, unless the fault's own headers say otherwise."""
         matched = req.body or "&".join(f"{k}={v}" for k, vs in req.query.items() for v in vs).encode()
         fault = self.state.take_fault(req.path, matched)
         if fault is None:
@@ -126,6 +195,8 @@ class SandboxApp:
         if not fault.status:
             return None
         response = json_response(fault.status, fault.body)
+        if fault.status == 429:
+            response.headers.update({**RATE_LIMIT_HEADERS, **limits, REMAINING_HEADER: "0"})
         response.headers.update(fault.headers)
         return response
 
@@ -135,6 +206,18 @@ class SandboxApp:
         if contact_id is None:
             return Response(204)
         return json_response(201, {"id": contact_id})
+
+    def _import_contacts(self, req: Request, _: re.Match[str]) -> Response:
+        if len(req.body) > IMPORT_MAX_BYTES:
+            raise too_large()
+        process_id = self.state.import_contacts(parse_import_request(parse_json_object(req.body)))
+        return json_response(202, {"processId": process_id})
+
+    def _process(self, req: Request, match: re.Match[str]) -> Response:
+        process = self.state.process(int(match.group(1)))
+        if process is None:
+            raise ApiError(404, "document_not_found", "Process does not exist")
+        return json_response(200, process.brevo_view())
 
     def _send_email(self, req: Request, _: re.Match[str]) -> Response:
         email = self.state.capture_email(parse_email_request(parse_json_object(req.body)))
@@ -155,8 +238,37 @@ class SandboxApp:
     def _list_contacts(self, req: Request, _: re.Match[str]) -> Response:
         return json_response(200, self.state.contacts(query_value(req.query, "email")))
 
+    def _list_imports(self, req: Request, _: re.Match[str]) -> Response:
+        return json_response(200, self.state.processes())
+
     def _stats(self, req: Request, _: re.Match[str]) -> Response:
         return json_response(200, self.state.stats())
+
+    def _limits(self, req: Request, _: re.Match[str]) -> Response:
+        return json_response(200, self.limiter.snapshot())
+
+    def _set_limits(self, req: Request, _: re.Match[str]) -> Response:
+        """``{"tier"?, "limits"?: {FAMILY: "N/s" | "N/h" | "off" | null}}`` replaces the tier (general
+        when left out) and every override; open windows close, totals stay."""
+        payload = parse_json_object(req.body)
+        unknown = sorted(set(payload) - LIMITS_KEYS)
+        if unknown:
+            raise invalid(f"unknown keys {', '.join(unknown)}: give tier and/or limits")
+        limits = payload.get("limits")
+        if limits is not None and not isinstance(limits, dict):
+            raise invalid('limits must be an object such as {"contacts": "2/s", "email": "off"}')
+        try:
+            self.limiter.configure(payload.get("tier", DEFAULT_TIER), limits)
+        except ValueError as exc:
+            raise invalid(str(exc)) from None
+        return json_response(200, self.limiter.snapshot())
+
+    def _account(self, req: Request, _: re.Match[str]) -> Response:
+        return json_response(200, self.state.account())
+
+    def _set_account(self, req: Request, _: re.Match[str]) -> Response:
+        self.state.set_account(parse_account(parse_json_object(req.body)))
+        return json_response(200, self.state.account())
 
     def _list_faults(self, req: Request, _: re.Match[str]) -> Response:
         return json_response(200, self.state.faults())
@@ -171,10 +283,11 @@ class SandboxApp:
 
     def _reset(self, req: Request, _: re.Match[str]) -> Response:
         self.state.reset()
+        self.limiter.reset()
         return Response(204)
 
     def _index_page(self, req: Request, _: re.Match[str]) -> Response:
-        return html_response(200, render_index(self.state.emails()))
+        return html_response(200, render_index(self.state.emails(), self.limiter.snapshot()))
 
     def _email_page(self, req: Request, match: re.Match[str]) -> Response:
         email = self.state.email(int(match.group(1)))

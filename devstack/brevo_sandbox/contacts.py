@@ -1,7 +1,9 @@
 """Contacts (``POST /v3/contacts``): the contact record, the request Brevo accepts, and how an
 upsert merges into an existing contact.
 
-Record fields use Brevo's camelCase names so ``asdict()`` is already the wire format.
+Record fields use Brevo's camelCase names so ``asdict()`` is already the wire format. Beside
+them the sandbox keeps its own bookkeeping: ``upserts`` (writes by any endpoint, the creation
+included), ``modifications`` (writes after the creation) and the times of both.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Contact:
     upserts: int
     created_at: str
     updated_at: str
+    modifications: int = 0
 
 
 @dataclass
@@ -50,5 +53,11 @@ def parse_contact_request(payload: dict[str, Any]) -> ContactRequest:
 def merge_contact(contact: Contact, req: ContactRequest) -> None:
     contact.attributes.update(req.attributes)
     contact.listIds = list(dict.fromkeys(contact.listIds + req.listIds))
+    touch(contact)
+
+
+def touch(contact: Contact) -> None:
+    """Count a write after the contact's creation."""
     contact.upserts += 1
+    contact.modifications += 1
     contact.updated_at = utc_now()

@@ -1,22 +1,28 @@
-"""Fault injection (``/_sandbox/faults``): what a test asks for (a status, a delay, or both, on one
-Brevo path, optionally only for requests containing some text) and how a request matches it.
+"""Fault injection (``/_sandbox/faults``): what a test asks for and how a request matches it.
+
+A path fault gives a status, a delay, or both, on one Brevo path, optionally only for requests
+containing some text. A storm answers every request of one rate-limit family with 429, as Brevo
+does past a limit, for a number of requests, a number of seconds, or whichever ends first.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from devstack.brevo_sandbox.limits import FAMILIES, family_of, too_many_requests
 from devstack.brevo_sandbox.wire import BREVO_PATHS, invalid, is_int, string_field
 
 DEFAULT_FAULT_BODY = {"code": "internal_error", "message": "Injected fault"}
-# What Brevo sends with a 429 (and no Retry-After); a fault's own headers override these.
+# What a 429 carries when its family has no limit to report (Brevo sends no Retry-After); a
+# fault's own headers override these.
 RATE_LIMIT_HEADERS = {
     "x-sib-ratelimit-limit": "10",
     "x-sib-ratelimit-remaining": "0",
     "x-sib-ratelimit-reset": "1",
 }
+MAX_STORM_SECONDS = 24 * 3600
 HEADER_NAME_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 PRINTABLE_RE = re.compile(r"[ -~]{0,1024}")
 OWN_HEADERS = frozenset({"content-type", "content-length", "cache-control", "connection"})
@@ -24,14 +30,25 @@ OWN_HEADERS = frozenset({"content-type", "content-length", "cache-control", "con
 
 @dataclass
 class Fault:
+    """A path fault (``path`` set) or a storm (``family`` set). ``times`` None: no count limit;
+    ``expires_at`` is the storm's end on the monotonic clock, set when it is added."""
+
     id: int
-    path: str
+    path: str | None
     status: int | None
-    times: int
+    times: int | None
     match: str | None
     delay_seconds: float
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    family: str | None = None
+    seconds: float | None = None
+    expires_at: float | None = None
+
+    def listing(self) -> dict[str, Any]:
+        view = asdict(self)
+        del view["expires_at"]
+        return view
 
 
 def _parse_fault_status(value: Any) -> int | None:
@@ -50,25 +67,58 @@ def _parse_delay(value: Any) -> float:
     return float(value)
 
 
+def _parse_times(value: Any) -> int:
+    if not is_int(value) or value < 1:
+        raise invalid("times must be a positive integer")
+    return value
+
+
+def _parse_body(payload: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
+    body = payload.get("body") or dict(default)
+    if not isinstance(body, dict):
+        raise invalid("body must be an object")
+    return body
+
+
 def parse_fault(payload: dict[str, Any]) -> Fault:
+    if payload.get("family") is not None:
+        return _parse_storm(payload)
     path = payload.get("path")
     if path not in BREVO_PATHS:
-        raise invalid(f"path must be one of {', '.join(BREVO_PATHS)}")
-    times = payload.get("times", 1)
-    if not is_int(times) or times < 1:
-        raise invalid("times must be a positive integer")
+        raise invalid(f"path must be one of {', '.join(BREVO_PATHS)} (or give a family for a storm)")
+    times = _parse_times(payload.get("times", 1))
     status = _parse_fault_status(payload.get("status"))
     delay = _parse_delay(payload.get("delay_seconds"))
     if status is None and delay == 0:
         raise invalid("A fault needs a status, a delay_seconds, or both")
     match = string_field(payload, "match")
-    body = payload.get("body") or dict(DEFAULT_FAULT_BODY)
-    if not isinstance(body, dict):
-        raise invalid("body must be an object")
+    default = too_many_requests(family_of("POST", path)) if status == 429 else DEFAULT_FAULT_BODY
+    body = _parse_body(payload, default)
     headers = _parse_fault_headers(payload.get("headers"))
-    if status == 429:
-        headers = {**RATE_LIMIT_HEADERS, **headers}
     return Fault(0, path, status, times, match, delay, body, headers)
+
+
+def _parse_storm(payload: dict[str, Any]) -> Fault:
+    """``{"family", "times"?, "seconds"?, "body"?, "headers"?}``: 429 for every request of the
+    family until *times* requests were answered or *seconds* have passed (one request if neither
+    is given)."""
+    family = payload["family"]
+    if family not in FAMILIES:
+        raise invalid(f"family must be one of {', '.join(FAMILIES)}")
+    for key in ("path", "match", "delay_seconds"):
+        if payload.get(key) is not None:
+            raise invalid(f"a storm answers every request of its family at once: no {key}")
+    if payload.get("status") not in (None, 429):
+        raise invalid("a storm answers 429")
+    seconds = payload.get("seconds")
+    number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+    if seconds is not None and not (number and 0 < seconds <= MAX_STORM_SECONDS):
+        raise invalid(f"seconds must be a number above 0 and at most {MAX_STORM_SECONDS}")
+    times = payload.get("times")
+    times = _parse_times(times) if times is not None else (None if seconds is not None else 1)
+    body = _parse_body(payload, too_many_requests(family))
+    headers = _parse_fault_headers(payload.get("headers"))
+    return Fault(0, None, 429, times, None, 0.0, body, headers, family, seconds)
 
 
 def _parse_fault_headers(value: Any) -> dict[str, str]:

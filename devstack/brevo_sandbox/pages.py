@@ -1,5 +1,6 @@
 """The HTML pages on ``GET /`` and ``GET /emails/<id>``: captured emails, the way Mailpit shows
-SMTP mail. Everything from an email is escaped, and its HTML is shown in a bare sandboxed iframe.
+SMTP mail, and the rate-limit counters. Everything from an email is escaped, and its HTML is shown
+in a bare sandboxed iframe.
 """
 
 from __future__ import annotations
@@ -72,19 +73,40 @@ def _index_row(email: CapturedEmail) -> str:
     )
 
 
-def render_index(emails: list[CapturedEmail]) -> str:
-    """The inbox page: captured emails, newest first."""
+def _limits_row(family: str, view: dict[str, Any]) -> str:
+    cells = (view["limit"], view["used"], view["remaining"], view["accepted"], view["refused"])
+    return (
+        f"<tr><td>{_esc(family)}<br><small>{_esc(view['routes'])}</small></td>"
+        + "".join(f"<td>{_esc('-' if cell is None else cell)}</td>" for cell in cells)
+        + "</tr>"
+    )
+
+
+def _limits_section(limits: dict[str, Any]) -> str:
+    """Per family: its limit, this window's use, what is left, and the totals accepted and
+    refused with 429."""
+    rows = "".join(_limits_row(family, view) for family, view in limits["families"].items())
+    return (
+        f'<h2 id="rate-limits">Rate limits ({_esc(limits["tier"])} tier)</h2>'
+        "<table><thead><tr><th>Family</th><th>Limit</th><th>This window</th><th>Remaining</th>"
+        f"<th>Accepted</th><th>429s</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def render_index(emails: list[CapturedEmail], limits: dict[str, Any]) -> str:
+    """The inbox page: captured emails, newest first, then the rate-limit counters."""
+    counters = _limits_section(limits)
     if not emails:
         return _page(
             "Brevo sandbox",
-            '<h2>Emails</h2><p class="empty">No emails captured yet.</p>',
+            f'<h2>Emails</h2><p class="empty">No emails captured yet.</p>{counters}',
         )
     rows = "".join(_index_row(e) for e in reversed(emails))
     table = (
         "<table><thead><tr><th>Received (UTC)</th><th>To</th><th>Subject</th>"
         f"<th>Links</th></tr></thead><tbody>{rows}</tbody></table>"
     )
-    return _page(f"Brevo sandbox ({len(emails)})", f"<h2>Emails ({len(emails)})</h2>{table}")
+    return _page(f"Brevo sandbox ({len(emails)})", f"<h2>Emails ({len(emails)})</h2>{table}{counters}")
 
 
 def _metadata(email: CapturedEmail) -> str:

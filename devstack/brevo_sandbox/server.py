@@ -6,12 +6,14 @@ clients work. One log line per request (method, path, status) goes to stderr.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from devstack.brevo_sandbox.app import SandboxApp
+from devstack.brevo_sandbox.limits import DEFAULT_TIER
 from devstack.brevo_sandbox.wire import ApiError, Request, Response, error_response
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -43,7 +45,8 @@ class SandboxHandler(BaseHTTPRequestHandler):
             body = self._read_body()
         except ApiError as err:
             self.close_connection = True
-            self._write(error_response(err.status, err.code, err.message))
+            method = "GET" if self.command == "HEAD" else self.command
+            self._write(self.server.app.refuse(method, url.path, err))
             return
         method = "GET" if self.command == "HEAD" else self.command
         request = Request(method, url.path, parse_qs(url.query), self.headers, body)
@@ -130,6 +133,14 @@ class SandboxServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def make_server(host: str, port: int, api_key: str | None = None) -> ThreadingHTTPServer:
-    """Bind (port 0 picks a free one) but do not serve; call serve_forever()."""
-    return SandboxServer((host, port), SandboxApp(api_key))
+def make_server(
+    host: str,
+    port: int,
+    api_key: str | None = None,
+    *,
+    tier: str = DEFAULT_TIER,
+    limits: Mapping[str, str | None] | None = None,
+) -> ThreadingHTTPServer:
+    """Bind (port 0 picks a free one) but do not serve; call serve_forever(). *tier* and *limits*
+    as for ``SandboxApp``; a bad one raises ValueError before anything is bound."""
+    return SandboxServer((host, port), SandboxApp(api_key, tier=tier, limits=limits))

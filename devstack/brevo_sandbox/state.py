@@ -1,18 +1,22 @@
-"""The sandbox's memory: contacts, captured emails, faults, idempotency keys and counters.
+"""The sandbox's memory: contacts, captured emails, import processes, the account, faults,
+idempotency keys and counters.
 
-One lock guards all of it, so concurrent requests are safe; nothing is written to disk.
+One lock guards all of it, so concurrent requests are safe; nothing is written to disk. (The
+rate limiter keeps its windows behind a lock of its own, in ``limits``.)
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 import uuid
 from dataclasses import asdict, replace
 from typing import Any
 
-from devstack.brevo_sandbox.contacts import DUPLICATE_CONTACT, Contact, ContactRequest, merge_contact
+from devstack.brevo_sandbox.account import Account, refuse_send, spend
+from devstack.brevo_sandbox.contacts import DUPLICATE_CONTACT, Contact, ContactRequest, merge_contact, touch
 from devstack.brevo_sandbox.emails import (
     IDEMPOTENCY_WINDOW_SECONDS,
     MESSAGE_ID_DOMAIN,
@@ -21,6 +25,7 @@ from devstack.brevo_sandbox.emails import (
     extract_links,
 )
 from devstack.brevo_sandbox.faults import Fault, fault_matches
+from devstack.brevo_sandbox.imports import ImportProcess, ImportRequest, created_attributes, merged_attributes
 from devstack.brevo_sandbox.wire import BREVO_PATHS, ApiError, utc_now
 
 
@@ -34,15 +39,20 @@ class SandboxState:
     def _clear(self) -> None:
         self._contacts: dict[str, Contact] = {}
         self._emails: list[CapturedEmail] = []
+        self._processes: list[ImportProcess] = []
+        self._account = Account()
         self._faults: list[Fault] = []
         self._idempotency: dict[str, float] = {}
         self._requests = dict.fromkeys(BREVO_PATHS, 0)
         self._contact_upserts = 0
         self._emails_accepted = 0
         self._emails_rejected_duplicate = 0
+        self._contacts_imported = 0
+        self._next_list_id = 1
         self._contact_ids = itertools.count(1)
         self._email_ids = itertools.count(1)
         self._fault_ids = itertools.count(1)
+        self._process_ids = itertools.count(1)
 
     def reset(self) -> None:
         with self._lock:
@@ -64,13 +74,53 @@ class SandboxState:
             if existing is not None:
                 merge_contact(existing, req)
                 return None
-            now = utc_now()
-            list_ids = list(dict.fromkeys(req.listIds))
-            contact = Contact(next(self._contact_ids), req.email, dict(req.attributes), list_ids, 1, now, now)
-            self._contacts[req.email] = contact
-            return contact.id
+            return self._create_contact(req.email, dict(req.attributes), req.listIds).id
+
+    def _create_contact(self, email: str, attributes: dict[str, Any], list_ids: list[int]) -> Contact:
+        """Lock must be held."""
+        now, lists = utc_now(), list(dict.fromkeys(list_ids))
+        contact = Contact(next(self._contact_ids), email, attributes, lists, 1, now, now)
+        self._contacts[email] = contact
+        return contact
+
+    def import_contacts(self, req: ImportRequest) -> int:
+        """Apply an import at once; its process id."""
+        with self._lock:
+            list_ids = list(req.list_ids)
+            if req.new_list is not None:
+                seen = [i for c in self._contacts.values() for i in c.listIds] + list_ids
+                list_id = max([self._next_list_id, *(i + 1 for i in seen)])
+                self._next_list_id = list_id + 1
+                list_ids.append(list_id)
+            process = ImportProcess(next(self._process_ids), 0, 0, 0, req.invalid, req.duplicates, list_ids)
+            for entry in req.entries:
+                existing = self._contacts.get(entry.email)
+                if existing is None:
+                    self._create_contact(entry.email, created_attributes(entry.attributes), list_ids)
+                    process.created += 1
+                elif not req.update_existing:
+                    process.unchanged += 1
+                else:
+                    attributes = merged_attributes(existing.attributes, entry.attributes, req.empty_erases)
+                    existing.attributes = attributes
+                    existing.listIds = list(dict.fromkeys(existing.listIds + list_ids))
+                    touch(existing)
+                    process.updated += 1
+            self._contacts_imported += process.created
+            self._processes.append(process)
+            return process.id
+
+    def process(self, process_id: int) -> ImportProcess | None:
+        with self._lock:
+            return next((replace(p) for p in self._processes if p.id == process_id), None)
+
+    def processes(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [asdict(p) for p in self._processes]
 
     def capture_email(self, req: EmailRequest) -> CapturedEmail:
+        """Capture an email, or refuse it as Brevo would: a repeated idempotency key, then the
+        account (activation, credits). A refusal remembers nothing."""
         with self._lock:
             key = req.idempotency_key
             if key is not None and self._seen_recently(key.lower()):
@@ -78,6 +128,10 @@ class SandboxState:
                 raise ApiError(
                     400, "duplicate_parameter", "An email with this idempotencyKey was already accepted"
                 )
+            refuse_send(self._account, len(req.to))
+            if key is not None:
+                self._idempotency[key.lower()] = time.monotonic()
+            spend(self._account, len(req.to))
             email = CapturedEmail(
                 id=next(self._email_ids),
                 messageId=f"<{uuid.uuid4()}@{MESSAGE_ID_DOMAIN}>",
@@ -90,23 +144,28 @@ class SandboxState:
             return email
 
     def _seen_recently(self, key: str) -> bool:
-        """Check and remember *key*; lock must be held."""
-        now = time.monotonic()
-        horizon = now - IDEMPOTENCY_WINDOW_SECONDS
+        """Whether *key* was accepted within the window; lock must be held."""
+        horizon = time.monotonic() - IDEMPOTENCY_WINDOW_SECONDS
         self._idempotency = {k: t for k, t in self._idempotency.items() if t > horizon}
-        if key in self._idempotency:
-            return True
-        self._idempotency[key] = now
-        return False
+        return key in self._idempotency
 
     def forget_idempotency_keys(self) -> None:
         """Forget every remembered idempotency key, as Brevo does once its window has passed."""
         with self._lock:
             self._idempotency.clear()
 
+    def account(self) -> dict[str, Any]:
+        with self._lock:
+            return asdict(self._account)
+
+    def set_account(self, account: Account) -> None:
+        with self._lock:
+            self._account = account
+
     def add_fault(self, fault: Fault) -> int:
         with self._lock:
-            fault = replace(fault, id=next(self._fault_ids))
+            expires_at = time.monotonic() + fault.seconds if fault.seconds is not None else None
+            fault = replace(fault, id=next(self._fault_ids), expires_at=expires_at)
             self._faults.append(fault)
             return fault.id
 
@@ -116,7 +175,8 @@ class SandboxState:
 
     def faults(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [asdict(f) for f in self._faults]
+            self._drop_expired()
+            return [f.listing() for f in self._faults]
 
     def take_fault(self, path: str, body: bytes) -> Fault | None:
         """Consume one use of the oldest fault matching this request (its body, or its query
@@ -124,11 +184,33 @@ class SandboxState:
         with self._lock:
             for fault in self._faults:
                 if fault.path == path and fault_matches(fault, body):
-                    fault.times -= 1
-                    if fault.times == 0:
-                        self._faults.remove(fault)
-                    return replace(fault)
+                    return self._use(fault)
             return None
+
+    def take_storm(self, family: str) -> tuple[Fault, int | None] | None:
+        """Consume one request of the oldest storm on *family*, if any is blowing; with it the
+        whole seconds it has left (None for a storm that only counts requests)."""
+        with self._lock:
+            self._drop_expired()
+            for fault in self._faults:
+                if fault.family == family:
+                    left = None
+                    if fault.expires_at is not None:
+                        left = max(1, math.ceil(fault.expires_at - time.monotonic()))
+                    return self._use(fault), left
+            return None
+
+    def _use(self, fault: Fault) -> Fault:
+        """Count one use of *fault*, dropping it when spent; lock must be held."""
+        if fault.times is not None:
+            fault.times -= 1
+            if fault.times == 0:
+                self._faults.remove(fault)
+        return replace(fault)
+
+    def _drop_expired(self) -> None:
+        now = time.monotonic()
+        self._faults = [f for f in self._faults if f.expires_at is None or f.expires_at > now]
 
     def emails(self, to: str | None = None) -> list[CapturedEmail]:
         # Captured emails are never mutated, so handing out the objects is safe.
@@ -156,4 +238,6 @@ class SandboxState:
                 "contact_upserts": self._contact_upserts,
                 "emails_accepted": self._emails_accepted,
                 "emails_rejected_duplicate": self._emails_rejected_duplicate,
+                "imports": len(self._processes),
+                "contacts_imported": self._contacts_imported,
             }

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from email.message import Message
 from typing import Any
 
-BREVO_PATHS = ("/v3/contacts", "/v3/smtp/email", "/v3/smtp/emails")
+BREVO_PATHS = ("/v3/contacts", "/v3/contacts/import", "/v3/smtp/email", "/v3/smtp/emails")
 JSON_TYPE = "application/json"
 HTML_TYPE = "text/html; charset=utf-8"
 
