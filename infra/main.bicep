@@ -50,6 +50,9 @@ param principalId string = ''
 @description('Most instances the app scales out to; every purchase is free, so this also bounds the cost of a flood.')
 param maximumInstanceCount int = 40
 
+@description('BREVO_CONTACT_LIST_ID: the Brevo list (its id, a positive integer) the drained contacts are imported into; empty for none, and the contacts are then created one at a time.')
+param brevoContactListId string = ''
+
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
   'azd-env-name': environmentName
@@ -58,6 +61,11 @@ var tags = {
 var bundlesContainerName = 'bundles'
 var receiptsContainerName = 'receipts'
 var deploymentContainerName = 'app-package'
+// The contact queues: purchases spread over `contactQueueShards` queues `<prefix>-0` to `<prefix>-<n-1>`,
+// a timer drains them into Brevo, and `<prefix>-poison` keeps what it could not import. The app
+// settings STOREFRONT_CONTACT_QUEUE and STOREFRONT_CONTACT_QUEUE_SHARDS carry the same two values.
+var contactQueuePrefix = 'storefront-contacts'
+var contactQueueShards = 4
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: 'rg-${environmentName}'
@@ -87,6 +95,8 @@ module storage 'modules/storage.bicep' = {
       bundlesContainerName
       receiptsContainerName
     ]
+    contactQueuePrefix: contactQueuePrefix
+    contactQueueShards: contactQueueShards
   }
 }
 
@@ -152,6 +162,9 @@ module app 'modules/functionapp.bicep' = {
     retiredPublicKeysBase64: retiredPublicKeysBase64
     bundlesContainerName: bundlesContainerName
     receiptsContainerName: receiptsContainerName
+    contactQueuePrefix: contactQueuePrefix
+    contactQueueShards: contactQueueShards
+    brevoContactListId: brevoContactListId
     maximumInstanceCount: maximumInstanceCount
   }
 }

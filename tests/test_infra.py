@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from shared.config.keys import load_private_key
-from shared.config.settings import SECRET_SETTINGS, Settings
+from shared.config.settings import BOUNDS, SECRET_SETTINGS, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 INFRA = ROOT / "infra"
@@ -49,7 +49,7 @@ PLATFORM_SETTINGS = {
     "AzureWebJobsStorage__credential": "the host connects to its storage with a managed identity",
     "AzureWebJobsStorage__clientId": "the host's identity is the user-assigned one",
     "AzureWebJobsStorage__blobServiceUri": "the host keeps keys and timer locks in blobs",
-    "AzureWebJobsStorage__queueServiceUri": "the host's own queues",
+    "AzureWebJobsStorage__queueServiceUri": "the host's own queues and the app's contact queues",
     "AzureWebJobsStorage__tableServiceUri": "the host's own tables",
     "APPLICATIONINSIGHTS_CONNECTION_STRING": "host telemetry; the telemetry seam reads it from os.environ",
     "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "telemetry sent with the identity's token (local auth off)",
@@ -109,6 +109,9 @@ UPLOADER_ROLE = (
     "Microsoft.Storage/storageAccounts/blobServices/containers",
 )
 SECRET_PARAM = re.compile(r"(secret|password|apikey|signingkey)$", re.IGNORECASE)  # a value, not its URI
+QUEUES = "Microsoft.Storage/storageAccounts/queueServices/queues"
+# Azure's rule for a queue name: 3 to 63 lowercase letters, digits and single hyphens, neither end a hyphen.
+QUEUE_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]")
 
 
 # --- a small Bicep reader ---------------------------------------------------------------------
@@ -307,7 +310,11 @@ def passed_to(file: Bicep, param: str) -> list[tuple[Bicep, str]]:
 
 
 def resolve(file: Bicep, value: str) -> str | None:
-    """A literal, or a name that stands for one: a var, or a param that every caller passes a literal."""
+    """A literal, or a name that stands for one: a var, or a param that every caller passes a literal
+    (`string(name)` stands for the same)."""
+    converted = re.fullmatch(r"string\((\w+)\)", value)
+    if converted:
+        return resolve(file, converted[1])
     if literal(value) is not None or not re.fullmatch(r"\w+", value):
         return literal(value)
     kinds = {d.name: d for d in file.decls if d.kind in ("param", "var")}
@@ -354,6 +361,7 @@ def production_env() -> dict[str, str]:
         "STOREFRONT_PUBLIC_BASE_URL": "https://func-sample.azurewebsites.net",
         "STOREFRONT_SENDER_EMAIL": "store@sample.example",
         "STOREFRONT_RETIRED_PUBLIC_KEYS": "",
+        "BREVO_CONTACT_LIST_ID": "2",
     }
     file, env = site_file(), {}
     for name, value in app_settings().items():
@@ -445,6 +453,90 @@ def test_every_container_the_app_and_the_deployment_use_is_created():
         r"\$\{(\w+)\}'$", prop(app.body, "properties.functionAppConfig.deployment.storage.value")
     )
     assert {settings.bundles_container, settings.receipts_container, resolve(site, package[1])} <= created
+
+
+def interpolated(file: Bicep, value: str, bound: Mapping[str, str]) -> str | None:
+    """A string literal whose `${name}` parts are loop variables (`bound`) or names `resolve` reads."""
+    parts = {name: bound.get(name, resolve(file, name)) for name in re.findall(r"\$\{(\w+)\}", value)}
+    if None in parts.values():
+        return None
+    return literal(re.sub(r"\$\{(\w+)\}", lambda m: parts[m[1]], value))
+
+
+def created_queues() -> dict[str, tuple[Bicep, Decl]]:
+    """Each queue the template creates, by name, with its file (`for x in range(start, count)` unrolled)."""
+    created: dict[str, tuple[Bicep, Decl]] = {}
+    for path in bicep_files():
+        file = bicep(path)
+        for queue in file.all("resource", QUEUES):
+            loop = re.match(r"\s*\[\s*for (\w+) in range\((\w+), (\w+)\)\s*:", queue.value)
+            start, count = (int(resolve(file, loop[2])), int(resolve(file, loop[3]))) if loop else (0, 1)
+            for i in range(start, start + count):
+                name = interpolated(file, queue.body["name"], {loop[1]: str(i)} if loop else {})
+                assert name, f"{queue.name}: cannot read the name {queue.body['name']}"
+                created[name] = (file, queue)
+    return created
+
+
+def test_the_contact_queues_are_created_with_the_names_the_app_settings_give():
+    settings, site = app_settings(), site_file()
+    prefix = resolve(site, settings["STOREFRONT_CONTACT_QUEUE"])
+    shards = int(resolve(site, settings["STOREFRONT_CONTACT_QUEUE_SHARDS"]))
+
+    queues = created_queues()
+
+    assert set(queues) == {f"{prefix}-{n}" for n in range(shards)} | {f"{prefix}-poison"}
+    assert all(QUEUE_NAME.fullmatch(name) for name in queues), sorted(queues)
+    for file, queue in queues.values():  # each in the queue service of the account the template creates
+        service = file.get("resource", queue.body["parent"])
+        account = file.get("resource", service.body["parent"])
+        assert service.target == "Microsoft.Storage/storageAccounts/queueServices"
+        assert literal(service.body["name"]) == "default"
+        assert account.target == ACCOUNT and "existing" not in account.header
+
+
+def test_the_queue_parameters_hold_the_apps_bounds():
+    (storage,) = {file for file, _ in created_queues().values()}
+    low, high = BOUNDS["STOREFRONT_CONTACT_QUEUE_SHARDS"]
+    shards = storage.get("param", "contactQueueShards").decorators
+    prefix = storage.get("param", "contactQueuePrefix").decorators
+
+    assert f"@minValue({low})" in shards and f"@maxValue({high})" in shards
+    assert "@maxLength(56)" in prefix  # `<prefix>-poison`, the longest name, within Azure's 63
+
+
+def test_the_apps_identity_may_use_the_contact_queues():
+    """The app's queue client signs in as the identity AzureWebJobsStorage__clientId names, as its
+    table and blob clients do: Storage Queue Data Contributor must be that identity's, on the account
+    that holds the queues, not a grant that only the host's own queues happen to need."""
+    (role,) = [guid for guid, (name, _) in IDENTITY_ROLES.items() if name == "Storage Queue Data Contributor"]
+    ((roles, who, scope),) = [(f, who, s) for f, who, guid, s in role_assignments() if guid == role]
+    settings, main = app_settings(), bicep(MAIN)
+    (storage,) = {file for file, _ in created_queues().values()}
+    (account_module,) = [m for m in main.all("module") if main.module_file(m) == storage.path.resolve()]
+
+    assert who == "identityPrincipalId" and scope.target == ACCOUNT
+    assert [given for _, given in passed_to(roles, who)] == ["identity.outputs.principalId"]
+    assert settings["AzureWebJobsStorage__clientId"] == "identityClientId"
+    assert [given for _, given in passed_to(site_file(), "identityClientId")] == ["identity.outputs.clientId"]
+    assert settings["AzureWebJobsStorage__queueServiceUri"] == "storage.properties.primaryEndpoints.queue"
+    for file in (roles, site_file()):  # the role's scope and the app's queue endpoint: that one account
+        assert [given for _, given in passed_to(file, "storageAccountName")] == [
+            f"{account_module.name}.outputs.name"
+        ]
+
+
+def test_the_contact_list_comes_from_the_azd_environment_and_is_empty_by_default():
+    main, site = bicep(MAIN), site_file()
+    parameters = json.loads(PARAMETERS.read_text())["parameters"]
+
+    assert app_settings()["BREVO_CONTACT_LIST_ID"] == "brevoContactListId"
+    assert [(caller.path, given) for caller, given in passed_to(site, "brevoContactListId")] == [
+        (MAIN, "brevoContactListId")
+    ]
+    assert literal(main.get("param", "brevoContactListId").value.strip()) == ""
+    assert parameters["brevoContactListId"]["value"] == "${BREVO_CONTACT_LIST_ID}"
+    assert Settings.from_env({"BREVO_CONTACT_LIST_ID": ""}) == Settings.from_env({})
 
 
 def test_host_storage_connects_with_the_user_assigned_identity():
@@ -762,6 +854,7 @@ def test_preprovision_will_not_replace_a_lost_secret_of_a_provisioned_environmen
         ),
         ({**INPUTS, "STOREFRONT_SIGNING_KEY": "not a key"}, "STOREFRONT_SIGNING_KEY is not a readable PEM"),
         ({**INPUTS, "STOREFRONT_RETIRED_PUBLIC_KEYS_BASE64": "e30="}, "STOREFRONT_RETIRED_PUBLIC_KEYS must"),
+        ({**INPUTS, "BREVO_CONTACT_LIST_ID": "my-list"}, "BREVO_CONTACT_LIST_ID must"),
     ],
 )
 def test_preprovision_stops_on_inputs_the_deployment_cannot_use(azd, env, complaint):

@@ -38,12 +38,13 @@ except ImportError as exc:
 SIGNING_KEY = "STOREFRONT_SIGNING_KEY"
 HASH_SECRET = "STOREFRONT_HASH_SECRET"
 RETIRED_KEYS = "STOREFRONT_RETIRED_PUBLIC_KEYS_BASE64"
+CONTACT_LIST = "BREVO_CONTACT_LIST_ID"
 PROVISIONED = "AZURE_KEY_VAULT_NAME"  # an output of infra/main.bicep
 REQUIRED = {
     "BREVO_API_KEY": "azd env set BREVO_API_KEY <your Brevo API key>",
     "STOREFRONT_SENDER_EMAIL": "azd env set STOREFRONT_SENDER_EMAIL <a sender verified in Brevo>",
 }
-PASSED = (*REQUIRED, SIGNING_KEY, HASH_SECRET, RETIRED_KEYS, "STOREFRONT_PUBLIC_BASE_URL")
+PASSED = (*REQUIRED, SIGNING_KEY, HASH_SECRET, RETIRED_KEYS, CONTACT_LIST, "STOREFRONT_PUBLIC_BASE_URL")
 # What a raw substitution into a JSON string cannot carry: a quote, a control character (a real
 # line break), a backslash that does not start the \n escapes the signing key is written with.
 _UNFIT = re.compile(r'["\x00-\x1f]|\\(?!n)')
@@ -106,6 +107,11 @@ def _unreadable(present: Mapping[str, str]) -> list[str]:
             found.append(f"{RETIRED_KEYS} is not base64 of UTF-8 text")
         except SettingsError as exc:
             found.append(f"{RETIRED_KEYS}, decoded: {exc}")
+    if present[CONTACT_LIST]:
+        try:
+            Settings.from_env({CONTACT_LIST: present[CONTACT_LIST]})
+        except SettingsError as exc:
+            found.append(str(exc))
     return found
 
 

@@ -16,6 +16,11 @@ param hashSecretSecretUri string
 param senderEmail string
 param bundlesContainerName string
 param receiptsContainerName string
+param contactQueuePrefix string
+param contactQueueShards int
+
+@description('BREVO_CONTACT_LIST_ID; empty for no list.')
+param brevoContactListId string = ''
 
 @description('Empty means https:// and the app\'s default host name.')
 param publicBaseUrl string = ''
@@ -138,6 +143,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
     BREVO_API_KEY: '@Microsoft.KeyVault(SecretUri=${brevoApiKeySecretUri})'
     BREVO_BASE_URL: 'https://api.brevo.com/v3'
+    BREVO_CONTACT_LIST_ID: brevoContactListId
     STOREFRONT_SIGNING_KEY: '@Microsoft.KeyVault(SecretUri=${signingKeySecretUri})'
     STOREFRONT_HASH_SECRET: '@Microsoft.KeyVault(SecretUri=${hashSecretSecretUri})'
     STOREFRONT_RETIRED_PUBLIC_KEYS: empty(retiredPublicKeysBase64) ? '' : base64ToString(retiredPublicKeysBase64)
@@ -162,6 +168,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     STOREFRONT_IDEMPOTENCY_TABLE: 'idempotency'
     STOREFRONT_GOVERNANCE_TABLE: 'governance'
     STOREFRONT_LEDGER_TABLE: 'ledger'
+    STOREFRONT_CONTACT_QUEUE: contactQueuePrefix
+    STOREFRONT_CONTACT_QUEUE_SHARDS: string(contactQueueShards)
     STOREFRONT_RECEIPTS_CONTAINER: receiptsContainerName
     STOREFRONT_BUNDLES_CONTAINER: bundlesContainerName
   }

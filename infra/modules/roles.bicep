@@ -16,7 +16,9 @@ param userPrincipalId string = ''
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
 // Storage Table Data Contributor: the idempotency, governance and ledger tables.
 var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
-// Storage Queue Data Contributor: the Functions host's own queues.
+// Storage Queue Data Contributor: the Functions host's own queues, and the app's contact queues,
+// which the app's queue client reaches (AzureWebJobsStorage__queueServiceUri) signed in as this same
+// identity, as its table and blob clients are: it sends, receives and deletes their messages.
 var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
 // Key Vault Secrets User: reads secret values, which the Key Vault references need.
 var keyVaultSecretsUser = '4633458b-17de-408a-b874-0445c86b69e6'
