@@ -42,8 +42,8 @@ The modules: ``wire`` (errors, request and response records, field checks), ``co
 ``imports`` (contact import and its process), ``emails`` (transactional email and its links),
 ``email_log`` (``GET /v3/smtp/emails``), ``account`` (credits and activation), ``limits`` (rate
 limits, tiers and their counters), ``faults`` (fault injection and storms), ``state`` (the locked
-memory), ``pages`` (the HTML inbox), ``app`` (routing), ``server`` (HTTP) and ``__main__`` (the
-command line).
+memory), ``pages`` (the HTML inbox), ``control`` (the control API and the pages' routes), ``app``
+(routing, and Brevo's paths), ``server`` (HTTP) and ``__main__`` (the command line).
 """
 
 from __future__ import annotations

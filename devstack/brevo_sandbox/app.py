@@ -1,24 +1,23 @@
 """The sandbox app: routes a parsed request to its handler and answers with a response. On Brevo's
 paths it checks the api-key, then storms, the rate limit and injected faults, in that order, and
-puts the family's rate-limit headers on every answer; it refuses its own controls to other sites,
-and knows nothing about sockets.
+puts the family's rate-limit headers on every answer; it refuses its own controls (``control``)
+to other sites, and knows nothing about sockets.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from email.message import Message
 from typing import Any
 
-from devstack.brevo_sandbox.account import parse_account
 from devstack.brevo_sandbox.contacts import parse_contact_request
+from devstack.brevo_sandbox.control import SAFE_METHODS, Controls, Handler, refuse_other_sites
 from devstack.brevo_sandbox.email_log import parse_log_query, transactional_log
 from devstack.brevo_sandbox.emails import parse_email_request
-from devstack.brevo_sandbox.faults import RATE_LIMIT_HEADERS, parse_fault
+from devstack.brevo_sandbox.faults import RATE_LIMIT_HEADERS
 from devstack.brevo_sandbox.imports import IMPORT_MAX_BYTES, parse_import_request, too_large
 from devstack.brevo_sandbox.limits import (
     DEFAULT_TIER,
@@ -27,26 +26,17 @@ from devstack.brevo_sandbox.limits import (
     family_of,
     too_many_requests,
 )
-from devstack.brevo_sandbox.pages import render_email, render_email_not_found, render_index
 from devstack.brevo_sandbox.state import SandboxState
 from devstack.brevo_sandbox.wire import (
     BREVO_PATHS,
     ApiError,
     Request,
     Response,
-    html_response,
-    invalid,
     json_response,
     parse_json_object,
-    query_value,
 )
-from shared.protocols.http import origin_allowed
 
 UNAUTHORIZED = {"code": "unauthorized", "message": "Key not found"}
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-
-Handler = Callable[[Request, re.Match[str]], Response]
-LIMITS_KEYS = frozenset({"tier", "limits"})
 
 
 def _error(err: ApiError) -> Response:
@@ -62,18 +52,6 @@ def _with_limits(response: Response, headers: dict[str, str]) -> Response:
     """The family's rate-limit headers under the answer's own (a fault's win)."""
     response.headers = {**headers, **response.headers}
     return response
-
-
-def _refuse_other_sites(headers: Message) -> None:
-    """The sandbox's own controls (reset, faults) change what every test and developer sees, and a
-    page on any site could POST to them: a present Origin must be a loopback host, as on the store's
-    routes, and a browser's Sec-Fetch-Site must not say cross-site. curl and tests send neither.
-    (Brevo's own routes need the api-key header, which no page can add without asking first.)"""
-    origin = headers.get("origin")
-    if origin is not None and not origin_allowed(origin, ()):
-        raise ApiError(403, "forbidden_origin", "requests from this Origin are not allowed")
-    if (headers.get("sec-fetch-site") or "").strip().lower() == "cross-site":
-        raise ApiError(403, "forbidden_origin", "cross-site requests are not allowed")
 
 
 class SandboxApp:
@@ -98,20 +76,7 @@ class SandboxApp:
             (r"/v3/processes/([0-9]{1,12})", {"GET": self._process}),
             ("/v3/smtp/email", {"POST": self._send_email}),
             ("/v3/smtp/emails", {"GET": self._email_log}),
-            ("/_sandbox/emails", {"GET": self._list_emails}),
-            ("/_sandbox/contacts", {"GET": self._list_contacts}),
-            ("/_sandbox/imports", {"GET": self._list_imports}),
-            ("/_sandbox/stats", {"GET": self._stats}),
-            ("/_sandbox/limits", {"GET": self._limits, "PUT": self._set_limits}),
-            ("/_sandbox/account", {"GET": self._account, "PUT": self._set_account}),
-            (
-                "/_sandbox/faults",
-                {"GET": self._list_faults, "POST": self._add_fault, "DELETE": self._clear_faults},
-            ),
-            ("/_sandbox/reset", {"POST": self._reset}),
-            ("/_sandbox/idempotency-keys", {"DELETE": self._forget_idempotency_keys}),
-            ("/", {"GET": self._index_page}),
-            (r"/emails/(\d+)", {"GET": self._email_page}),
+            *Controls(self.state, self.limiter).routes(),
         ]
         self._routes = [(re.compile(pattern), methods) for pattern, methods in routes]
 
@@ -120,7 +85,7 @@ class SandboxApp:
             return self._handle_brevo(req)
         try:
             if req.method not in SAFE_METHODS:
-                _refuse_other_sites(req.headers)
+                refuse_other_sites(req.headers)
             handler, match = self._resolve(req.method, req.path)
             return handler(req, match)
         except ApiError as err:
@@ -158,7 +123,7 @@ class SandboxApp:
 
     def _storm(self, family: str) -> Response | None:
         """A storm's 429, counted as the family's refusal; None when no storm is blowing."""
-        taken = self.state.take_storm(family)
+        taken = self.state.faults.take_storm(family)
         if taken is None:
             return None
         storm, seconds_left = taken
@@ -187,7 +152,7 @@ class SandboxApp:
         """Sleep and/or fail as an injected fault says; None means carry on normally. A 429 says
         the family has nothing left, unless the fault's own headers say otherwise."""
         matched = req.body or "&".join(f"{k}={v}" for k, vs in req.query.items() for v in vs).encode()
-        fault = self.state.take_fault(req.path, matched)
+        fault = self.state.faults.take(req.path, matched)
         if fault is None:
             return None
         if fault.delay_seconds:
@@ -226,71 +191,3 @@ class SandboxApp:
     def _email_log(self, req: Request, _: re.Match[str]) -> Response:
         query = parse_log_query(req.query, datetime.now(timezone.utc).date())
         return json_response(200, transactional_log(self.state.emails(), query))
-
-    def _forget_idempotency_keys(self, req: Request, _: re.Match[str]) -> Response:
-        self.state.forget_idempotency_keys()
-        return Response(204)
-
-    def _list_emails(self, req: Request, _: re.Match[str]) -> Response:
-        emails = self.state.emails(query_value(req.query, "to"))
-        return json_response(200, [asdict(e) for e in emails])
-
-    def _list_contacts(self, req: Request, _: re.Match[str]) -> Response:
-        return json_response(200, self.state.contacts(query_value(req.query, "email")))
-
-    def _list_imports(self, req: Request, _: re.Match[str]) -> Response:
-        return json_response(200, self.state.processes())
-
-    def _stats(self, req: Request, _: re.Match[str]) -> Response:
-        return json_response(200, self.state.stats())
-
-    def _limits(self, req: Request, _: re.Match[str]) -> Response:
-        return json_response(200, self.limiter.snapshot())
-
-    def _set_limits(self, req: Request, _: re.Match[str]) -> Response:
-        """``{"tier"?, "limits"?: {FAMILY: "N/s" | "N/h" | "off" | null}}`` replaces the tier (general
-        when left out) and every override; open windows close, totals stay."""
-        payload = parse_json_object(req.body)
-        unknown = sorted(set(payload) - LIMITS_KEYS)
-        if unknown:
-            raise invalid(f"unknown keys {', '.join(unknown)}: give tier and/or limits")
-        limits = payload.get("limits")
-        if limits is not None and not isinstance(limits, dict):
-            raise invalid('limits must be an object such as {"contacts": "2/s", "email": "off"}')
-        try:
-            self.limiter.configure(payload.get("tier", DEFAULT_TIER), limits)
-        except ValueError as exc:
-            raise invalid(str(exc)) from None
-        return json_response(200, self.limiter.snapshot())
-
-    def _account(self, req: Request, _: re.Match[str]) -> Response:
-        return json_response(200, self.state.account())
-
-    def _set_account(self, req: Request, _: re.Match[str]) -> Response:
-        self.state.set_account(parse_account(parse_json_object(req.body)))
-        return json_response(200, self.state.account())
-
-    def _list_faults(self, req: Request, _: re.Match[str]) -> Response:
-        return json_response(200, self.state.faults())
-
-    def _add_fault(self, req: Request, _: re.Match[str]) -> Response:
-        fault_id = self.state.add_fault(parse_fault(parse_json_object(req.body)))
-        return json_response(201, {"id": fault_id})
-
-    def _clear_faults(self, req: Request, _: re.Match[str]) -> Response:
-        self.state.clear_faults()
-        return Response(204)
-
-    def _reset(self, req: Request, _: re.Match[str]) -> Response:
-        self.state.reset()
-        self.limiter.reset()
-        return Response(204)
-
-    def _index_page(self, req: Request, _: re.Match[str]) -> Response:
-        return html_response(200, render_index(self.state.emails(), self.limiter.snapshot()))
-
-    def _email_page(self, req: Request, match: re.Match[str]) -> Response:
-        email = self.state.email(int(match.group(1)))
-        if email is None:
-            return html_response(404, render_email_not_found())
-        return html_response(200, render_email(email))

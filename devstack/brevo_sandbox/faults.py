@@ -1,4 +1,5 @@
-"""Fault injection (``/_sandbox/faults``): what a test asks for and how a request matches it.
+"""Fault injection (``/_sandbox/faults``): what a test asks for, how a request matches it, and
+the faults in force (``FaultBook``).
 
 A path fault gives a status, a delay, or both, on one Brevo path, optionally only for requests
 containing some text. A storm answers every request of one rate-limit family with 429, as Brevo
@@ -7,8 +8,12 @@ does past a limit, for a number of requests, a number of seconds, or whichever e
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
-from dataclasses import asdict, dataclass, field
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from devstack.brevo_sandbox.limits import FAMILIES, family_of, too_many_requests
@@ -142,3 +147,68 @@ def _parse_fault_headers(value: Any) -> dict[str, str]:
 
 def fault_matches(fault: Fault, body: bytes) -> bool:
     return fault.match is None or fault.match.encode("utf-8") in body
+
+
+class FaultBook:
+    """The faults and storms in force, each used up by the requests it answers. Guarded by the
+    lock it is given (the sandbox state's, so one lock still guards all of the sandbox's memory);
+    every method takes it but ``clear_held``, which the holder calls."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+        self.clear_held()
+
+    def clear_held(self) -> None:
+        """Forget every fault and number them from 1 again; the lock must be held."""
+        self._faults: list[Fault] = []
+        self._ids = itertools.count(1)
+
+    def add(self, fault: Fault) -> int:
+        with self._lock:
+            expires_at = time.monotonic() + fault.seconds if fault.seconds is not None else None
+            fault = replace(fault, id=next(self._ids), expires_at=expires_at)
+            self._faults.append(fault)
+            return fault.id
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def listing(self) -> list[dict[str, Any]]:
+        with self._lock:
+            self._drop_expired()
+            return [f.listing() for f in self._faults]
+
+    def take(self, path: str, body: bytes) -> Fault | None:
+        """Consume one use of the oldest fault matching this request (its body, or its query
+        string for a GET), if any."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.path == path and fault_matches(fault, body):
+                    return self._use(fault)
+            return None
+
+    def take_storm(self, family: str) -> tuple[Fault, int | None] | None:
+        """Consume one request of the oldest storm on *family*, if any is blowing; with it the
+        whole seconds it has left (None for a storm that only counts requests)."""
+        with self._lock:
+            self._drop_expired()
+            for fault in self._faults:
+                if fault.family == family:
+                    left = None
+                    if fault.expires_at is not None:
+                        left = max(1, math.ceil(fault.expires_at - time.monotonic()))
+                    return self._use(fault), left
+            return None
+
+    def _use(self, fault: Fault) -> Fault:
+        """Count one use of *fault*, dropping it when spent; lock must be held."""
+        if fault.times is not None:
+            fault.times -= 1
+            if fault.times == 0:
+                self._faults.remove(fault)
+        return replace(fault)
+
+    def _drop_expired(self) -> None:
+        now = time.monotonic()
+        self._faults = [f for f in self._faults if f.expires_at is None or f.expires_at > now]

@@ -1,5 +1,5 @@
-"""The sandbox's memory: contacts, captured emails, import processes, the account, faults,
-idempotency keys and counters.
+"""The sandbox's memory: contacts, captured emails, import processes, the account, faults
+(``faults.FaultBook``), idempotency keys and counters.
 
 One lock guards all of it, so concurrent requests are safe; nothing is written to disk. (The
 rate limiter keeps its windows behind a lock of its own, in ``limits``.)
@@ -8,7 +8,6 @@ rate limiter keeps its windows behind a lock of its own, in ``limits``.)
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 import time
 import uuid
@@ -24,16 +23,18 @@ from devstack.brevo_sandbox.emails import (
     EmailRequest,
     extract_links,
 )
-from devstack.brevo_sandbox.faults import Fault, fault_matches
+from devstack.brevo_sandbox.faults import FaultBook
 from devstack.brevo_sandbox.imports import ImportProcess, ImportRequest, created_attributes, merged_attributes
 from devstack.brevo_sandbox.wire import BREVO_PATHS, ApiError, utc_now
 
 
 class SandboxState:
-    """Everything the sandbox remembers; every public method takes the lock."""
+    """Everything the sandbox remembers; every public method takes the lock, and so does every
+    method of ``faults``, which shares it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.faults = FaultBook(self._lock)
         self._clear()
 
     def _clear(self) -> None:
@@ -41,7 +42,7 @@ class SandboxState:
         self._emails: list[CapturedEmail] = []
         self._processes: list[ImportProcess] = []
         self._account = Account()
-        self._faults: list[Fault] = []
+        self.faults.clear_held()
         self._idempotency: dict[str, float] = {}
         self._requests = dict.fromkeys(BREVO_PATHS, 0)
         self._contact_upserts = 0
@@ -51,7 +52,6 @@ class SandboxState:
         self._next_list_id = 1
         self._contact_ids = itertools.count(1)
         self._email_ids = itertools.count(1)
-        self._fault_ids = itertools.count(1)
         self._process_ids = itertools.count(1)
 
     def reset(self) -> None:
@@ -161,56 +161,6 @@ class SandboxState:
     def set_account(self, account: Account) -> None:
         with self._lock:
             self._account = account
-
-    def add_fault(self, fault: Fault) -> int:
-        with self._lock:
-            expires_at = time.monotonic() + fault.seconds if fault.seconds is not None else None
-            fault = replace(fault, id=next(self._fault_ids), expires_at=expires_at)
-            self._faults.append(fault)
-            return fault.id
-
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
-
-    def faults(self) -> list[dict[str, Any]]:
-        with self._lock:
-            self._drop_expired()
-            return [f.listing() for f in self._faults]
-
-    def take_fault(self, path: str, body: bytes) -> Fault | None:
-        """Consume one use of the oldest fault matching this request (its body, or its query
-        string for a GET), if any."""
-        with self._lock:
-            for fault in self._faults:
-                if fault.path == path and fault_matches(fault, body):
-                    return self._use(fault)
-            return None
-
-    def take_storm(self, family: str) -> tuple[Fault, int | None] | None:
-        """Consume one request of the oldest storm on *family*, if any is blowing; with it the
-        whole seconds it has left (None for a storm that only counts requests)."""
-        with self._lock:
-            self._drop_expired()
-            for fault in self._faults:
-                if fault.family == family:
-                    left = None
-                    if fault.expires_at is not None:
-                        left = max(1, math.ceil(fault.expires_at - time.monotonic()))
-                    return self._use(fault), left
-            return None
-
-    def _use(self, fault: Fault) -> Fault:
-        """Count one use of *fault*, dropping it when spent; lock must be held."""
-        if fault.times is not None:
-            fault.times -= 1
-            if fault.times == 0:
-                self._faults.remove(fault)
-        return replace(fault)
-
-    def _drop_expired(self) -> None:
-        now = time.monotonic()
-        self._faults = [f for f in self._faults if f.expires_at is None or f.expires_at > now]
 
     def emails(self, to: str | None = None) -> list[CapturedEmail]:
         # Captured emails are never mutated, so handing out the objects is safe.
