@@ -199,6 +199,17 @@ def reap_idempotency_keys(timer: func.TimerRequest) -> None:
     )
 
 
+@app.timer_trigger(schedule="*/10 * * * * *", arg_name="timer", run_on_startup=False)
+def drain_contacts(timer: func.TimerRequest) -> None:
+    """Every 10 seconds: make the queued buyers Brevo contacts, inside Brevo's contacts limit
+    (one instance at a time, whatever the host runs)."""
+    _scheduled(
+        "drain_contacts",
+        lambda: runtime.services().drainer.run().handed,
+        "handed %d queued contacts to Brevo",
+    )
+
+
 @app.timer_trigger(schedule="0 */5 * * * *", arg_name="timer", run_on_startup=False)
 def repair_receipts(timer: func.TimerRequest) -> None:
     """Every 5 minutes: put on record the receipts answered while Blob or Table was down."""

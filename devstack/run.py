@@ -54,11 +54,12 @@ def wait_for(port: int, proc: subprocess.Popen, name: str, timeout: float = 60) 
     raise SystemExit(f"{name} was not listening on port {port} after {timeout:.0f}s")
 
 
-def storage_connection(blob_port: int, table_port: int) -> str:
+def storage_connection(blob_port: int, table_port: int, queue_port: int) -> str:
     """A connection string for a local Azurite on these ports (the tests and the bench use it too)."""
     return (
         f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={DEV_ACCOUNT_KEY};"
         f"BlobEndpoint=http://127.0.0.1:{blob_port}/devstoreaccount1;"
+        f"QueueEndpoint=http://127.0.0.1:{queue_port}/devstoreaccount1;"
         f"TableEndpoint=http://127.0.0.1:{table_port}/devstoreaccount1;"
     )
 
@@ -70,7 +71,7 @@ def child_env(host_port: int, storage_port: int, sandbox_port: int) -> dict[str,
     if host_port != DEFAULT_HOST_PORT:
         env["STOREFRONT_PUBLIC_BASE_URL"] = f"http://localhost:{host_port}"
     if storage_port != DEFAULT_STORAGE_PORT:
-        env["AzureWebJobsStorage"] = storage_connection(storage_port, storage_port + 2)
+        env["AzureWebJobsStorage"] = storage_connection(storage_port, storage_port + 2, storage_port + 1)
     if sandbox_port != DEFAULT_SANDBOX_PORT:
         env["BREVO_BASE_URL"] = f"http://127.0.0.1:{sandbox_port}/v3"
     return env

@@ -72,9 +72,10 @@ def package_files(root: Path = ROOT, allow_untracked: bool = False) -> list[str]
     return sorted(by_core_tools)
 
 
-def build(output: Path, root: Path = ROOT) -> list[str]:
-    """Write the package to `output` (replacing it whole) and return the paths it holds."""
-    files = package_files(root)
+def build(output: Path, root: Path = ROOT, allow_untracked: bool = False) -> list[str]:
+    """Write the package to `output` (replacing it whole) and return the paths it holds
+    (`allow_untracked` as for `package_files`)."""
+    files = package_files(root, allow_untracked)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=output.parent, suffix=".tmp", delete=False) as tmp:
         try:

@@ -23,13 +23,18 @@ from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.protocols.api import Services
 from shared.protocols.downloads import Downloads
 from shared.protocols.readiness import StorageProbe
+from shared.purchase.contacts import LEASE_SECONDS, ContactDrainer
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.storefront import StoreConfig, Storefront
 from shared.seams.brevo import BrevoClient
+from shared.seams.contact_queue import open_queue
+from shared.seams.lease import TableLease
 from shared.seams.ledger import TableLedger
 from shared.seams.receipts import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import Account, container_client, identity_credential, table_client
+
+DRAINER_LEASE = "contact-drainer"
 
 # The Azure SDK logs every request's headers at INFO; keep the function's log to what matters.
 logging.getLogger("azure").setLevel(logging.WARNING)
@@ -79,8 +84,8 @@ def services() -> Services:
 
 
 def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) -> Services:
-    """Every client from the settings. `transport(kind)`, for "table" or "blob", gives each
-    storage client its transport (the benchmark counts round trips there); default: the SDK's."""
+    """Every client from the settings. `transport(kind)`, for "table", "blob" or "queue", gives
+    each storage client its transport (the benchmark counts round trips there); default: the SDK's."""
     hasher = Hasher(s.hash_secret)
     account, timeout = storage_account(s), s.storage_timeout_seconds
 
@@ -94,6 +99,14 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
     ledger = TableLedger(table(s.ledger_table))
     keys = keyset(s)
     brevo = BrevoClient(requests.Session(), s.brevo_base_url, s.brevo_api_key, s.brevo_timeout_seconds)
+    contacts = open_queue(
+        account,
+        s.contact_queue,
+        s.contact_queue_shards,
+        s.hash_secret,
+        timeout,
+        transport("queue") if transport else None,
+    )
     storefront = Storefront(
         StoreConfig(
             public_base_url=s.public_base_url,
@@ -128,13 +141,26 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
         keys=keys,
         ledger=ledger,
         repairs=RepairQueue(table(s.ledger_table)),
+        contacts=contacts,
     )
     downloads = Downloads(keys, container(s.bundles_container), s.public_base_url)
     probe = StorageProbe(
-        table(s.idempotency_table), container(s.receipts_container), timeout, account.credential
+        table(s.idempotency_table),
+        container(s.receipts_container),
+        timeout,
+        account.credential,
+        backlog=contacts.backlog,
     )
+    lease = TableLease(table(s.governance_table), DRAINER_LEASE, LEASE_SECONDS)
+    drainer = ContactDrainer(contacts, brevo, lease, s.brevo_contact_list_id)
     return Services(
-        settings=s, storefront=storefront, downloads=downloads, ledger=ledger, keys=keys, storage=probe
+        settings=s,
+        storefront=storefront,
+        downloads=downloads,
+        ledger=ledger,
+        keys=keys,
+        storage=probe,
+        drainer=drainer,
     )
 
 
@@ -155,6 +181,7 @@ def storage_account(s: Settings) -> Account:
     return Account(
         table_uri=s.storage_table_uri,
         blob_uri=s.storage_blob_uri,
+        queue_uri=s.storage_queue_uri,
         credential=identity_credential(s.storage_credential, s.storage_client_id, s.storage_timeout_seconds),
     )
 

@@ -94,8 +94,8 @@ def azurite(logs) -> Iterator[str]:
         logs / "azurite.log",
     )
     service = Service(proc, f"http://127.0.0.1:{blob}", logs / "azurite.log")
-    seed_bundles(connection_string(blob, table))
-    yield connection_string(blob, table)
+    seed_bundles(connection_string(blob, table, queue))
+    yield connection_string(blob, table, queue)
     service.stop()
 
 
@@ -106,6 +106,7 @@ class TlsStorage:
 
     blob_uri: str
     table_uri: str
+    queue_uri: str
     ca_bundle: Path
     connection_string: str
 
@@ -126,10 +127,12 @@ def azurite_tls(logs, tmp_path_factory) -> Iterator[TlsStorage]:
     storage = TlsStorage(
         blob_uri=f"https://127.0.0.1:{blob}/devstoreaccount1",
         table_uri=f"https://127.0.0.1:{table}/devstoreaccount1",
+        queue_uri=f"https://127.0.0.1:{queue}/devstoreaccount1",
         ca_bundle=cert,
         connection_string=(
             f"DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
             f"BlobEndpoint=https://127.0.0.1:{blob}/devstoreaccount1;"
+            f"QueueEndpoint=https://127.0.0.1:{queue}/devstoreaccount1;"
             f"TableEndpoint=https://127.0.0.1:{table}/devstoreaccount1;"
         ),
     )

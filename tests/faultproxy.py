@@ -213,16 +213,22 @@ class FaultProxy:
 
 
 def endpoint_port(connection: str, service: str) -> int:
-    """The port of `service` ("Blob" or "Table") in a local Azurite connection string."""
+    """The port of `service` ("Blob", "Table" or "Queue") in a local Azurite connection string."""
     found = re.search(rf"{service}Endpoint=http://127\.0\.0\.1:(\d+)/", connection)
     if found is None:
         raise ValueError(f"no local {service}Endpoint in the connection string")
     return int(found.group(1))
 
 
-def proxied(connection: str, blob: FaultProxy | None = None, table: FaultProxy | None = None) -> str:
-    """The same Azurite connection string with Blob and/or Table going through these proxies."""
+def proxied(
+    connection: str,
+    blob: FaultProxy | None = None,
+    table: FaultProxy | None = None,
+    queue: FaultProxy | None = None,
+) -> str:
+    """The same Azurite connection string with Blob, Table and/or Queue going through these proxies."""
     return connection_string(
         blob.port if blob else endpoint_port(connection, "Blob"),
         table.port if table else endpoint_port(connection, "Table"),
+        queue.port if queue else endpoint_port(connection, "Queue"),
     )

@@ -91,7 +91,7 @@ class MakeRun:
         self.port, self.sandbox_port, self.storage_port = free_port(), free_port(), free_ports(3)
         self.url = f"http://localhost:{self.port}"
         self.sandbox_url = f"http://localhost:{self.sandbox_port}"
-        self.storage = storage_connection(self.storage_port, self.storage_port + 2)
+        self.storage = storage_connection(self.storage_port, self.storage_port + 2, self.storage_port + 1)
         self.output = data_dir.parent / f"make-run-{self.port}.log"
 
     def __enter__(self) -> MakeRun:

@@ -33,6 +33,12 @@ from requests.adapters import HTTPAdapter
 from devstack import processes
 from devstack.node import NODE22_BIN
 from devstack.run import DEV_ACCOUNT_KEY, storage_connection
+from shared.protocols.readiness import REUSE_SECONDS
+from shared.purchase.contacts import ContactDrainer, Drained
+from shared.seams.brevo import BrevoClient
+from shared.seams.contact_queue import ContactQueue, open_queue
+from shared.seams.lease import TableLease
+from shared.seams.storage import table_client
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE_KEY = DEV_ACCOUNT_KEY
@@ -297,12 +303,82 @@ def start_process(
     return proc
 
 
-def start_host(log_dir: Path, env: dict[str, str]) -> Service:
+def own_queue(storage: str, secret: str = "unit-test-secret", transport=None) -> ContactQueue:
+    """A contact queue of its own (two shards) in this Azurite, for one test's store."""
+    prefix = f"contacts-{uuid.uuid4().hex[:12]}"
+    return open_queue(storage, prefix, 2, secret, 5, transport)
+
+
+def drain_queue(queue: ContactQueue, storage: str, brevo_url: str, list_id: int = 2) -> Drained:
+    """One run of a contact drainer over `queue`, in process, as a host's timer runs it: the
+    buyers waiting become contacts in the Brevo at `brevo_url` (its `/v3` base). Its lease is in
+    a table of its own, dropped afterwards."""
+    table = table_client(storage, f"lease{uuid.uuid4().hex[:10]}", 5)
+    brevo = BrevoClient(requests.Session(), brevo_url, "unit-test-key", 5)
+    try:
+        return ContactDrainer(queue, brevo, TableLease(table, "contact-drainer", 60), list_id).run()
+    finally:
+        table.delete_table()
+
+
+def drain_contacts(host_url: str) -> None:
+    """Run the host's contact drainer now (`POST /admin/functions/drain_contacts`, answered once
+    the run is over). A run that finds another instance holding the drainer's lease does
+    nothing, so callers poll (`wait_for_contact`, `drain_until_empty`)."""
+    answer = requests.post(f"{host_url}/admin/functions/drain_contacts", json={"input": ""}, timeout=300)
+    assert answer.status_code == 202, (answer.status_code, answer.text)
+
+
+def contacts_waiting(host_url: str) -> int | None:
+    """Buyers on the contact queue, handed to no drainer or held by one, as the host's health
+    counts them; None when the queue could not be read."""
+    contacts = requests.get(f"{host_url}/api/health", timeout=30).json()["contacts"]
+    return None if contacts is None else contacts["waiting"]
+
+
+def wait_for_contact(host_url: str, mail, email: str, timeout: float = 90.0) -> dict:
+    """The Brevo contact for `email` (as `mail.contact` shows it) once the host's drainer has made
+    it: drains until the sandbox has it, or fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        drain_contacts(host_url)
+        found = mail.contact(email)
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no Brevo contact for {email} after draining for {timeout:g} s")
+        time.sleep(0.5)
+
+
+def drain_until_empty(host_url: str, timeout: float = 90.0) -> None:
+    """Drain the contact queue until no buyer waits on it, so that a contact not made by then
+    never will be; fails after `timeout` seconds (a drainer killed mid-run hides its messages for
+    a minute)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        drain_contacts(host_url)
+        time.sleep(REUSE_SECONDS + 0.2)  # health reuses a probe for 2 s: read one made after the run
+        if contacts_waiting(host_url) == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the contact queue still had buyers waiting after {timeout:g} s")
+
+
+# The timers a test's dev host runs on their schedules: the contact drainer, as a deployed store
+# does. The others (the reaper, the receipt repair) run when a test asks, so that their work,
+# every few minutes, never lands in the middle of a test that watches the stores.
+HOST_TIMERS = "drain_contacts"
+
+
+def start_host(log_dir: Path, env: dict[str, str], timers: str = HOST_TIMERS) -> Service:
     port = free_port()
     log_path = log_dir / f"devhost-{port}.log"
     full_env = {**dev_settings(), **env}
     proc = start_process(
-        [sys.executable, "-m", "devstack.devhost", "--port", str(port), "--app-dir", str(ROOT)],
+        [
+            *(sys.executable, "-m", "devstack.devhost", "--port", str(port)),
+            *("--app-dir", str(ROOT), "--timers", timers),
+        ],
         port,
         log_path,
         full_env,

@@ -32,20 +32,30 @@ from shared.protocols.api import (
 from shared.protocols.downloads import Download
 from shared.purchase import signatures
 from shared.purchase.catalog import find_bundle, listing
+from shared.seams.contact_queue import Backlog
 from shared.seams.ledger import DayListing
 from shared.seams.receipts import encode, new_receipt_id
 
 # --- answers ---------------------------------------------------------------------------------------
 
 
-class _Storage:
-    """What health asks of `shared.protocols.readiness.StorageProbe`: the storage problems, if any."""
+EMPTY = Backlog(waiting=0, oldest_seconds=None, poisoned=0)
+NO_BACKLOG = {"waiting": 0, "oldest_seconds": None, "poisoned": 0}
 
-    def __init__(self, *problems: str):
+
+class _Storage:
+    """What health asks of `shared.protocols.readiness.StorageProbe`: the storage problems, if any,
+    and the contact backlog the probe read (None when it could not read it)."""
+
+    def __init__(self, *problems: str, backlog: Backlog | None = EMPTY):
         self._problems = list(problems)
+        self._backlog = backlog
 
     def problems(self) -> list[str]:
         return list(self._problems)
+
+    def backlog(self) -> Backlog | None:
+        return self._backlog
 
 
 def _health(settings: Settings, keys=lambda: KEYS, storage=None):
@@ -61,6 +71,7 @@ def test_health_is_ok_when_every_secret_is_set_and_storage_answers():
         "version": __version__,
         "missing_settings": [],
         "problems": [],
+        "contacts": NO_BACKLOG,
     }
     assert answer.headers == {"Content-Type": "application/json", "Cache-Control": "no-store"}
 
@@ -79,6 +90,7 @@ def test_health_is_unconfigured_503_and_names_the_missing_settings():
             "STOREFRONT_SIGNING_KEY is not set",
             "STOREFRONT_HASH_SECRET is not set",
         ],
+        "contacts": NO_BACKLOG,
     }
 
 
@@ -143,7 +155,10 @@ def test_health_names_an_unresolved_reference_in_a_setting_that_is_no_secret():
 
 def test_health_is_unavailable_503_and_says_what_storage_did():
     storage = _Storage(
-        "table storage refused the app's identity (403)", "blob storage unreachable (ServiceRequestError)"
+        "table storage refused the app's identity (403)",
+        "blob storage unreachable (ServiceRequestError)",
+        "queue storage refused the app's identity (403)",
+        backlog=None,
     )
 
     answer = _health(Settings(), storage=storage)
@@ -157,7 +172,9 @@ def test_health_is_unavailable_503_and_says_what_storage_did():
         "problems": [
             "table storage refused the app's identity (403)",
             "blob storage unreachable (ServiceRequestError)",
+            "queue storage refused the app's identity (403)",
         ],
+        "contacts": None,  # the queue could not be read: no backlog rather than a made-up one
     }
 
 
@@ -168,6 +185,45 @@ def test_health_reports_settings_and_storage_problems_together():
 
     assert body["status"] == "unconfigured"
     assert body["problems"] == ["BREVO_API_KEY is not set", "blob storage did not answer within 5 s"]
+
+
+def test_health_reports_the_contact_backlog_as_the_probe_read_it():
+    storage = _Storage(backlog=Backlog(waiting=12, oldest_seconds=73.26, poisoned=1))
+
+    answer = _health(Settings(), storage=storage)
+
+    assert answer.status == 200  # a backlog is the drainer's to work off, not a reason to stop selling
+    assert json.loads(answer.body)["contacts"] == {"waiting": 12, "oldest_seconds": 73.3, "poisoned": 1}
+
+
+def test_health_reports_a_real_backlog_and_names_no_address_waiting_in_it(azurite):
+    import uuid
+
+    from shared.protocols.readiness import StorageProbe
+    from shared.seams.storage import container_client, table_client
+    from tests.support import own_queue, unique_email
+
+    queue = own_queue(azurite)
+    buyers = [unique_email("backlog") for _ in range(3)]
+    for n, email in enumerate(buyers):
+        queue.enqueue(email, f"Buyer Number{n}")
+    suffix = uuid.uuid4().hex[:10]
+    probe = StorageProbe(
+        table_client(azurite, f"idem{suffix}", 5),
+        container_client(azurite, f"rcpt{suffix}", 5),
+        timeout=5.0,
+        backlog=queue.backlog,
+    )
+
+    answer = _health(Settings(), storage=probe)
+    body = answer.body.decode()
+    contacts = json.loads(body)["contacts"]
+
+    assert answer.status == 200, body
+    assert contacts["waiting"] == 3 and contacts["poisoned"] == 0
+    assert contacts["oldest_seconds"] is not None and contacts["oldest_seconds"] >= 0
+    assert "@" not in body and "Number" not in body
+    assert not any(email.split("@")[0] in body for email in buyers)
 
 
 # --- receipt and purchase endpoints with stub services ---------------------------------------------

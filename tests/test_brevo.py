@@ -1,19 +1,54 @@
 """shared.seams.brevo: the Brevo client against the session's Brevo sandbox, with injected faults.
 
 Every test uses its own address and matches its faults on it, so faults never hit other tests.
+The sandbox holds Brevo's general tier, as production would hold the store to it.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
 import requests
 
 from shared.config.errors import UpstreamError, UpstreamUnavailable
-from shared.seams.brevo import CONTACT_CREATED, CONTACT_UNCHANGED, LOG_PAGE, LOG_PAGES, BrevoClient, Email
+from shared.seams.brevo import (
+    CONTACT_CREATED,
+    CONTACT_UNCHANGED,
+    LOG_PAGE,
+    LOG_PAGES,
+    QUOTA_RETRY_AFTER_SECONDS,
+    BrevoClient,
+    Email,
+    Pace,
+)
 
 API_KEY = "unit-test-key"
+# The most contact calls one test here makes against the sandbox.
+CONTACT_CALLS_PER_TEST = 4
+
+
+def wait_for_room(sandbox, family: str, calls: int) -> None:
+    """Wait until the sandbox's window for `family` has room for `calls` more. The general tier
+    allows 10 contact calls and 2 log reads a second across the whole sandbox, and these tests
+    follow each other faster than that: paced, they stay inside the limits the store lives with."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        view = requests.get(f"{sandbox.url}/_sandbox/limits", timeout=5).json()["families"][family]
+        if view["remaining"] is None or view["remaining"] >= calls:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the sandbox's {family} window had no room for {calls} calls within 5 s")
+
+
+@pytest.fixture(autouse=True)
+def room_in_the_rate_limits(request):
+    """A test that talks to the sandbox starts with room in the windows it uses."""
+    if "sandbox" in request.fixturenames:
+        sandbox = request.getfixturevalue("sandbox")
+        wait_for_room(sandbox, "contacts", CONTACT_CALLS_PER_TEST)
+        wait_for_room(sandbox, "smtp_other", 1)
 
 
 @pytest.fixture
@@ -255,14 +290,16 @@ def test_server_errors_and_throttling_are_upstream_unavailable(client, sandbox, 
 
 
 @pytest.mark.parametrize(
-    ("path", "call"),
+    ("path", "call", "what"),
     [
-        ("/v3/contacts", lambda c, a: c.upsert_contact(a, "Ada")),
-        ("/v3/smtp/email", lambda c, a: c.send_email(email_to(a))),
+        ("/v3/contacts", lambda c, a: c.upsert_contact(a, "Ada"), "contact create"),
+        ("/v3/smtp/email", lambda c, a: c.send_email(email_to(a)), "fulfillment email"),
     ],
     ids=["contact", "email"],
 )
-def test_a_refusal_is_upstream_error_and_does_not_echo_the_address(client, sandbox, address, path, call):
+def test_a_refusal_is_upstream_error_and_does_not_echo_the_address(
+    client, sandbox, address, path, call, what
+):
     body = {"code": "invalid_parameter", "message": f"{address} is not a valid email address"}
     fault(sandbox, path, address, status=400, body=body)
 
@@ -272,7 +309,8 @@ def test_a_refusal_is_upstream_error_and_does_not_echo_the_address(client, sandb
     assert type(caught.value) is UpstreamError
     assert caught.value.status == 502
     assert caught.value.code == "upstream_rejected"
-    assert "invalid_parameter" in caught.value.message
+    assert caught.value.message == f"Brevo refused the {what} (400 invalid_parameter)"
+    assert (caught.value.upstream_status, caught.value.not_sent) == (400, True)
     assert address not in caught.value.message
     assert address.split("@")[0] not in str(caught.value)
 
@@ -452,10 +490,16 @@ def test_find_sent_names_the_email_carrying_the_tag_and_nothing_else(client, san
     message_id = client.send_email(tagged(address, tag))
     client.send_email(tagged(address, other))
 
-    assert client.find_sent(address, tag) == message_id
-    assert client.find_sent(address.upper(), tag) == message_id
-    assert client.find_sent(address, f"purchase-{uuid.uuid4()}") is None
-    assert client.find_sent(f"other.{address}", tag) is None
+    def find_sent(to: str, wanted: str) -> str | None:
+        # Four log reads in a row pass the general tier's 2 a second: wait for room before each,
+        # as the store's own reads are spread out, rather than lift the limit.
+        wait_for_room(sandbox, "smtp_other", 1)
+        return client.find_sent(to, wanted)
+
+    assert find_sent(address, tag) == message_id
+    assert find_sent(address.upper(), tag) == message_id
+    assert find_sent(address, f"purchase-{uuid.uuid4()}") is None
+    assert find_sent(f"other.{address}", tag) is None
 
 
 def test_find_sent_asks_for_the_address_newest_first():
@@ -560,11 +604,14 @@ def test_a_429_carries_brevos_rate_limit_reset_as_retry_after(client, sandbox, a
         client.send_email(email_to(address))
 
     assert caught.value.retry_after == 17
+    assert (caught.value.upstream_status, caught.value.not_sent) == (429, True)  # a 429 sends nothing
+    assert caught.value.pace == Pace(remaining=0, reset=16.2)
+    assert emails_to(sandbox, address) == []
 
 
 @pytest.mark.parametrize(
     ("reset", "retry_after"),
-    [(None, 2), ("soon", 2), ("nan", 2), ("inf", 2), ("-5", 1), ("0", 1), ("86400", 3600)],
+    [(None, 2), ("soon", 2), ("nan", 2), ("inf", 2), ("-5", 2), ("0", 1), ("86400", 3600)],
 )
 def test_an_odd_rate_limit_reset_still_gives_a_sane_retry_after(reset, retry_after):
     headers = {} if reset is None else {"x-sib-ratelimit-reset": reset}
@@ -585,3 +632,103 @@ def test_a_timeout_asks_for_a_short_pause(sandbox, address):
         client.send_email(email_to(address))
 
     assert caught.value.retry_after == 2
+
+
+# --- what a failed call tells the purchase: the quota, and whether anything went out ---------------
+
+
+def test_a_402_from_the_email_send_is_a_503_to_retry_in_an_hour_and_nothing_was_sent(
+    client, sandbox, address
+):
+    body = {"code": "not_enough_credits", "message": f"Not enough credits to send to {address}"}
+    fault(sandbox, "/v3/smtp/email", address, status=402, body=body)
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.send_email(email_to(address), str(uuid.uuid4()))
+
+    assert (caught.value.status, caught.value.code) == (503, "upstream_unavailable")
+    assert caught.value.retry_after == QUOTA_RETRY_AFTER_SECONDS == 3600
+    assert (caught.value.upstream_status, caught.value.upstream_code) == (402, "not_enough_credits")
+    assert caught.value.not_sent is True
+    assert "sending quota" in caught.value.message
+    assert address.split("@")[0] not in str(caught.value)
+    assert emails_to(sandbox, address) == []
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_server_error_may_have_sent_the_email_so_it_is_not_marked_not_sent(
+    client, sandbox, address, status
+):
+    fault(sandbox, "/v3/smtp/email", address, status=status)
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.send_email(email_to(address), str(uuid.uuid4()))
+
+    assert (caught.value.upstream_status, caught.value.not_sent) == (status, False)
+
+
+def test_a_timeout_may_have_sent_the_email_so_it_is_not_marked_not_sent(sandbox, address):
+    client = BrevoClient(requests.Session(), f"{sandbox.url}/v3", API_KEY, timeout=0.3)
+    fault(sandbox, "/v3/smtp/email", address, delay=1.0)
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.send_email(email_to(address), str(uuid.uuid4()))
+
+    assert (caught.value.upstream_status, caught.value.not_sent) == (0, False)
+
+
+# --- contacts for the drainer: one create, or one import per batch, with Brevo's pace ---------------
+
+
+def test_create_contact_returns_the_pace_brevos_headers_give(client, sandbox, address):
+    outcome, pace = client.create_contact(address, "Ada")
+    again, pace_again = client.create_contact(address, "Mallory")
+
+    assert (outcome, again) == (CONTACT_CREATED, CONTACT_UNCHANGED)
+    for reported in (pace, pace_again):
+        assert isinstance(reported.remaining, int) and 0 <= reported.remaining < 10  # general tier
+        assert reported.reset is not None and reported.reset >= 1
+
+
+def test_import_contacts_sends_one_batch_into_the_list_leaving_existing_contacts_alone():
+    answer = _Answer(202, {"processId": 78}, {"x-sib-ratelimit-remaining": "7", "x-sib-ratelimit-reset": "1"})
+    session = _Session(answer)
+    client = BrevoClient(session, "https://api.example/v3", "the-key", timeout=5)
+
+    pace = client.import_contacts([("a@example.org", "Ada"), ("b@example.org", "")], 12)
+
+    assert pace == Pace(remaining=7, reset=1.0)
+    [call] = session.calls
+    assert (call["method"], call["url"]) == ("POST", "https://api.example/v3/contacts/import")
+    assert call["headers"] == {"api-key": "the-key", "accept": "application/json"}
+    assert call["json"]["jsonBody"] == [
+        {"email": "a@example.org", "attributes": {"FIRSTNAME": "Ada"}},
+        {"email": "b@example.org", "attributes": {}},
+    ]
+    assert call["json"]["listIds"] == [12]
+    assert call["json"]["updateExistingContacts"] is False
+
+
+def test_an_import_creates_the_new_contacts_in_the_list_and_changes_no_existing_one(client, sandbox, address):
+    owner_adds_contact(sandbox, address, {"FIRSTNAME": "Ada", "LASTNAME": "Lovelace"}, [7])
+    [before] = contacts(sandbox, address)
+    newcomer = f"new.{address}"
+
+    pace = client.import_contacts([(address, "Mallory"), (newcomer, "Grace")], 12)
+
+    assert contacts(sandbox, address) == [before]
+    [created] = contacts(sandbox, newcomer)
+    assert (created["attributes"], created["listIds"]) == ({"FIRSTNAME": "Grace"}, [12])
+    assert isinstance(pace.remaining, int) and pace.reset is not None
+
+
+def test_a_refused_import_is_an_upstream_error_naming_the_import_and_nothing_sent(client, sandbox, address):
+    fault(sandbox, "/v3/contacts/import", address, status=400, body={"code": "invalid_parameter"})
+
+    with pytest.raises(UpstreamError) as caught:
+        client.import_contacts([(address, "Ada")], 12)
+
+    assert type(caught.value) is UpstreamError
+    assert caught.value.message == "Brevo refused the contact import (400 invalid_parameter)"
+    assert (caught.value.upstream_status, caught.value.not_sent) == (400, True)
+    assert contacts(sandbox, address) == []

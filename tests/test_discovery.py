@@ -57,7 +57,7 @@ def test_listing_never_uses_up_the_purchase_rate_limit(host_factory):
 
 def test_listing_answers_with_storage_unreachable_because_it_reads_none(host_factory):
     host = host_factory(
-        AzureWebJobsStorage=connection_string(free_port(), free_port()),
+        AzureWebJobsStorage=connection_string(free_port(), free_port(), free_port()),
         STOREFRONT_STORAGE_TIMEOUT_SECONDS="2",
     )
     buyer = Buyer(host.url)

@@ -67,9 +67,10 @@ def clone(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def unpacked(tmp_path_factory) -> Path:
-    """The package a publish uploads, unpacked."""
+    """The package a publish uploads, unpacked; like the clone, with modules not yet added to git
+    (which `make package` itself refuses until they are)."""
     zipped = tmp_path_factory.mktemp("package") / "storefront.zip"
-    package.build(zipped)
+    package.build(zipped, allow_untracked=True)
     target = tmp_path_factory.mktemp("wwwroot")
     with zipfile.ZipFile(zipped) as archive:
         archive.extractall(target)

@@ -50,7 +50,11 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "a2a_endpoint": ("api/a2a", EVERY_METHOD),
         "zz_unknown_route": ("{*path}", EVERY_METHOD),
     }
-    assert timers == {"reap_idempotency_keys": "0 */15 * * * *", "repair_receipts": "0 */5 * * * *"}
+    assert timers == {
+        "reap_idempotency_keys": "0 */15 * * * *",
+        "repair_receipts": "0 */5 * * * *",
+        "drain_contacts": "*/10 * * * * *",  # six fields: every 10 seconds
+    }
 
 
 WRONG_METHODS = [
@@ -336,7 +340,7 @@ def test_the_jsonrpc_endpoints_answer_an_escaped_exception_with_a_jsonrpc_intern
     assert answer["error"]["data"]["correlation_id"] == response.headers["X-Correlation-Id"]
 
 
-@pytest.mark.parametrize("name", ["reap_idempotency_keys", "repair_receipts"])
+@pytest.mark.parametrize("name", ["reap_idempotency_keys", "repair_receipts", "drain_contacts"])
 def test_a_failing_timer_is_logged_with_a_correlation_id_and_fails_without_the_message(
     broken_storage, caplog, name
 ):

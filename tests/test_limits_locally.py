@@ -49,6 +49,7 @@ def own_account(host_factory, azurite_tls) -> Iterator[Service]:
             AzureWebJobsStorage="",
             AzureWebJobsStorage__blobServiceUri=azurite_tls.blob_uri,
             AzureWebJobsStorage__tableServiceUri=azurite_tls.table_uri,
+            AzureWebJobsStorage__queueServiceUri=azurite_tls.queue_uri,
             AzureWebJobsStorage__credential="managedidentity",
             REQUESTS_CA_BUNDLE=str(azurite_tls.ca_bundle),
             STOREFRONT_RATE_LIMIT_PER_HOUR="1",
@@ -110,8 +111,8 @@ def test_off_azure_with_the_counters_in_an_account_of_their_own_a_refusal_never_
     ("connection", "on_azure", "shown"),
     [
         ("UseDevelopmentStorage=true", False, True),
-        (storage_connection(10000, 10002), False, True),
-        (storage_connection(10000, 10002), True, False),
+        (storage_connection(10000, 10002, 10001), False, True),
+        (storage_connection(10000, 10002, 10001), True, False),
         (
             "DefaultEndpointsProtocol=https;AccountName=mystore;AccountKey=a2V5;EndpointSuffix=core.windows.net",
             False,

@@ -26,7 +26,7 @@ from shared.seams.ledger import TableLedger
 from shared.seams.receipts import BlobReceiptStore, sha256
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
-from tests.support import RoundTrips, new_ec_key, private_pem, unique_email, unique_key
+from tests.support import RoundTrips, new_ec_key, own_queue, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))
 # Brevo's answer is held for twice this to play a lost answer; a loaded machine (make mutate runs
@@ -54,7 +54,9 @@ class FlakyStore(TableIdempotencyStore):
         return super().update(claim)
 
 
-def build_shop(azurite, sandbox, trips: RoundTrips | None = None, template_dir: str = ""):
+def build_shop(
+    azurite, sandbox, trips: RoundTrips | None = None, template_dir: str = "", limits: Limits | None = None
+):
     """The storefront on its own tables and container; with `trips`, every storage call is
     counted at the transport; with `template_dir`, an operator's email templates."""
     suffix = uuid.uuid4().hex[:10]
@@ -74,12 +76,13 @@ def build_shop(azurite, sandbox, trips: RoundTrips | None = None, template_dir: 
         ),
         hasher=hasher,
         idempotency=IdempotencyHandler(store, receipts, lease_seconds=60, ttl_seconds=3600, clock=clock),
-        governance=Governance(table("gov"), hasher, Limits(100, Decimal("5"), Decimal("0.01"))),
+        governance=Governance(table("gov"), hasher, limits or Limits(100, Decimal("5"), Decimal("0.01"))),
         receipts=receipts,
         brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", BREVO_TIMEOUT),
         keys=lambda: KEYS,
         ledger=TableLedger(table("ledger")),
         repairs=RepairQueue(table("ledger")),
+        contacts=own_queue(azurite, transport=trips.transport("queue") if trips else None),
         clock=clock,
     )
     return storefront, store, clock
@@ -122,8 +125,9 @@ def test_a_taker_that_never_saw_a_recovery_point_still_names_the_emailed_token(s
     [link] = [link for e in emails_to(sandbox, email) for link in e["links"] if "/api/download/" in link]
     expires = jwt.get_unverified_claims(link.rsplit("/", 1)[1])["exp"]
     assert receipt["download"]["expires_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))
-    assert receipt["checks"][-1]["detail"].startswith("already accepted by Brevo as <")
-    assert receipt["checks"][-1]["detail"].endswith("before a restart (found in its log)")
+    # Inside Brevo's idempotency window the taker resends with the claim's key, which Brevo
+    # recognises: no call of the transactional log's budget (2 a second, the account's) is spent.
+    assert receipt["checks"][-1]["detail"] == "already accepted by Brevo before a restart"
 
 
 # --- a taker and Brevo's memory -------------------------------------------------------------------
@@ -242,25 +246,23 @@ def test_past_brevos_window_an_unreadable_log_stops_the_taker_instead_of_risking
     assert len(emails_to(sandbox, email)) == 1
 
 
-def test_inside_brevos_window_an_unreadable_log_leaves_the_repeat_to_the_idempotency_key(
-    shop, sandbox, caplog
-):
+def test_inside_brevos_window_a_taker_leaves_the_repeat_to_the_idempotency_key_not_the_log(shop, sandbox):
     storefront, store, clock = shop
     email, key = unique_email("keyed"), unique_key()
     died_after_brevo_accepted(storefront, store, sandbox, email, key)
     clock.now += 61  # past the 60 s lease, well inside Brevo's memory of the key
-    fault(sandbox, "/v3/smtp/emails", 500, email)
+    fault(sandbox, "/v3/smtp/emails", 500, email)  # the log would fail, were it asked
 
     taken_over = buy(storefront, email, key)
 
     assert taken_over.status == 200
     assert len(emails_to(sandbox, email)) == 1
     assert json.loads(taken_over.body)["checks"][-1]["detail"] == "already accepted by Brevo before a restart"
-    warned = [r.getMessage() for r in caplog.records if r.name == "storefront.purchase"]
-    assert [w for w in warned if w.startswith("Brevo's log unreadable (Brevo refused the ")] == [
-        "Brevo's log unreadable (Brevo refused the email log lookup (500 internal_error)); "
-        "the idempotency key covers the resend"
-    ], warned
+    # The log's budget (2 calls a second, the account's) went untouched: its fault is still armed.
+    unasked = requests.get(
+        f"{sandbox.url}/v3/smtp/emails", params={"email": email}, headers={"api-key": "k"}, timeout=10
+    )
+    assert unasked.status_code == 500
 
 
 def test_two_purchases_without_a_key_get_different_token_ids(shop, sandbox):
@@ -393,3 +395,72 @@ def test_past_brevos_window_a_busy_log_sets_the_retry_when_it_asks_for_longer(sh
 
     assert (stopped.status, stopped.retry_after) == (503, 120)
     assert len(emails_to(sandbox, email)) == 1
+
+
+# --- Brevo's email limit and the account's quota ---------------------------------------------------
+
+
+@pytest.fixture
+def tight_shop(azurite, sandbox):
+    """A store allowing one purchase an hour per client and one email a day per mailbox: a
+    refusal that kept its counts would show as a 429 on the retry."""
+    yield build_shop(
+        azurite, sandbox, limits=Limits(1, Decimal("5"), Decimal("0.01"), recipient_limit_per_day=1)
+    )
+    requests.put(
+        f"{sandbox.url}/_sandbox/account", json={"email_credits": None}, timeout=10
+    ).raise_for_status()
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["key", "no key"])
+def test_brevos_429_on_the_email_is_a_503_with_its_reset_and_the_retry_sends_one_email(
+    tight_shop, sandbox, keyed
+):
+    storefront, _, _ = tight_shop
+    email = unique_email("emaillimit")
+    key = unique_key() if keyed else None
+    limited = {
+        "x-sib-ratelimit-limit": "1000",
+        "x-sib-ratelimit-remaining": "0",
+        "x-sib-ratelimit-reset": "7",
+    }
+    body = {"path": "/v3/smtp/email", "status": 429, "match": email, "times": 1, "headers": limited}
+    requests.post(f"{sandbox.url}/_sandbox/faults", json=body, timeout=10).raise_for_status()
+    arguments = {"email": email, **({"idempotency_key": key} if key else {})}
+
+    refused = storefront.purchase(PurchaseCall(arguments, None, "203.0.113.77", Caller("http")))
+    retried = storefront.purchase(PurchaseCall(arguments, None, "203.0.113.77", Caller("http")))
+
+    refusal = json.loads(refused.body)
+    assert refused.status == 503 and refused.retry_after == 7
+    assert refusal["error"]["code"] == "upstream_unavailable"
+    assert refusal["error"]["retry_after_seconds"] == 7
+    assert retried.status == 200, retried.body  # the rate and recipient limits (1 each) were given back
+    assert len(emails_to(sandbox, email)) == 1
+
+
+def test_a_send_the_accounts_quota_refuses_is_a_clear_503_and_one_operator_line(tight_shop, sandbox, caplog):
+    storefront, _, _ = tight_shop
+    email, key = unique_email("quota"), unique_key()
+    requests.put(f"{sandbox.url}/_sandbox/account", json={"email_credits": 0}, timeout=10).raise_for_status()
+
+    refused = buy(storefront, email, key)
+    requests.put(
+        f"{sandbox.url}/_sandbox/account", json={"email_credits": None}, timeout=10
+    ).raise_for_status()
+    served = buy(storefront, email, key)
+
+    refusal = json.loads(refused.body)
+    assert refused.status == 503 and refused.retry_after == 3600
+    assert refusal["error"]["message"] == (
+        "the store's email provider refused the fulfillment email: the store's sending quota is used "
+        "up for now; retry later"
+    )
+    lines = [
+        r.getMessage() for r in caplog.records if r.name == "storefront.purchase" and r.levelname == "ERROR"
+    ]
+    assert lines == [
+        "Brevo refused a fulfillment email for the account's sending quota or plan (402 not_enough_credits): "
+        "buyers are answered 503 until the plan allows more sends"
+    ]
+    assert served.status == 200 and len(emails_to(sandbox, email)) == 1

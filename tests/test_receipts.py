@@ -43,7 +43,7 @@ from shared.seams.receipts import (
 )
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
-from tests.support import AZURITE_KEY
+from tests.support import AZURITE_KEY, own_queue
 
 DEAD_BLOBS = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
@@ -325,6 +325,7 @@ def make_storefront(azurite, sandbox):
             keys=keys,
             ledger=TableLedger(table_client(azurite, "ledger" + suffix, 5)),
             repairs=RepairQueue(table_client(azurite, "ledger" + suffix, 5)),
+            contacts=own_queue(azurite),
         )
 
     return make

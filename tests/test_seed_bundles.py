@@ -158,7 +158,7 @@ def test_a_bad_file_is_refused_with_a_clear_error_and_nothing_written(
 def test_storage_that_is_not_there_is_named_within_seconds(tmp_path, capsys):
     yours = tmp_path / "kit.zip"
     yours.write_bytes(own_zip())
-    nothing_listens = storage_connection(free_port(), free_port())
+    nothing_listens = storage_connection(free_port(), free_port(), free_port())
     started = time.monotonic()
 
     with pytest.raises(SystemExit) as exit_:

@@ -46,6 +46,10 @@ def test_an_empty_environment_gives_the_documented_defaults():
     assert settings.brevo_api_key == ""
     assert settings.brevo_base_url == DEFAULT_BREVO_BASE_URL == "https://api.brevo.com/v3"
     assert settings.brevo_timeout_seconds == 10.0
+    assert settings.brevo_contact_list_id == 0  # no list: the drainer creates contacts one at a time
+    assert settings.contact_queue == "storefront-contacts"
+    assert settings.contact_queue_shards == 4
+    assert settings.storage_queue_uri == ""
     assert settings.rate_limit_per_hour == 5
     assert settings.recipient_limit_per_day == 3
     assert settings.daily_cost_ceiling_usd == Decimal("5.00")
@@ -75,6 +79,9 @@ def test_every_setting_is_read_from_the_environment():
         "AzureWebJobsStorage": "DefaultEndpointsProtocol=https;AccountName=acct",
         "BREVO_BASE_URL": "http://127.0.0.1:8025/v3/",
         "STOREFRONT_BREVO_TIMEOUT_SECONDS": "2.5",
+        "BREVO_CONTACT_LIST_ID": "7",
+        "STOREFRONT_CONTACT_QUEUE": "shop-contacts-2",
+        "STOREFRONT_CONTACT_QUEUE_SHARDS": "8",
         "STOREFRONT_RATE_LIMIT_PER_HOUR": "12",
         "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": "2",
         "STOREFRONT_DAILY_COST_CEILING_USD": "7.25",
@@ -107,6 +114,9 @@ def test_every_setting_is_read_from_the_environment():
         brevo_api_key=BREVO_KEY,
         brevo_base_url="http://127.0.0.1:8025/v3",
         brevo_timeout_seconds=2.5,
+        brevo_contact_list_id=7,
+        contact_queue="shop-contacts-2",
+        contact_queue_shards=8,
         rate_limit_per_hour=12,
         recipient_limit_per_day=2,
         daily_cost_ceiling_usd=Decimal("7.25"),
@@ -140,7 +150,7 @@ def test_every_field_is_covered_by_the_full_environment_tests():
     # If a field is added, test_every_setting_is_read_from_the_environment (or, for storage
     # identity, test_user_assigned_identity_settings_are_read; for the secrets' strength, the
     # tests of public and weak secrets below) must name it too.
-    assert len(dataclasses.fields(Settings)) == 37
+    assert len(dataclasses.fields(Settings)) == 41
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
@@ -149,12 +159,14 @@ def test_values_are_stripped_and_blank_values_mean_the_default():
             "STOREFRONT_SENDER_NAME": "  Shop  ",
             "STOREFRONT_RATE_LIMIT_PER_HOUR": " 9 ",
             "BREVO_BASE_URL": "   ",
+            "BREVO_CONTACT_LIST_ID": " ",
         }
     )
 
     assert settings.sender_name == "Shop"
     assert settings.rate_limit_per_hour == 9
     assert settings.brevo_base_url == DEFAULT_BREVO_BASE_URL
+    assert settings.brevo_contact_list_id == 0
 
 
 def test_from_env_reads_the_process_environment_by_default(monkeypatch):
@@ -267,6 +279,8 @@ FIELDS = {
     "STOREFRONT_DAILY_COST_CEILING_USD": "daily_cost_ceiling_usd",
     "STOREFRONT_COST_PER_PURCHASE_USD": "cost_per_purchase_usd",
     "STOREFRONT_COST_COUNTER_SHARDS": "cost_counter_shards",
+    "STOREFRONT_CONTACT_QUEUE_SHARDS": "contact_queue_shards",
+    "BREVO_CONTACT_LIST_ID": "brevo_contact_list_id",
     "STOREFRONT_TRUSTED_PROXY_HOPS": "trusted_proxy_hops",
     "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": "download_token_ttl_seconds",
     "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": "idempotency_lease_seconds",
@@ -379,6 +393,13 @@ def test_money_is_counted_in_whole_millionths_of_a_dollar(name):
         ("STOREFRONT_RECEIPTS_CONTAINER", "receipts--old"),
         ("STOREFRONT_BUNDLES_CONTAINER", "-bundles"),
         ("STOREFRONT_BUNDLES_CONTAINER", "bundles_2"),
+        ("STOREFRONT_CONTACT_QUEUE", "Contacts"),
+        ("STOREFRONT_CONTACT_QUEUE", "contacts--old"),
+        ("STOREFRONT_CONTACT_QUEUE", "-contacts"),
+        ("STOREFRONT_CONTACT_QUEUE", "contacts-"),
+        ("STOREFRONT_CONTACT_QUEUE", "contacts_2"),
+        ("STOREFRONT_CONTACT_QUEUE", "ab"),
+        ("STOREFRONT_CONTACT_QUEUE", "c" * 57),  # `{prefix}-poison` would pass Azure's 63
         ("STOREFRONT_PUBLIC_BASE_URL", "shop.example.net"),
         ("STOREFRONT_PUBLIC_BASE_URL", "javascript:alert(1)"),
         ("STOREFRONT_PUBLIC_BASE_URL", "https://shop.example.net/?a=1"),
@@ -401,12 +422,14 @@ def test_names_and_urls_azure_accepts_are_kept():
         {
             "STOREFRONT_LEDGER_TABLE": "Ledger2026",
             "STOREFRONT_BUNDLES_CONTAINER": "bundles-2026",
+            "STOREFRONT_CONTACT_QUEUE": "c" * 56,
             "BREVO_BASE_URL": "http://127.0.0.1:8025/v3/",
             "STOREFRONT_FRONT_DOOR_ID": FRONT_DOOR_ID.upper(),
         }
     )
 
     assert (settings.ledger_table, settings.bundles_container) == ("Ledger2026", "bundles-2026")
+    assert settings.contact_queue == "c" * 56
     assert settings.brevo_base_url == "http://127.0.0.1:8025/v3"
     assert settings.front_door_id == FRONT_DOOR_ID.upper()
 
@@ -734,6 +757,7 @@ def test_the_configuration_doc_lists_exactly_the_settings_the_app_reads():
 
 TABLE_URI = "https://acct.table.core.windows.net"
 BLOB_URI = "https://acct.blob.core.windows.net"
+QUEUE_URI = "https://acct.queue.core.windows.net"
 CLIENT_ID = "6f1c4b9e-2d3a-4c5b-8e7f-0a1b2c3d4e5f"
 
 
@@ -744,6 +768,7 @@ def test_user_assigned_identity_settings_are_read():
             "AzureWebJobsStorage__clientId": CLIENT_ID,
             "AzureWebJobsStorage__tableServiceUri": TABLE_URI + "/",
             "AzureWebJobsStorage__blobServiceUri": BLOB_URI,
+            "AzureWebJobsStorage__queueServiceUri": QUEUE_URI + "/",
         }
     )
 
@@ -751,6 +776,7 @@ def test_user_assigned_identity_settings_are_read():
         storage_connection_string="",
         storage_table_uri=TABLE_URI,
         storage_blob_uri=BLOB_URI,
+        storage_queue_uri=QUEUE_URI,
         storage_credential=MANAGED_IDENTITY,
         storage_client_id=CLIENT_ID,
         missing_secrets=SECRET_SETTINGS,
@@ -764,6 +790,7 @@ def test_an_account_name_on_azure_is_the_system_assigned_identity_on_the_public_
 
     assert settings.storage_connection_string == ""
     assert (settings.storage_table_uri, settings.storage_blob_uri) == (TABLE_URI, BLOB_URI)
+    assert settings.storage_queue_uri == QUEUE_URI
     assert (settings.storage_credential, settings.storage_client_id) == (MANAGED_IDENTITY, "")
 
 
@@ -778,10 +805,12 @@ def test_service_uris_win_over_the_account_name():
         {
             "AzureWebJobsStorage__accountName": "acct",
             "AzureWebJobsStorage__tableServiceUri": "https://acct-private.table.core.windows.net",
+            "AzureWebJobsStorage__queueServiceUri": "https://acct-private.queue.core.windows.net",
         }
     )
 
     assert settings.storage_table_uri == "https://acct-private.table.core.windows.net"
+    assert settings.storage_queue_uri == "https://acct-private.queue.core.windows.net"
     assert settings.storage_blob_uri == BLOB_URI
 
 
@@ -789,11 +818,12 @@ def test_a_connection_string_keeps_working_and_uses_no_identity():
     settings = Settings.from_env({"AzureWebJobsStorage": "UseDevelopmentStorage=true"})
 
     assert settings.storage_connection_string == "UseDevelopmentStorage=true"
-    assert (settings.storage_table_uri, settings.storage_blob_uri, settings.storage_credential) == (
-        "",
-        "",
-        "",
-    )
+    assert (
+        settings.storage_table_uri,
+        settings.storage_blob_uri,
+        settings.storage_queue_uri,
+        settings.storage_credential,
+    ) == ("", "", "", "")
 
 
 @pytest.mark.parametrize("name", IDENTITY_SETTINGS)
@@ -802,6 +832,7 @@ def test_a_connection_string_beside_identity_settings_is_refused_naming_both(nam
         "AzureWebJobsStorage__accountName": "acct",
         "AzureWebJobsStorage__blobServiceUri": BLOB_URI,
         "AzureWebJobsStorage__tableServiceUri": TABLE_URI,
+        "AzureWebJobsStorage__queueServiceUri": QUEUE_URI,
         "AzureWebJobsStorage__credential": "managedidentity",
         "AzureWebJobsStorage__clientId": CLIENT_ID,
     }
@@ -875,6 +906,23 @@ def test_a_blank_connection_string_beside_identity_settings_is_no_conflict():
             },
             "AzureWebJobsStorage__tableServiceUri",
             id="no-table-service",
+        ),
+        pytest.param(
+            {
+                "AzureWebJobsStorage__blobServiceUri": BLOB_URI,
+                "AzureWebJobsStorage__tableServiceUri": TABLE_URI,
+                "AzureWebJobsStorage__credential": "managedidentity",
+            },
+            "AzureWebJobsStorage__queueServiceUri",
+            id="no-queue-service",
+        ),
+        pytest.param(
+            {
+                "AzureWebJobsStorage__accountName": "acct",
+                "AzureWebJobsStorage__queueServiceUri": "http://acct.queue",
+            },
+            "AzureWebJobsStorage__queueServiceUri",
+            id="plain-http-queue",
         ),
         pytest.param(
             {
@@ -998,12 +1046,13 @@ def test_a_purchase_against_storage_that_never_answers_waits_out_a_dozen_timeout
     with (
         FaultProxy(endpoint_port(azurite, "Blob")) as blob,
         FaultProxy(endpoint_port(azurite, "Table")) as table,
+        FaultProxy(endpoint_port(azurite, "Queue")) as queue,
     ):
-        storage = proxied(azurite, blob=blob, table=table)
+        storage = proxied(azurite, blob=blob, table=table, queue=queue)
         host = host_factory(AzureWebJobsStorage=storage, STOREFRONT_STORAGE_TIMEOUT_SECONDS=str(timeout))
         buyer = Buyer(host.url)
-        blob.set("stall")
-        table.set("stall")
+        for proxy in (blob, table, queue):
+            proxy.set("stall")
         started = time.monotonic()
         answer = buyer.purchase({"email": buyer.email, **({"idempotency_key": buyer.key} if keyed else {})})
         waited = time.monotonic() - started

@@ -1,7 +1,9 @@
 """Local development host for an Azure Functions Python v2 app, in place of ``func start``.
 
-``python -m devstack.devhost [--host H] [--port P] [--app-dir DIR]``: serve the app in DIR until
-SIGTERM or SIGINT, after printing its functions and ``Host started on <url>``.
+``python -m devstack.devhost [--host H] [--port P] [--app-dir DIR] [--timers all|none|NAMES]``:
+serve the app in DIR until SIGTERM or SIGINT, after printing its functions and ``Host started on
+<url>``, running its timer triggers on their schedules as ``func start`` does (all of them unless
+``--timers`` names fewer).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from devstack.devhost.server import banner, make_server
+from devstack.devhost.server import banner, make_server, scheduled_timers
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -22,6 +24,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7071)
     parser.add_argument("--app-dir", default=".", help="directory holding function_app.py (default: .)")
+    parser.add_argument(
+        "--timers",
+        default="all",
+        help="timer triggers to run on their schedules: all (as func start does), none, or names "
+        "separated by commas (default: all)",
+    )
     return parser.parse_args(argv)
 
 
@@ -35,13 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     app_dir = Path(args.app_dir).resolve()
     os.chdir(app_dir)  # func start runs functions with the app directory as working directory
     server = make_server(app_dir, args.host, args.port)
+    try:
+        timers = scheduled_timers(server, args.timers)
+    except ValueError as exc:
+        server.server_close()
+        print(f"--timers: {exc}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _interrupt)
     print(banner(server), flush=True)
+    timers.start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        timers.stop()
         server.server_close()
     return 0
 

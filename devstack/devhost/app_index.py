@@ -39,13 +39,15 @@ class Route:
 
 @dataclass(frozen=True)
 class BackgroundFunction:
-    """A non-HTTP function: listed at start-up, run only on demand through the admin API
-    (`POST /admin/functions/{name}`), as `func start` allows for timer triggers."""
+    """A non-HTTP function: listed at start-up, run on demand through the admin API
+    (`POST /admin/functions/{name}`), as `func start` allows for timer triggers, and a timer on
+    its schedule when the host is told to run it (`devstack.devhost.timers`)."""
 
     name: str
     trigger_type: str
     arg_name: str = ""
     function: Callable[..., Any] | None = field(default=None, repr=False)
+    schedule: str = ""  # a timer trigger's NCRONTAB schedule
 
     def run(self) -> Any:
         if self.trigger_type != "timerTrigger" or self.function is None:
@@ -143,6 +145,7 @@ def _background_for(function: Function) -> BackgroundFunction:
         trigger_type=_trigger_type(function),
         arg_name=getattr(trigger, "name", ""),
         function=function.get_user_function(),
+        schedule=str(getattr(trigger, "schedule", "") or ""),
     )
 
 

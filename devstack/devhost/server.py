@@ -19,6 +19,7 @@ import azure.functions as func
 from devstack import admin
 from devstack.devhost.app_index import LoadedApp, Route, load_app
 from devstack.devhost.invocation import DevContext, EventLoopThread, to_http_answer
+from devstack.devhost.timers import TimerRunner
 from devstack.devhost.wire import (
     BodyError,
     append_forwarded_for,
@@ -159,6 +160,23 @@ class DevServer(ThreadingHTTPServer):
 def make_server(app_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 7071) -> DevServer:
     """Load the app and bind a server to it (port 0 picks a free port); call serve_forever()."""
     return DevServer((host, port), load_app(app_dir))
+
+
+def scheduled_timers(server: DevServer, which: str) -> TimerRunner:
+    """The app's timer triggers to run on their schedules: `all`, `none`, or names with commas.
+    An unknown name is an error naming the timers there are."""
+    timers = {f.name: f for f in server.app.background if f.trigger_type == "timerTrigger" and f.schedule}
+    if which == "all":
+        chosen = list(timers)
+    elif which == "none":
+        chosen = []
+    else:
+        chosen = [name.strip() for name in which.split(",") if name.strip()]
+        unknown = [name for name in chosen if name not in timers]
+        if unknown:
+            there = ", ".join(timers) or "none"
+            raise ValueError(f"no timer named {', '.join(unknown)}; the app has {there}")
+    return TimerRunner((name, timers[name].schedule, timers[name].run) for name in chosen)
 
 
 def banner(server: DevServer) -> str:

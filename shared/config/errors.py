@@ -31,7 +31,7 @@ the envelope and transport only (`ProtocolError`), each with the status its spec
     │   └── KeyReused                    422  the key was used with a different request
     ├── LimitExceeded                    429  rate limit, recipient limit, cost ceiling (carries retry_after)
     ├── UpstreamError                    502  Brevo answered with an error
-    │   └── UpstreamUnavailable          503  Brevo timed out, unreachable, 5xx or 429
+    │   └── UpstreamUnavailable          503  Brevo timed out, unreachable, 5xx, 429, or 402 (quota)
     ├── NotConfigured                    503  a production secret is missing
     ├── ReceiptUnavailable               503  a completed key's receipt cannot be read
     ├── StorageDown                      503  storage cannot protect, record or read this now
@@ -122,6 +122,9 @@ class UpstreamError(StorefrontError):
     status = 502
     code = "upstream_error"
     upstream_code = ""
+    upstream_status = 0  # Brevo's HTTP status; 0 when it did not answer
+    not_sent = False  # Brevo refused the call outright, so nothing went out
+    pace: object = None  # the rate-limit headers of Brevo's answer (shared.seams.brevo.Pace)
 
 
 class UpstreamUnavailable(UpstreamError):

@@ -22,9 +22,10 @@ Storage, as the Functions host reads it (`AzureWebJobsStorage`):
 - a connection string in `AzureWebJobsStorage` (Azurite locally; the default is
   `UseDevelopmentStorage=true`), or
 - an identity-based connection: `AzureWebJobsStorage__accountName` (service URIs
-  `https://<account>.table|blob.core.windows.net`), and/or `AzureWebJobsStorage__tableServiceUri`
-  and `__blobServiceUri` (which win over the account name), with `__credential=managedidentity`
-  and `__clientId` for a user-assigned identity.
+  `https://<account>.table|blob|queue.core.windows.net`), and/or
+  `AzureWebJobsStorage__tableServiceUri`, `__blobServiceUri` and `__queueServiceUri` (which win
+  over the account name), with `__credential=managedidentity` and `__clientId` for a
+  user-assigned identity.
 A connection string beside any identity setting is refused at start-up rather than one silently
 winning: an app still holding the key it was meant to drop should say so. The identity is
 `ManagedIdentityCredential` (with the client id when given) when `__credential=managedidentity` or
@@ -61,7 +62,14 @@ EMAIL_TEMPLATE_DIR = "STOREFRONT_EMAIL_TEMPLATE_DIR"
 DEVELOPMENT_STORAGE = "UseDevelopmentStorage=true"
 IDENTITY_SETTINGS = tuple(
     f"{STORAGE}__{name}"
-    for name in ("accountName", "blobServiceUri", "tableServiceUri", "credential", "clientId")
+    for name in (
+        "accountName",
+        "blobServiceUri",
+        "tableServiceUri",
+        "queueServiceUri",
+        "credential",
+        "clientId",
+    )
 )
 # The credential the app's storage clients use with an identity-based connection.
 MANAGED_IDENTITY = "ManagedIdentityCredential"
@@ -87,12 +95,17 @@ BOUNDS: dict[str, tuple[str, str]] = {
     "STOREFRONT_DAILY_COST_CEILING_USD": ("0", "1000000"),
     "STOREFRONT_COST_PER_PURCHASE_USD": ("0", "100"),
     "STOREFRONT_COST_COUNTER_SHARDS": ("1", "100"),
+    "STOREFRONT_CONTACT_QUEUE_SHARDS": ("1", "32"),
+    "BREVO_CONTACT_LIST_ID": ("1", "2147483647"),
     "STOREFRONT_TRUSTED_PROXY_HOPS": ("0", "10"),
     "STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS": ("60", "31536000"),
     "STOREFRONT_IDEMPOTENCY_LEASE_SECONDS": ("1", "86400"),
     "STOREFRONT_IDEMPOTENCY_TTL_SECONDS": ("1", "2592000"),
 }
 _ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}")
+# A queue name's prefix: Azure's queue-name rule (lowercase letters, digits, single hyphens, no
+# hyphen at either end) short enough for the longest name made from it, `{prefix}-poison`.
+QUEUE_PREFIX = re.compile(r"(?=.{3,56}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]")
 # What an HTTP header value can carry as it is (the Brevo key travels in `api-key`).
 _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
 
@@ -107,11 +120,15 @@ class Settings:
     storage_connection_string: str = DEVELOPMENT_STORAGE  # "" with an identity-based connection
     storage_table_uri: str = ""
     storage_blob_uri: str = ""
+    storage_queue_uri: str = ""
     storage_credential: str = ""  # MANAGED_IDENTITY or DEVELOPER_IDENTITY with service URIs
     storage_client_id: str = ""
     brevo_api_key: str = ""
     brevo_base_url: str = DEFAULT_BREVO_BASE_URL
     brevo_timeout_seconds: float = 10.0
+    brevo_contact_list_id: int = 0  # 0: no list, the drainer creates contacts one at a time
+    contact_queue: str = "storefront-contacts"  # queues {prefix}-0 .. -{shards - 1}, {prefix}-poison
+    contact_queue_shards: int = 4
     rate_limit_per_hour: int = 5
     recipient_limit_per_day: int = 3
     daily_cost_ceiling_usd: Decimal = Decimal("5.00")
@@ -189,6 +206,9 @@ class Settings:
             hash_secret=secrets["STOREFRONT_HASH_SECRET"],
             brevo_base_url=r.url("BREVO_BASE_URL", DEFAULT_BREVO_BASE_URL),
             brevo_timeout_seconds=float(r.decimal("STOREFRONT_BREVO_TIMEOUT_SECONDS", "10")),
+            brevo_contact_list_id=r.integer("BREVO_CONTACT_LIST_ID", 0),
+            contact_queue=r.name("STOREFRONT_CONTACT_QUEUE", "storefront-contacts", QUEUE_PREFIX),
+            contact_queue_shards=r.integer("STOREFRONT_CONTACT_QUEUE_SHARDS", 4),
             rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5),
             recipient_limit_per_day=r.integer("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", 3),
             daily_cost_ceiling_usd=r.money("STOREFRONT_DAILY_COST_CEILING_USD", "5.00"),
@@ -273,6 +293,7 @@ def _storage(r: SettingReader, env: Mapping[str, str]) -> dict[str, str]:
         "storage_connection_string": "",
         "storage_table_uri": _service_uri("tableServiceUri", given, "table"),
         "storage_blob_uri": _service_uri("blobServiceUri", given, "blob"),
+        "storage_queue_uri": _service_uri("queueServiceUri", given, "queue"),
         "storage_credential": MANAGED_IDENTITY if credential or on_platform else DEVELOPER_IDENTITY,
         "storage_client_id": client_id,
     }

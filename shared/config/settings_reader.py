@@ -146,10 +146,10 @@ class SettingReader:
         return raw
 
     def name(self, name: str, default: str, rule: re.Pattern[str]) -> str:
-        """A table or container name that Azure accepts."""
+        """A table, container or queue name that Azure accepts."""
         value = self.text(name, default)
         if not rule.fullmatch(value) or value.lower() == "tables":
-            kind = "table" if rule is TABLE_NAME else "container"
+            kind = {TABLE_NAME: "table", CONTAINER_NAME: "container"}.get(rule, "queue prefix")
             raise SettingsError(f"{name} is not a name Azure accepts for a {kind}, got {_shown(value)}")
         return value
 

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from shared.config.settings import Settings
     from shared.protocols.downloads import Downloads
     from shared.protocols.readiness import StorageProbe
+    from shared.purchase.contacts import ContactDrainer
     from shared.seams.ledger import TableLedger
 
 
@@ -112,6 +113,7 @@ class Services:
     ledger: TableLedger
     keys: Callable[[], KeySet]
     storage: StorageProbe
+    drainer: ContactDrainer
 
 
 # Every method Azure lets a trigger list. Each route lists them all, because Azure answers a
@@ -284,10 +286,13 @@ def download(req: Request, services: Services) -> Answer:
 
 
 def health(services: Services) -> Answer:
-    """Readiness: 200 `ok` when every secret is usable and Table and Blob answer with the app's
-    credentials; otherwise 503 with `status` (`unconfigured` for a setting, `unavailable` for
-    storage), the settings at fault by name and each problem in words, never a value."""
+    """Readiness: 200 `ok` when every secret is usable and Table, Blob and the contact queue
+    answer with the app's credentials; otherwise 503 with `status` (`unconfigured` for a setting,
+    `unavailable` for storage), the settings at fault by name and each problem in words, never a
+    value. `contacts` is the contact backlog (buyers waiting, the oldest's age in seconds,
+    messages in the poison queue), null when the queue could not be read."""
     readiness = assess(services.settings, services.keys, services.storage)
+    backlog = services.storage.backlog()
     return json_answer(
         200 if readiness.status == "ok" else 503,
         {
@@ -295,6 +300,7 @@ def health(services: Services) -> Answer:
             "version": __version__,
             "missing_settings": list(readiness.missing_settings),
             "problems": list(readiness.problems),
+            "contacts": backlog.as_dict() if backlog is not None else None,
         },
         {"Cache-Control": "no-store"},
     )

@@ -156,6 +156,21 @@ _HEALTH = object_schema(
         "version": string(),
         "missing_settings": {"type": "array", "items": string()},
         "problems": {"type": "array", "items": string()},
+        "contacts": {
+            "description": "The contact backlog: buyers waiting to become Brevo contacts, the oldest's "
+            "age in seconds (null when none is visible), and messages in the poison queue; null when "
+            "the queue could not be read. It never holds an address.",
+            "anyOf": [
+                object_schema(
+                    {
+                        "waiting": {"type": "integer", "minimum": 0},
+                        "oldest_seconds": {"anyOf": [{"type": "number", "minimum": 0}, {"type": "null"}]},
+                        "poisoned": {"type": "integer", "minimum": 0},
+                    }
+                ),
+                {"type": "null"},
+            ],
+        },
     }
 )
 

@@ -1,10 +1,11 @@
 """Whether the app can serve purchases now, as `GET /api/health` reports it: every secret set,
-resolved, usable and (on Azure) neither public nor weak, and Table and Blob answering with the
-app's credentials.
+resolved, usable and (on Azure) neither public nor weak, and Table, Blob and the contact queue
+answering with the app's credentials.
 
 The storage probe is one cheap call per store (a point read that finds nothing, a container's
-properties), run side by side and bounded by the storage timeout. Its result is reused for a
-moment, so a flood of health checks stays a trickle of storage calls.
+properties), and for the queue the contact backlog (its depth and the age of its oldest message,
+two calls a shard), run side by side and bounded by the storage timeout. Its result is reused for
+a moment, so a flood of health checks stays a trickle of storage calls.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 
 from azure.core.credentials import TokenCredential
+from azure.core.exceptions import AzureError
 from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient
 
-from shared.config.errors import NotConfigured
+from shared.config.errors import NotConfigured, StoreUnavailable
 from shared.config.keys import KeySet
 from shared.config.settings import Settings
+from shared.seams.contact_queue import Backlog
 from shared.seams.storage import STORAGE_SCOPE, check
 
 REUSE_SECONDS = 2.0
@@ -75,8 +78,10 @@ class StorageProbe:
         timeout: float,
         credential: TokenCredential | None = None,
         clock: Callable[[], float] = time.monotonic,
+        backlog: Callable[[], Backlog] | None = None,
     ):
         self._table, self._container, self._timeout = table, container, timeout
+        self._backlog_of, self._backlog = backlog, None
         self._credential, self._clock = credential, clock
         self._lock = threading.Lock()
         self._checked_at: float | None = None
@@ -84,7 +89,7 @@ class StorageProbe:
         # One call in flight per kind (token, table, blob): a store that hangs past the deadline
         # keeps its call running until the client's own timeout, and probes meanwhile report it
         # again instead of queueing more calls behind it.
-        self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="storage-probe")
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage-probe")
         self._pending: dict[str, Future] = {}
 
     def problems(self) -> list[str]:
@@ -102,6 +107,20 @@ class StorageProbe:
         finally:
             self._lock.release()
 
+    def backlog(self) -> Backlog | None:
+        """The contact backlog as the last probe found it; None when it could not be read."""
+        return self._backlog
+
+    def _read_backlog(self, **_: object) -> None:
+        """Read the backlog for `check`, which words a failure from the storage error itself
+        (refused the identity, answered 5xx, unreachable), as it does for Table and Blob."""
+        try:
+            self._backlog = self._backlog_of()
+        except StoreUnavailable as exc:
+            self._backlog = None
+            cause = exc.__cause__
+            raise cause if isinstance(cause, AzureError) else AzureError(str(exc)) from None
+
     def _probe(self) -> list[str]:
         if self._credential is not None:
             problem = self._token_problem()
@@ -112,6 +131,8 @@ class StorageProbe:
             "table storage": lambda **kw: self._table.get_entity(PROBE_PARTITION, PROBE_ROW, **kw),
             "blob storage": self._container.get_container_properties,
         }
+        if self._backlog_of is not None:
+            calls["queue storage"] = self._read_backlog
         futures = {what: self._submit(what, check, what, call, identity) for what, call in calls.items()}
         wait_for(futures.values(), timeout=self._timeout)
         problems = []
@@ -122,6 +143,9 @@ class StorageProbe:
                 problems.append(f"{what} could not be probed ({type(future.exception()).__name__})")
             elif future.result():
                 problems.append(future.result())
+        queue = futures.get("queue storage")
+        if queue is not None and (not queue.done() or queue.exception() is not None or queue.result()):
+            self._backlog = None  # a backlog this probe could not read is not shown as current
         return problems
 
     def _token_problem(self) -> str | None:

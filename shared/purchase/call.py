@@ -15,6 +15,7 @@ from shared.purchase.governance import Governance, Reservation
 from shared.purchase.schema import PurchaseInput, normalise_email
 from shared.purchase.tokens import DownloadToken
 from shared.seams.brevo import BrevoClient
+from shared.seams.contact_queue import ContactQueue
 from shared.seams.ledger import TableLedger
 from shared.seams.receipts import BlobReceiptStore, Checks, new_receipt_id
 from shared.seams.repair import RepairQueue
@@ -80,6 +81,7 @@ class Services:
     keys: Callable[[], KeySet]
     ledger: TableLedger
     repairs: RepairQueue
+    contacts: ContactQueue
     clock: Callable[[], float]
 
 

@@ -1,9 +1,16 @@
 """The purchase's effects: contact, token and send. Each runs once per claim: the contact and the
 email are skipped when a predecessor's progress shows them done, and the download token derives
-from the claim, so whoever sends the email mints the same token. For the gap between sending the
-email and saving that it went, the email carries a Brevo idempotency key and a tag, both derived
-from the claim: a taker first looks for the tag in Brevo's transactional log, then sends with the
-key, which Brevo recognises as a repeat for about 30 minutes."""
+from the claim, so whoever sends the email mints the same token.
+
+The contact is not made here: the buyer is put on the contact queue, durably, before the email
+goes, and the drainer (`shared.purchase.contacts`) makes the contacts in batches, inside Brevo's
+contacts limit, which is a hundred times lower than its email limit.
+
+For the gap between sending the email and saving that it went, the email carries a Brevo
+idempotency key and a tag, both derived from the claim. A taker inside Brevo's idempotency window
+sends again with the key, which Brevo recognises as a repeat; past it, the taker looks for the tag
+in Brevo's transactional log first. So a burst of takeovers spends no calls of the log's budget
+(2 a second, the account's), and only a claim abandoned for over 20 minutes needs one."""
 
 from __future__ import annotations
 
@@ -20,7 +27,7 @@ from shared.purchase import emails
 from shared.purchase.call import Attempt, Services, StoreConfig, iso
 from shared.purchase.schema import PurchaseInput
 from shared.purchase.tokens import DownloadToken, TokenSigner
-from shared.seams.brevo import IDEMPOTENCY_WINDOW_SECONDS, Email
+from shared.seams.brevo import IDEMPOTENCY_WINDOW_SECONDS, QUOTA_STATUS, Email
 
 log = logging.getLogger("storefront.purchase")
 
@@ -58,17 +65,25 @@ def check_recordable(services: Services, attempt: Attempt, keyed: bool) -> None:
         ) from None
 
 
+CONTACT_QUEUED = "contact queued for Brevo: created once the queue drains, an existing contact left unchanged"
+
+
 def contact(services: Services, attempt: Attempt, purchase: PurchaseInput) -> None:
-    """The buyer as a Brevo contact, once."""
+    """The buyer on the contact queue, once, before anything is sent: a queue that cannot take
+    it stops the purchase (503), so no buyer is served without becoming a contact."""
     checks = attempt.checks
     if checks.has("contact_upsert"):
         return
     try:
-        outcome = services.brevo.upsert_contact(purchase.email, purchase.name)
-    except StorefrontError as exc:
-        checks.record("contact_upsert", "fail", exc.message)
-        raise
-    checks.record("contact_upsert", "pass", f"contact {outcome} in Brevo")
+        services.contacts.enqueue(purchase.email, purchase.name)
+    except StoreUnavailable:
+        message = (
+            "the buyer could not be queued to become a Brevo contact: storage is unreachable; "
+            "nothing was sent"
+        )
+        checks.record("contact_upsert", "fail", message)
+        raise StorageDown(message, retry_after=5) from None
+    checks.record("contact_upsert", "pass", CONTACT_QUEUED)
 
 
 def token(signer: TokenSigner, attempt: Attempt, purchase: PurchaseInput) -> DownloadToken:
@@ -95,6 +110,7 @@ def send(services: Services, attempt: Attempt, purchase: PurchaseInput) -> None:
             fulfilment_email(services.config, purchase, attempt), attempt.brevo_key
         )
     except StorefrontError as exc:
+        _refused(attempt, exc)
         checks.record("fulfillment_email", "fail", exc.message)
         raise
     if message_id is None:
@@ -103,19 +119,34 @@ def send(services: Services, attempt: Attempt, purchase: PurchaseInput) -> None:
         checks.record("fulfillment_email", "pass", f"accepted by Brevo as {message_id}")
 
 
+def _refused(attempt: Attempt, exc: StorefrontError) -> None:
+    """A send Brevo refused outright (a 4xx: its rate limit, the account's quota) sent nothing,
+    so a first attempt's reservations go back and its claim is released: the buyer's retry is a
+    new purchase that counts once and sends once. A resumed attempt keeps them: its predecessor
+    may have sent. The quota's refusal is the operator's to fix, so it is logged, once per
+    refused purchase, naming no buyer."""
+    if getattr(exc, "not_sent", False) and not attempt.resumed:
+        attempt.email_attempted = False
+    if getattr(exc, "upstream_status", 0) == QUOTA_STATUS:
+        log.error(
+            "Brevo refused a fulfillment email for the account's sending quota or plan (402 %s): "
+            "buyers are answered 503 until the plan allows more sends",
+            getattr(exc, "upstream_code", ""),
+        )
+
+
 def _earlier_send(services: Services, attempt: Attempt, purchase: PurchaseInput) -> str | None:
-    """For a resumed claim, the message id of the email an earlier attempt got accepted, if
-    Brevo's log shows one. Brevo's idempotency key covers sends inside its window even when
-    the log lags or cannot be read; past the window, only the log can tell, so a failed
-    lookup stops the run (503) rather than risk a second email."""
+    """For a resumed claim past Brevo's idempotency window, the message id of the email an
+    earlier attempt got accepted, if Brevo's log shows one. Inside the window the key covers the
+    resend and the log is not asked; past it, only the log can tell, so a failed lookup stops the
+    run (503) rather than risk a second email."""
     if not attempt.resumed or attempt.email_tag is None:
+        return None
+    if services.clock() - attempt.claimed_at < IDEMPOTENCY_WINDOW_SECONDS:
         return None
     try:
         return services.brevo.find_sent(purchase.email, attempt.email_tag)
     except StorefrontError as exc:
-        if services.clock() - attempt.claimed_at < IDEMPOTENCY_WINDOW_SECONDS:
-            log.warning("Brevo's log unreadable (%s); the idempotency key covers the resend", exc)
-            return None
         if not isinstance(exc, UpstreamUnavailable):
             raise  # a lasting refusal (502): retrying soon would not help
         raise UpstreamUnavailable(

@@ -148,7 +148,10 @@ class PurchaseOperation:
         return self.attempt.receipt_body
 
     def effects_may_have_left(self) -> bool:
-        return self.attempt.email_attempted or self.attempt.checks.has("fulfillment_email")
+        """An email may be out: this run tried to send one (and Brevo did not refuse it outright),
+        or an earlier run's progress says it went."""
+        attempt = self.attempt
+        return attempt.email_attempted or attempt.checks.result("fulfillment_email") == "pass"
 
     def record(self) -> bytes | None:
         return self._issuer.record(self.attempt)

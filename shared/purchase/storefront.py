@@ -2,7 +2,7 @@
 purchase's steps to the exactly-once executor and the stores.
 
     key → replay / 409 in progress / 422 reused / resume / vacant → rate limit → input validation →
-    recipient limit → cost ceiling → claim taken (with the guards it passed) → contact create +
+    recipient limit → cost ceiling → claim taken (with the guards it passed) → contact queued +
     token [recovery point] → fulfillment email → receipt issued [recovery point: the receipt rides
     on the claim] → receipt on record (Blob write-once + ledger row, or queued for repair) → claim
     completed
@@ -47,6 +47,7 @@ from shared.purchase.guards import Guards
 from shared.purchase.operation import PurchaseOperation
 from shared.purchase.receipt import Issuer
 from shared.seams.brevo import BrevoClient
+from shared.seams.contact_queue import ContactQueue
 from shared.seams.ledger import TableLedger
 from shared.seams.receipts import BlobReceiptStore
 from shared.seams.repair import RepairQueue
@@ -69,9 +70,12 @@ class Storefront:
         keys: Callable[[], KeySet],
         ledger: TableLedger,
         repairs: RepairQueue,
+        contacts: ContactQueue,
         clock: Callable[[], float] = time.time,
     ):
-        self._services = Services(config, hasher, governance, receipts, brevo, keys, ledger, repairs, clock)
+        self._services = Services(
+            config, hasher, governance, receipts, brevo, keys, ledger, repairs, contacts, clock
+        )
         self._idempotency = idempotency
         self._executor = ExactlyOnce(idempotency, fail_open=config.idempotency_fail_open, log=log)
         self._guards = Guards(governance, hasher)

@@ -3,8 +3,14 @@ HTTP API v3.
 
 It takes a `requests.Session` and a base URL, so tests point it at the local sandbox and production
 at api.brevo.com. Brevo's answers become domain errors here: timeouts, connection failures, 429 and
-5xx are `UpstreamUnavailable` (503, worth retrying); any other refusal is `UpstreamError` (502).
-Brevo's own messages can echo the address, so only its error code is carried forward.
+5xx are `UpstreamUnavailable` (503, worth retrying), and so is 402, the account's sending quota or
+credits used up (retrying later helps once the operator raises it); any other refusal is
+`UpstreamError` (502). An error carries Brevo's status, and `not_sent` when Brevo answered with a
+refusal (4xx): then nothing went out. Brevo's own messages can echo the address, so only its error
+code is carried forward.
+
+Every answer carries Brevo's rate-limit headers (`x-sib-ratelimit-limit`, `-remaining`, `-reset`);
+the contact calls return them as a `Pace`, so the drainer stays inside the account's limit.
 
 Brevo remembers an email's `headers.idempotencyKey` for about 30 minutes; `IDEMPOTENCY_WINDOW_SECONDS`
 is the part of that window the store counts on. Past it, `find_sent` asks Brevo's transactional log
@@ -29,6 +35,21 @@ LOG_PAGES = 10
 # What `upsert_contact` did, worded for the receipt's "contact ... in Brevo".
 CONTACT_CREATED = "created"
 CONTACT_UNCHANGED = "left unchanged"
+QUOTA_STATUS = 402  # Brevo: the account has no email credits left (its plan's sending quota)
+QUOTA_RETRY_AFTER_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class Pace:
+    """What Brevo's rate-limit headers said: calls left in the window and seconds until it resets
+    (None where a header was absent or not a number)."""
+
+    remaining: int | None = None
+    reset: float | None = None
+
+    @classmethod
+    def of(cls, response: requests.Response) -> Pace:
+        return cls(_header_number(response, "x-sib-ratelimit-remaining"), _reset_seconds(response))
 
 
 @dataclass(frozen=True)
@@ -52,17 +73,38 @@ class BrevoClient:
 
     def upsert_contact(self, email: str, name: str) -> str:
         """Create the contact if Brevo has none for this address: `CONTACT_CREATED`, or
-        `CONTACT_UNCHANGED` when one exists. Anyone can buy for any address, so a purchase never
-        changes a contact that an earlier purchase or the store owner made: the request leaves
-        out `updateEnabled`, and Brevo answers an existing contact with 400 duplicate_parameter."""
-        attributes = {"FIRSTNAME": name} if name else {}
+        `CONTACT_UNCHANGED` when one exists."""
+        return self.create_contact(email, name)[0]
+
+    def create_contact(self, email: str, name: str, list_id: int = 0) -> tuple[str, Pace]:
+        """Create the contact if Brevo has none for this address (`CONTACT_CREATED`, or
+        `CONTACT_UNCHANGED` when one exists), with the pace Brevo reported. Anyone can buy for any
+        address, so a purchase never changes a contact that an earlier purchase or the store
+        owner made: the request leaves out `updateEnabled`, and Brevo answers an existing contact
+        with 400 duplicate_parameter."""
+        body: dict = {"email": email, "attributes": _attributes(name)}
+        if list_id:
+            body["listIds"] = [list_id]
         try:
-            self._post("/contacts", {"email": email, "attributes": attributes}, "contact upsert")
+            response = self._post("/contacts", body, "contact create")
         except UpstreamError as exc:
             if exc.upstream_code == "duplicate_parameter":
-                return CONTACT_UNCHANGED
+                return CONTACT_UNCHANGED, exc.pace if isinstance(exc.pace, Pace) else Pace()
             raise
-        return CONTACT_CREATED
+        return CONTACT_CREATED, Pace.of(response)
+
+    def import_contacts(self, contacts: list[tuple[str, str]], list_id: int) -> Pace:
+        """Hand Brevo a batch of (email, name) to create in list `list_id`, in one call of the
+        contacts family (`POST /contacts/import`, answered 202 and run by Brevo in the
+        background). `updateExistingContacts` is false: a contact Brevo has is left as it is."""
+        body = {
+            "jsonBody": [{"email": email, "attributes": _attributes(name)} for email, name in contacts],
+            "listIds": [list_id],
+            "updateExistingContacts": False,
+            "emptyContactsAttributes": False,
+            "disableNotification": True,
+        }
+        return Pace.of(self._post("/contacts/import", body, "contact import"))
 
     def send_email(self, email: Email, idempotency_key: str | None = None) -> str | None:
         """Send one transactional email; returns Brevo's message id, or None when Brevo
@@ -147,13 +189,24 @@ class BrevoClient:
         if response.status_code in (200, 201, 202, 204) or (absent_ok and response.status_code == 404):
             return response
         code = _error_code(response)
-        message = f"Brevo refused the {what} ({response.status_code} {code})"
-        if response.status_code == 429 or response.status_code >= 500:
-            raise UpstreamUnavailable(
+        status = response.status_code
+        message = f"Brevo refused the {what} ({status} {code})"
+        if status == QUOTA_STATUS:
+            error: UpstreamError = UpstreamUnavailable(
+                f"the store's email provider refused the {what}: the store's sending quota is used "
+                "up for now; retry later",
+                code="upstream_unavailable",
+                retry_after=QUOTA_RETRY_AFTER_SECONDS,
+            )
+        elif status == 429 or status >= 500:
+            error = UpstreamUnavailable(
                 message, code="upstream_unavailable", retry_after=_retry_after(response)
             )
-        error = UpstreamError(message, code="upstream_rejected")
-        error.upstream_code = code
+        else:
+            error = UpstreamError(message, code="upstream_rejected")
+        error.upstream_code, error.upstream_status = code, status
+        error.not_sent = 400 <= status < 500  # Brevo refused the call: nothing went out
+        error.pace = Pace.of(response)
         raise error
 
 
@@ -165,15 +218,30 @@ def _timed_out(exc: requests.RequestException) -> bool:
 def _retry_after(response: requests.Response) -> int:
     """Seconds until Brevo takes calls again: its rate-limit reset for a 429 (Brevo sends no
     Retry-After), a short pause for a 5xx."""
-    if response.status_code != 429:
+    reset = _reset_seconds(response) if response.status_code == 429 else None
+    if reset is None:
         return RETRY_AFTER_SECONDS
+    return max(1, min(MAX_RETRY_AFTER_SECONDS, math.ceil(reset)))
+
+
+def _reset_seconds(response: requests.Response) -> float | None:
+    """`x-sib-ratelimit-reset`, the seconds until the window resets, bounded; None if unusable."""
     try:
         reset = float(response.headers.get("x-sib-ratelimit-reset", ""))
     except (TypeError, ValueError):
-        return RETRY_AFTER_SECONDS
-    if not math.isfinite(reset):
-        return RETRY_AFTER_SECONDS
-    return max(1, min(MAX_RETRY_AFTER_SECONDS, math.ceil(reset)))
+        return None
+    if not math.isfinite(reset) or reset < 0:
+        return None
+    return min(reset, MAX_RETRY_AFTER_SECONDS)
+
+
+def _header_number(response: requests.Response, name: str) -> int | None:
+    value = (response.headers.get(name) or "").strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 12 else None
+
+
+def _attributes(name: str) -> dict[str, str]:
+    return {"FIRSTNAME": name} if name else {}
 
 
 def _log_entries(response: requests.Response) -> list[dict]:

@@ -21,6 +21,7 @@ from azure.core.exceptions import (
 from azure.core.pipeline.transport import HttpTransport
 from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient, ExponentialRetry
+from azure.storage.queue import QueueClient
 
 from shared.config.errors import StoreUnavailable
 from shared.config.settings import MANAGED_IDENTITY
@@ -32,12 +33,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Account:
-    """Where the app's tables and blobs are and how it signs in: a connection string (Azurite,
-    local), or service URIs with a token credential (the managed identity on Azure)."""
+    """Where the app's tables, blobs and queues are and how it signs in: a connection string
+    (Azurite, local), or service URIs with a token credential (the managed identity on Azure)."""
 
     connection_string: str = ""
     table_uri: str = ""
     blob_uri: str = ""
+    queue_uri: str = ""
     credential: TokenCredential | None = None
 
 
@@ -117,6 +119,23 @@ def container_client(
     return ContainerClient(account_url=account.blob_uri, credential=account.credential, **options)
 
 
+def queue_client(
+    account: str | Account, queue: str, timeout: float, transport: HttpTransport | None = None
+) -> QueueClient:
+    """A client of one queue; messages are plain text (the store seals what it puts there)."""
+    account = _account(account)
+    options = {
+        "queue_name": queue,
+        "retry_total": 1,
+        "connection_timeout": timeout,
+        "read_timeout": timeout,
+        **({"transport": transport} if transport else {}),
+    }
+    if account.credential is None:
+        return QueueClient.from_connection_string(account.connection_string, **options)
+    return QueueClient(account_url=account.queue_uri, credential=account.credential, **options)
+
+
 def check(what: str, call: Callable[..., object], identity: bool) -> str | None:
     """Run one cheap call that proves a store answers and accepts the app's credentials: None,
     or what went wrong, in words safe to show anyone (no secret, no address). A missing table,
@@ -145,13 +164,26 @@ def is_missing_container(exc: BaseException) -> bool:
     return isinstance(exc, ResourceNotFoundError) and _error_code(exc) == "ContainerNotFound"
 
 
+def is_missing_queue(exc: BaseException) -> bool:
+    return isinstance(exc, ResourceNotFoundError) and _error_code(exc) == "QueueNotFound"
+
+
+def is_gone_message(exc: BaseException) -> bool:
+    """A queue message deleted already, or received again by someone else since (its pop
+    receipt no longer matches)."""
+    if isinstance(exc, ResourceNotFoundError) and not is_missing_queue(exc):
+        return True
+    return isinstance(exc, HttpResponseError) and _error_code(exc) == "PopReceiptMismatch"
+
+
 def _error_code(exc: BaseException) -> str:
     """The service's error code; the SDKs give it as a string or as an enum, depending on the call."""
     code = getattr(exc, "error_code", None)
     code = getattr(code, "value", code)
     if code:
         return str(code)
-    return next((word for word in ("TableNotFound", "ContainerNotFound") if word in str(exc)), "")
+    words = ("TableNotFound", "ContainerNotFound", "QueueNotFound")
+    return next((word for word in words if word in str(exc)), "")
 
 
 def outage(exc: AzureError, what: str) -> StoreUnavailable:

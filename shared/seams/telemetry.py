@@ -49,7 +49,7 @@ PURCHASES = "storefront.purchases"  # {status, channel}: fresh receipts (replays
 REFUSALS = "storefront.refusals"  # {error_code, channel}: fresh receipts with status refused
 DEGRADED_CHECKS = "storefront.degraded_checks"  # {check, channel}: checks that ran degraded
 REPLAYS = "storefront.replays"  # {status, channel}: receipts served again for a repeated key
-DEPENDENCY = "storefront.dependency"  # "brevo", "table" or "blob" on each outgoing call's span
+DEPENDENCY = "storefront.dependency"  # "brevo", "table", "blob" or "queue" on each outgoing call's span
 
 # Dropped whatever they hold: captured HTTP headers carry the Brevo api-key and storage
 # authorisation, a client address identifies the buyer.
@@ -65,6 +65,7 @@ _BLOB_CLIENTS = (
     "ContainerOperations.",
     "BlobOperations.",
 )
+_QUEUE_CLIENTS = ("QueueClient.", "QueueServiceClient.", "QueueOperations.", "MessagesOperations.")
 
 
 def scrub(text: str) -> str:
@@ -198,9 +199,9 @@ def _scrubbing_span_processor(brevo_url: str) -> Any:
 
 
 def _dependency(name: str, parent_name: str, attributes: Mapping[str, Any], brevo_prefix: str) -> str | None:
-    """Which service a span calls: brevo for a request under the Brevo base URL; table or blob for
-    an Azure SDK span (`TableClient.get_entity`, `ContainerClient.upload_blob`) and the HTTP call
-    made under it."""
+    """Which service a span calls: brevo for a request under the Brevo base URL; table, blob or
+    queue for an Azure SDK span (`TableClient.get_entity`, `ContainerClient.upload_blob`,
+    `QueueClient.send_message`) and the HTTP call made under it."""
     url = next((str(attributes[key]) for key in _URL_KEYS if key in attributes), "")
     if url.startswith(brevo_prefix):
         return "brevo"
@@ -209,6 +210,8 @@ def _dependency(name: str, parent_name: str, attributes: Mapping[str, Any], brev
             return "table"
         if client.startswith(_BLOB_CLIENTS):
             return "blob"
+        if client.startswith(_QUEUE_CLIENTS):
+            return "queue"
     return None
 
 

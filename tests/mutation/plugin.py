@@ -54,7 +54,7 @@ def start_services(logs: Path) -> tuple[dict[str, str], list[subprocess.Popen]]:
     for service, port in (("blob", blob), ("queue", queue), ("table", table)):
         args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(port)]
     azurite = start_process(args, table, logs / "azurite.log")
-    storage = connection_string(blob, table)
+    storage = connection_string(blob, table, queue)
     seed_bundles(storage)
     port = free_port()
     sandbox_args = [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)]
