@@ -12,10 +12,14 @@ Starts its own Azurite and Brevo sandbox (`bench.stack`), then measures:
 4. the daily cost counter under contention (`bench.contention`);
 5. capacity: from the calls of 1, where one storage account reaches its first documented
    scalability target (`bench.capacity`);
-6. load: two dev host processes on one Azurite, many buyers spread over 127.0.0.0/8 (`bench.load`).
+6. load: two dev host processes on one Azurite, many buyers spread over 127.0.0.0/8 (`bench.load`);
+7. launch: a spike of new buyers at ten times Brevo's contacts limit or more, on two dev hosts
+   that drain the contact queue on its schedule, with the sandbox's limits scaled to this
+   machine (`bench.launch`).
 
 It prints one table and writes bench/results.json (`bench.report`). It is a benchmark, not a
-test: it never fails on a time. BENCH_ITERATIONS, BENCH_LOAD_SECONDS and BENCH_LOAD_CLIENTS scale it.
+test: it never fails on a time. BENCH_ITERATIONS, BENCH_LOAD_SECONDS, BENCH_LOAD_CLIENTS,
+BENCH_LAUNCH_SECONDS and BENCH_LAUNCH_CLIENTS scale it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import capacity, coldstart, contention, latency, load, report, roundtrips
+from bench import capacity, coldstart, contention, latency, launch, load, report, roundtrips
 from bench.stack import Handlers, Stack
 
 __all__ = ["Stack", "main"]  # soak.stack starts its services as the bench does
@@ -45,6 +49,7 @@ def main() -> int:
         # After the latency: its hundreds of purchases and shards would slow Azurite's tables.
         results["capacity"] = capacity.run(handlers)
         results["load"] = load.run(stack)
+        results["launch"] = launch.run(stack)
     finally:
         stack.stop()
     report.publish(results)

@@ -1,24 +1,31 @@
 """Where one storage account runs out: a capacity model computed from the calls the bench counts.
 
-Every storage request a purchase makes is seen at the transport (`tests.support.RoundTrips`)
+Every storage request a purchase makes is seen at the transport (`bench.stack.QueueTrips`)
 and attributed to the partition it touches: the PartitionKey in a point operation's URL or an
-insert's body, each entity a query returns, the blob's name. Partitions fall into classes by
-the store's own naming (a claim, a rate counter, a cost shard, the ledger's day...). Some classes
-are private to one buyer (a key's claim, a client's rate counter, a receipt's blob): they grow
-with the number of buyers and never concentrate load. The others are shared by every purchase
-of the day, and there the documented scalability targets bite:
+insert's body, each entity a query returns, the blob's name, the queue's name. Partitions fall
+into classes by the store's own naming (a claim, a rate counter, a cost shard, a ledger shard...).
+Some classes are private to one buyer (a key's claim, a client's rate counter, a receipt's blob):
+they grow with the number of buyers and never concentrate load. The others are shared by every
+purchase of the day, and there the documented scalability targets bite:
 
-- 20,000 requests per second per storage account;
-- 2,000 entities per second per table partition (a query counts each entity it returns).
+- 20,000 requests per second per storage account (tables, blobs and queues together);
+- 2,000 entities per second per table partition (a query counts each entity it returns);
+- 2,000 messages per second per queue.
 
-The timers' share counts too: after each batch, claims that lived a second are reaped and the
-repair timer settles the batch's receipts (a ledger point read and a tag removal each), and their
-calls are spread over the batch. For each path, purchases per second before the first target is
-hit are the smallest of `account target / calls per purchase` and, for each shared class,
-`partition target / entities per purchase on its busiest partition`, where the load spreads
-evenly over the partitions the code creates for the class (the cost counter's shards; one day
-partition for the ledger). The run repeats the fresh purchase at 10x and 100x today's shard
-count, so the model shows what `STOREFRONT_COST_COUNTER_SHARDS` moves and what it does not.
+The timers' share counts too: after each batch, claims that lived a second are reaped, the
+repair timer settles the batch's receipts (a ledger point read and a tag removal each) and the
+contact drainer makes the batch's buyers Brevo contacts (its queue reads, a delete per message,
+its lease), and their calls are spread over the batch. A batch is 40 buyers, so the drainer's
+empty reads that end a batch weigh more here than in its batches of up to 1,000.
+
+For each path, purchases per second before each target are `account target / calls per
+purchase` and, for each shared class, `partition (or queue) target / entities per purchase on its
+busiest partition`, where the load spreads evenly over the partitions the code creates for the
+class (the cost counter's shards, the ledger's shards of a day, the contact queue's shards). A
+queue's entities are its puts, the messages its reads return (an empty read counts one) and its
+deletes. The lowest is the path's ceiling and the next one says what a store that moved it would
+meet after. The run repeats the fresh purchase at 10x and 100x today's shard count, so the model
+shows what `STOREFRONT_COST_COUNTER_SHARDS` moves and what it does not.
 """
 
 from __future__ import annotations
@@ -39,20 +46,27 @@ from tests.support import RoundTrips, Sent
 
 ACCOUNT_REQUESTS_PER_SECOND = 20_000
 PARTITION_ENTITIES_PER_SECOND = 2_000
+QUEUE_MESSAGES_PER_SECOND = 2_000
 SOURCES = (
     "https://learn.microsoft.com/azure/storage/tables/scalability-targets",
+    "https://learn.microsoft.com/azure/storage/queues/scalability-targets",
     "https://learn.microsoft.com/azure/storage/common/scalability-targets-standard-account",
 )
 A_MILLION_A_DAY = 1_000_000 / 86_400
 # Shared classes, with the setting that moves their ceiling.
 SHARED = {
     "cost shard": "STOREFRONT_COST_COUNTER_SHARDS",
-    "ledger day": "none: one partition per UTC day",
+    "ledger shard": "shared.seams.ledger.SHARDS, a constant",
+    "ledger day": "none: rows from before the ledger's shards",
+    "contact queue": "STOREFRONT_CONTACT_QUEUE_SHARDS",
     "scoping horizon": "none: read once per instance",
+    "drainer lease": "none: a few calls per drainer run, not per purchase",
     "repair queue": "none: written only while Blob is down",
 }
+QUEUES = {"contact queue"}  # shared classes that are storage queues: their target is per queue
 ACCOUNT = "account requests"
 OVERRIDDEN = (
+    "contact_queue",
     "cost_counter_shards",
     "idempotency_table",
     "idempotency_ttl_seconds",
@@ -60,12 +74,16 @@ OVERRIDDEN = (
 )
 _POINT = re.compile(r"\(PartitionKey='((?:[^']|'')*)',RowKey='((?:[^']|'')*)'\)$")
 _FILTER_PK = re.compile(r"PartitionKey (?:eq|ge) '((?:[^']|'')*)'")
+_LEDGER_SHARD = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]+")
+_QUEUE_SERVICE = re.compile(r"(?:^|&)(?:comp=list|restype=service)(?:&|$)")
 
 
 def touches(sent: Sent, tables: dict[str, str]) -> list[tuple[str, str, int]]:
     """(class, partition, entities) for one request. `tables` maps table name → its role
     ("idempotency", "governance", "ledger")."""
     path = unquote(urlsplit(sent.url).path)
+    if sent.kind == "queue":
+        return [_queue_touch(sent)]
     if sent.kind == "blob":
         parts = path.strip("/").split("/")
         return [("receipt blob" if len(parts) > 2 else "blob container", "/".join(parts[1:]), 1)]
@@ -92,6 +110,24 @@ def touches(sent: Sent, tables: dict[str, str]) -> list[tuple[str, str, int]]:
     return [(_class(role, queried, ""), queried, 1)]  # an empty answer still reads the partition
 
 
+def _queue_touch(sent: Sent) -> tuple[str, str, int]:
+    """A Storage Queue request: `/{queue}/messages[/{id}]` on Azure, `/{account}/{queue}/...` on
+    Azurite, or an operation on the queue itself (`/{queue}`, create, metadata). Each message a
+    read returns counts, as the transport records them; an empty read still touches the queue.
+    Requests on the service (list queues, its properties) belong to no queue."""
+    url = urlsplit(sent.url)
+    parts = unquote(url.path).strip("/").split("/")
+    if parts[-1] == "messages" and len(parts) >= 2:
+        queue = parts[-2]
+    elif len(parts) >= 3 and parts[-2] == "messages":
+        queue = parts[-3]
+    elif _QUEUE_SERVICE.search(url.query):
+        return ("queue admin", "", 1)
+    else:
+        queue = parts[-1]
+    return ("contact queue", queue, max(1, len(sent.returned)))
+
+
 def _unquote(value: str) -> str:
     return value.replace("''", "'")
 
@@ -100,11 +136,15 @@ def _class(role: str, partition: str, row: str) -> str:
     if role == "idempotency":
         return "scoping horizon" if partition.startswith("~") else "claim"
     if role == "governance":
+        if partition == "lease":
+            return "drainer lease"
         if partition.startswith("store-cost"):
             return "cost shard"
         return "recipient counter" if row.startswith("recipient-") else "rate counter"
     if role == "ledger":
-        return "repair queue" if partition == "repair-blob" else "ledger day"
+        if partition == "repair-blob":
+            return "repair queue"
+        return "ledger shard" if _LEDGER_SHARD.fullmatch(partition) else "ledger day"
     return "table admin"
 
 
@@ -148,8 +188,8 @@ def measure(
 
 def model(measured: dict, fan_out: dict[str, int]) -> dict:
     """The ceiling of one path: purchases per second before each target, the first one hit and
-    the setting that moves it. `fan_out` is how many partitions the code spreads each shared
-    class over (classes not named there spread with the buyers)."""
+    the next, and the setting that moves each. `fan_out` is how many partitions (or queues) the
+    code spreads each shared class over (classes not named there spread with the buyers)."""
     calls = measured["calls_per_purchase"] + measured.get("later_calls_per_purchase", 0)
     limits = {ACCOUNT: ACCOUNT_REQUESTS_PER_SECOND / calls}
     for cls, figures in measured["classes"].items():
@@ -159,20 +199,42 @@ def model(measured: dict, fan_out: dict[str, int]) -> dict:
                 figures["entities_per_purchase"] / figures["partitions"], 4
             )
             if cls in fan_out:
-                limits[f"{cls} partition"] = (
-                    PARTITION_ENTITIES_PER_SECOND / figures["busiest_partition_per_purchase"]
-                )
+                target = QUEUE_MESSAGES_PER_SECOND if cls in QUEUES else PARTITION_ENTITIES_PER_SECOND
+                limits[_limit(cls)] = target / figures["busiest_partition_per_purchase"]
     ordered = sorted(limits.items(), key=lambda item: item[1])
-    first, ceiling = ordered[0]
-    moved_by = SHARED[first.removesuffix(" partition")] if first != ACCOUNT else "none: one account"
+    (first, ceiling), following = ordered[0], ordered[1:2]
     return {
         **measured,
         "limits_per_second": {name: round(value) for name, value in ordered},
         "ceiling_per_second": round(ceiling),
         "first_limit": first,
-        "moved_by": moved_by,
+        "moved_by": _moved_by(first),
+        "next_limit": following[0][0] if following else None,
+        "next_ceiling_per_second": round(following[0][1]) if following else None,
+        "next_moved_by": _moved_by(following[0][0]) if following else None,
         "bundles_per_day_at_ceiling": round(ceiling * 86_400),
     }
+
+
+def _limit(cls: str) -> str:
+    return cls if cls in QUEUES else f"{cls} partition"
+
+
+def _moved_by(limit: str) -> str:
+    return "none: one account" if limit == ACCOUNT else SHARED[limit.removesuffix(" partition")]
+
+
+def drain(drainer, attempts: int = 50) -> None:
+    """Run the contact drainer as its timer does, until a run holds the lease (one that finds
+    another instance draining does nothing) and ends with the queue empty."""
+    for _ in range(attempts):
+        done = drainer.run()
+        if not done.stopped:
+            return
+        if done.failed:
+            raise RuntimeError(f"the contact drainer failed: {done.stopped}")
+        time.sleep(0.2)
+    raise RuntimeError(f"the contact drainer did not drain: {done.stopped}")
 
 
 def open_the_day(settings, shards: int) -> None:
@@ -193,12 +255,29 @@ def open_the_day(settings, shards: int) -> None:
     table.close()
 
 
+def open_the_queues(settings) -> None:
+    """Create the contact queues, as a store under way has them: a put on a missing queue creates
+    it and puts again, two calls more, which a short run would count on a purchase or two."""
+    from azure.core.exceptions import ResourceExistsError
+
+    from shared.seams.contact_queue import queue_names
+    from shared.seams.storage import queue_client
+
+    shards, _ = queue_names(settings.contact_queue, settings.contact_queue_shards)
+    for name in shards:
+        queue = queue_client(settings.storage_connection_string, name, 30)
+        with contextlib.suppress(ResourceExistsError):
+            queue.create_queue()
+        queue.close()
+
+
 def run(handlers, n: int = 40) -> dict:
     """The model for a fresh keyed purchase at today's shard count, 10x and 100x, and for the
     unkeyed and replay paths at today's. `handlers` is the bench's in-process app, every storage
     client counted at the transport."""
     from shared.protocols import api
     from shared.purchase.governance import Limits
+    from shared.seams.ledger import SHARDS
 
     today = handlers.settings
     tables = {
@@ -210,22 +289,30 @@ def run(handlers, n: int = 40) -> dict:
 
     def fan_out(settings) -> dict[str, int]:
         """The partitions the code spreads each shared class over: the cost counter's shards
-        that hold a budget, and the ledger's one partition per day."""
+        that hold a budget, the ledger's shards of a day (and its one partition per day from
+        before them, should a row there be read), the contact queue's shards."""
         limits = Limits(
             settings.rate_limit_per_hour,
             settings.daily_cost_ceiling_usd,
             settings.cost_per_purchase_usd,
             settings.cost_counter_shards,
         )
-        return {"cost shard": limits.cost_partitions, "ledger day": 1}
+        return {
+            "cost shard": limits.cost_partitions,
+            "ledger shard": SHARDS,
+            "ledger day": 1,
+            "contact queue": settings.contact_queue_shards,
+        }
 
     def path(settings, arguments: Callable[[], dict]) -> tuple[Callable[[], object], Callable[[], object]]:
         """One purchase on a store with these settings (the instance's one read of the scoping
-        horizon done, earlier receipts' tags drained), and the timers' run after a batch:
-        claims live a second here, so the reaper's share is counted too."""
+        horizon done, earlier receipts' tags and contacts drained, every contact queue created),
+        and the timers' run after a batch: claims live a second here, so the reaper's share is
+        counted too."""
         open_the_day(settings, settings.cost_counter_shards)
         tables[settings.idempotency_table] = "idempotency"
-        store = handlers.store_with(**{f: getattr(settings, f) for f in OVERRIDDEN}).storefront
+        services = handlers.store_with(**{f: getattr(settings, f) for f in OVERRIDDEN})
+        store = services.storefront
 
         def call() -> object:
             n = next(numbers)
@@ -237,9 +324,11 @@ def run(handlers, n: int = 40) -> dict:
             time.sleep(settings.idempotency_ttl_seconds + 0.5)
             store.reap_expired_keys()
             store.repair_receipts()
+            drain(services.drainer)
 
         call()
         store.repair_receipts()
+        drain(services.drainer)
         return call, later
 
     def buyer() -> dict:
@@ -249,9 +338,16 @@ def run(handlers, n: int = 40) -> dict:
         return {**buyer(), "idempotency_key": f"capacity-{uuid.uuid4().hex}"}
 
     def short_lived(**changes) -> object:
-        table = f"capacity{uuid.uuid4().hex[:10]}"
+        """Today's settings, with claims that live a second and a claim table and contact queue
+        of their own (the drainer then drains only the batch's buyers)."""
+        name = f"capacity{uuid.uuid4().hex[:10]}"
         return replace(
-            today, idempotency_table=table, idempotency_ttl_seconds=1, idempotency_lease_seconds=1, **changes
+            today,
+            idempotency_table=name,
+            idempotency_ttl_seconds=1,
+            idempotency_lease_seconds=1,
+            contact_queue=name,
+            **changes,
         )
 
     rows = []
@@ -283,6 +379,7 @@ def run(handlers, n: int = 40) -> dict:
         "targets": {
             "account_requests_per_second": ACCOUNT_REQUESTS_PER_SECOND,
             "partition_entities_per_second": PARTITION_ENTITIES_PER_SECOND,
+            "queue_messages_per_second": QUEUE_MESSAGES_PER_SECOND,
             "sources": list(SOURCES),
         },
         "a_million_a_day_per_second": round(A_MILLION_A_DAY, 1),
@@ -290,28 +387,40 @@ def run(handlers, n: int = 40) -> dict:
     }
 
 
+COLUMNS = ("cost shard", "ledger shard", "contact queue")  # shared classes shown, when a row has them
+
+
 def table(capacity: dict) -> list[str]:
     t = capacity["targets"]
+    shown = [c for c in COLUMNS if c == "cost shard" or any(c in row["classes"] for row in capacity["rows"])]
     lines = [
         f"Capacity of one storage account (targets: {t['account_requests_per_second']:,} requests/s per "
-        f"account, {t['partition_entities_per_second']:,} entities/s per table partition)",
-        f"  {'path':<14} {'shards':>6} {'calls':>6} {'later':>6} {'cost shard':>10} {'ledger day':>10} "
-        f"{'ceiling/s':>10}  {'first target hit':<22} moved by",
+        f"account, {t['partition_entities_per_second']:,} entities/s per table partition, "
+        f"{t.get('queue_messages_per_second', QUEUE_MESSAGES_PER_SECOND):,} messages/s per queue)",
+        f"  {'path':<14} {'shards':>6} {'calls':>6} {'later':>6}{''.join(f'  {c:>12}' for c in shown)} "
+        f"{'ceiling/s':>10}  {'first target hit':<22} {'next/s':>7}  next target hit",
     ]
+    moves: dict[str, str] = {}
     for row in capacity["rows"]:
-        busiest = {
-            cls: row["classes"].get(cls, {}).get("busiest_partition_per_purchase", 0)
-            for cls in ("cost shard", "ledger day")
-        }
+        busiest = "".join(
+            f"  {row['classes'].get(c, {}).get('busiest_partition_per_purchase', 0):>12}" for c in shown
+        )
+        following = row["next_limit"] or "-"
+        next_per_second = f"{row['next_ceiling_per_second']:,}" if row["next_limit"] else "-"
         lines.append(
             f"  {row['path']:<14} {row['cost_shards']:>6} {row['calls_per_purchase']:>6} "
-            f"{row['later_calls_per_purchase']:>6} {busiest['cost shard']:>10} {busiest['ledger day']:>10} "
-            f"{row['ceiling_per_second']:>10,}  {row['first_limit']:<22} {row['moved_by']}"
+            f"{row['later_calls_per_purchase']:>6}{busiest} "
+            f"{row['ceiling_per_second']:>10,}  {row['first_limit']:<22} {next_per_second:>7}  {following}"
         )
+        moves[row["first_limit"]] = row["moved_by"]
+        if row["next_limit"]:
+            moves[row["next_limit"]] = row["next_moved_by"]
     lines += [
-        "  (calls: on the request path; later: the timers' share per purchase; cost shard, ledger day: "
+        f"  (calls: on the request path; later: the timers' share per purchase; {', '.join(shown)}: "
         "entities per purchase",
         "  on the busiest partition of each; a million bundles a day is "
         f"{capacity['a_million_a_day_per_second']} purchases/s)",
+        "  what moves each target hit:",
+        *(f"    {limit:<24} {moved}" for limit, moved in moves.items()),
     ]
     return lines

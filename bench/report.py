@@ -7,7 +7,7 @@ import os
 import platform
 from datetime import datetime, timezone
 
-from bench import capacity
+from bench import capacity, launch
 from tests.support import ROOT
 
 RESULTS = ROOT / "bench" / "results.json"
@@ -23,6 +23,7 @@ def machine() -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "load_average": [round(n, 2) for n in os.getloadavg()],  # 1, 5, 15 min, as the run starts
         "azure_functions": azure.functions.__version__,
         "azure_data_tables": azure.data.tables.__version__,
         "azure_storage_blob": azure.storage.blob.__version__,
@@ -83,6 +84,7 @@ def table(results: dict) -> str:
             f"errors {sum(p['errors'].values())} {p['errors'] or ''}"
         )
     lines.append(f"  peak RSS per host: {', '.join(f'{m} MB' for m in ld['peak_rss_mb'])}")
+    lines += ["", *launch.table(results["launch"])]
     return "\n".join(lines)
 
 

@@ -13,12 +13,16 @@ FLOORS = {
     # path: (storage floor, brevo floor, what the floor is made of)
     "replay": (1, 0, "claim point read (the receipt rides on the completed claim)"),
     "fresh, key": (
-        11,
-        2,
+        12,
+        1,
         "claim read, rate 1, recipient 1, cost read + write, claim insert, 2 recovery points, "
-        "receipt blob, ledger, claim completed; contact + email",
+        "contact queued, receipt blob, ledger, claim completed; email",
     ),
-    "fresh, no key": (6, 2, "rate 1, recipient 1, cost read + write, receipt blob, ledger; contact + email"),
+    "fresh, no key": (
+        7,
+        1,
+        "rate 1, recipient 1, cost read + write, contact queued, receipt blob, ledger; email",
+    ),
     "refused: invalid key": (0, 0, "format checked before any I/O"),
     "refused: key in progress": (1, 0, "claim point read"),
     "refused: key reused": (1, 0, "claim point read"),
@@ -38,6 +42,7 @@ def run(handlers: Handlers) -> dict[str, dict]:
 
     post = handlers.post
     capacity.open_the_day(handlers.settings, handlers.settings.cost_counter_shards)
+    capacity.open_the_queues(handlers.settings)
     first = keyed()
     post(first)
     results = {
@@ -65,7 +70,8 @@ def run(handlers: Handlers) -> dict[str, dict]:
         results[path] = handlers.counted(call)
     for path, counts in results.items():
         floor, brevo_floor, why = FLOORS[path]
-        counts.update(storage=counts["table"] + counts["blob"], floor=floor, brevo_floor=brevo_floor, why=why)
+        storage = counts["table"] + counts["blob"] + counts["queue"]
+        counts.update(storage=storage, floor=floor, brevo_floor=brevo_floor, why=why)
     return results
 
 

@@ -4,19 +4,24 @@ the made-up buyers every measurement sends."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import requests
+from azure.core.pipeline.transport import HttpTransport, RequestsTransport
 
 from tests.support import (
     ROOT,
     RoundTrips,
+    Sent,
     connection_string,
     dev_settings,
     free_port,
@@ -45,12 +50,12 @@ class Stack:
 
     def __init__(self, logs: Path):
         self.logs = logs
-        self.blob, self.table = free_port(), free_port()
+        self.blob, self.table, self.queue = free_port(), free_port(), free_port()
         azurite = [
             str(ROOT / "node_modules" / ".bin" / "azurite"),
             *("--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--inMemoryPersistence"),
             *("--blobHost", "127.0.0.1", "--blobPort", str(self.blob)),
-            *("--queueHost", "127.0.0.1", "--queuePort", str(free_port())),
+            *("--queueHost", "127.0.0.1", "--queuePort", str(self.queue)),
             *("--tableHost", "127.0.0.1", "--tablePort", str(self.table)),
         ]
         self.procs = [start_process(azurite, self.table, logs / "azurite.log")]
@@ -58,7 +63,7 @@ class Stack:
         sandbox = [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)]
         self.procs.append(start_process(sandbox, port, logs / "sandbox.log"))
         self.sandbox = f"http://127.0.0.1:{port}"
-        self.connection = connection_string(self.blob, self.table)
+        self.connection = connection_string(self.blob, self.table, self.queue)
         self.hosts: list = []
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -88,6 +93,33 @@ class Stack:
             proc.wait(timeout=10)
 
 
+_MESSAGE = re.compile(rb"<QueueMessage>")
+
+
+class QueueTrips(RoundTrips):
+    """RoundTrips whose queue clients also record the messages each read returns, so that a
+    read of 32 messages counts 32 at its queue, as Azure's per-queue target does."""
+
+    def transport(self, kind: str) -> HttpTransport:
+        return _QueueTransport(self) if kind == "queue" else super().transport(kind)
+
+
+class _QueueTransport(RequestsTransport):
+    def __init__(self, trips: RoundTrips):
+        super().__init__()
+        self._trips = trips
+
+    def send(self, request, **kwargs):
+        response = super().send(request, **kwargs)
+        returned: tuple[dict, ...] = ()
+        if request.method == "GET" and urlsplit(request.url).path.endswith("/messages"):
+            with contextlib.suppress(ValueError, AttributeError, TypeError):
+                returned = tuple({"message": n} for n in range(len(_MESSAGE.findall(response.body()))))
+        body = request.body if isinstance(request.body, bytes) else str(request.body or "").encode()
+        self._trips.saw(Sent("queue", request.method, request.url, body, returned))
+        return response
+
+
 class Handlers:
     """function_app loaded in this process against the run's Azurite, every storage client
     carrying the counting policy; requests go through the real handlers as func.HttpRequest."""
@@ -101,7 +133,7 @@ class Handlers:
 
         self.func = func
         self.stack = stack
-        self.counter = RoundTrips()
+        self.counter = QueueTrips()
         self.settings = runtime.settings()
         runtime._services = runtime.build(self.settings, self.counter.transport)
         self.functions = {
@@ -138,5 +170,6 @@ class Handlers:
             "status": status,
             "table": counts.get("table", 0),
             "blob": counts.get("blob", 0),
+            "queue": counts.get("queue", 0),
             "brevo": self.stack.brevo_calls() - before,
         }

@@ -35,6 +35,7 @@ log = logging.getLogger("storefront.contacts")
 IMPORT_BATCH = 1000  # buyers per import call: about 100 KB of JSON, far under Brevo's 8 MB
 SINGLE_BATCH = 32  # buyers received at a time when each is its own call
 RECEIVE_MAX = 32  # Azure's most messages per receive
+GATHER_SECONDS = 5.0  # a batch is handed over this soon after its first message, full or not
 VISIBILITY_SECONDS = 60  # a received message is hidden this long, then comes back unless deleted
 LEASE_SECONDS = 60
 BUDGET_SECONDS = 240.0  # one run's work, inside the host's function timeout
@@ -129,9 +130,12 @@ class ContactDrainer:
         done.stopped = "out of time"
 
     def _gather(self, size: int) -> list[Waiting]:
-        """Up to `size` messages, taken round the shards until they fill it or all are empty."""
+        """Up to `size` messages, taken round the shards until they fill it, all are empty, or
+        `GATHER_SECONDS` have passed: buyers arriving steadily never keep a batch open past its
+        messages' visibility or the lease."""
         batch: list[Waiting] = []
-        while len(batch) < size:
+        until = self._clock() + GATHER_SECONDS
+        while len(batch) < size and self._clock() < until:
             before = len(batch)
             for shard in range(self._queue.shard_count):
                 want = min(RECEIVE_MAX, size - len(batch))

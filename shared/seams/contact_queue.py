@@ -126,15 +126,12 @@ class ContactQueue:
     def receive(self, shard: int, count: int, visibility_seconds: int) -> list[Waiting]:
         """Up to `count` (at most 32) messages of one shard, each invisible for `visibility_seconds`."""
         queue = self._shards[shard]
-        messages = self._call(
-            queue,
-            lambda: list(
-                queue.receive_messages(
-                    messages_per_page=count, max_messages=count, visibility_timeout=visibility_seconds
-                )
-            ),
-        )
-        return [self._read(shard, m) for m in messages]
+
+        def one_page() -> list:  # one call: the pager would ask again after a short page
+            pages = queue.receive_messages(messages_per_page=count, visibility_timeout=visibility_seconds)
+            return list(next(pages.by_page(), []))
+
+        return [self._read(shard, m) for m in self._call(queue, one_page)]
 
     def done(self, waiting: Waiting) -> None:
         """Delete a handled message. One already gone (its receipt outlived by a redelivery) is
