@@ -3,8 +3,8 @@ them: (A) a receipt answered 200 is on record, byte for byte, at its URL and in 
 once or after the repair timer; (B) every 200 for one key carries the same bytes; (C) a purchase
 is counted once; (D) a key never runs unprotected; and one email per key.
 
-The flow runs in process on the real Azure SDK clients, whose Table and Blob traffic goes through
-real TCP fault proxies in front of the session's Azurite (`tests.faultproxy`). A trip wire on the
+The flow runs in process on the real Azure SDK clients, whose Table, Blob and Queue traffic goes
+through real TCP fault proxies in front of the session's Azurite (`tests.faultproxy`). A trip wire on the
 flow's own collaborators says *when*: it switches a proxy, or kills the attempt as a host crash
 would (a BaseException the flow cannot catch, so nothing is released or recorded).
 """
@@ -28,18 +28,19 @@ from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.storefront import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
 from shared.seams.brevo import BrevoClient
+from shared.seams.contact_queue import ContactQueue
 from shared.seams.ledger import TableLedger
 from shared.seams.receipts import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
-from tests.support import new_ec_key, private_pem, unique_email, unique_key
+from tests.support import new_ec_key, own_queue, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))
 LEASE = 60
 STEPS = (
     "before_claim",
-    "after_contact",
+    "after_queued",
     "brevo_holds_send",
     "after_email",
     "blob_write",
@@ -76,13 +77,22 @@ class TripWire:
             action()
 
 
+class WiredQueue:
+    """The contact queue; its step is the buyer being on it, before anything is sent."""
+
+    def __init__(self, queue: ContactQueue, wire: TripWire):
+        self.queue, self.wire = queue, wire
+
+    def enqueue(self, email: str, name: str) -> None:
+        self.queue.enqueue(email, name)
+        self.wire.at("after_queued")
+
+    def __getattr__(self, name: str):
+        return getattr(self.queue, name)
+
+
 class WiredBrevo(BrevoClient):
     wire: TripWire
-
-    def upsert_contact(self, email: str, name: str) -> str:
-        outcome = super().upsert_contact(email, name)
-        self.wire.at("after_contact")
-        return outcome
 
     def send_email(self, email, idempotency_key=None):
         self.wire.at("brevo_holds_send")
@@ -142,6 +152,7 @@ class Shop:
     storefront: Storefront
     table: FaultProxy
     blob: FaultProxy
+    queue: FaultProxy  # the contact queue
     wire: TripWire
     clock: Clock
     receipts: BlobReceiptStore  # straight to Azurite, for the checks
@@ -168,6 +179,7 @@ class Shop:
     def up(self) -> None:
         self.table.set("pass")
         self.blob.set("pass")
+        self.queue.set("pass")
 
     def proxies(self, stores: str) -> list[FaultProxy]:
         return {"table": [self.table], "blob": [self.blob], "both": [self.table, self.blob]}[stores]
@@ -190,7 +202,8 @@ def make_shop(azurite, sandbox):
     def make(limits: Limits = DEFAULT_LIMITS, patience: float = 0.3, token_ttl: int = 7 * 86400) -> Shop:
         table = FaultProxy(endpoint_port(azurite, "Table")).start()
         blob = FaultProxy(endpoint_port(azurite, "Blob")).start()
-        proxies.extend((table, blob))
+        queue = FaultProxy(endpoint_port(azurite, "Queue")).start()
+        proxies.extend((table, blob, queue))
         through = proxied(azurite, blob=blob, table=table)
         suffix = uuid.uuid4().hex[:10]
         clock, wire, hasher = Clock(), TripWire(), Hasher("unit-test-secret")
@@ -225,12 +238,14 @@ def make_shop(azurite, sandbox):
             keys=lambda: KEYS,
             ledger=ledger,
             repairs=repairs,
+            contacts=WiredQueue(own_queue(proxied(azurite, queue=queue)), wire),
             clock=clock,
         )
         return Shop(
             storefront,
             table,
             blob,
+            queue,
             wire,
             clock,
             BlobReceiptStore(container_client(azurite, rcpt, 5)),
@@ -356,16 +371,16 @@ def test_a_one_second_blip_of_both_stores_while_brevo_holds_the_send_gives_one_r
     assert_promises(shop, email, key, recover(shop, email, key, first))
 
 
-def test_a_crash_during_the_contact_upsert_is_409_then_200_never_429(make_shop):
+def test_a_crash_after_the_buyer_is_queued_is_409_then_200_never_429(make_shop):
     """C: the buyer was at its last allowed purchase when the host died mid-purchase."""
     shop = make_shop(Limits(2, Decimal("5"), Decimal("0.01"), recipient_limit_per_day=100))
     assert shop.buy(unique_email("earlier"), None)[0] == 200
     email, key = unique_email("crash"), unique_key()
 
     def crash() -> None:
-        raise Crash("contact")
+        raise Crash("queued")
 
-    shop.wire.on("after_contact", crash)
+    shop.wire.on("after_queued", crash)
     with pytest.raises(Crash):
         shop.buy(email, key)
 
@@ -379,16 +394,12 @@ def test_a_crash_during_the_contact_upsert_is_409_then_200_never_429(make_shop):
 
 
 @pytest.mark.parametrize("status", [429, 422, 503])
-def test_a_refusal_with_a_key_says_what_a_retry_with_it_will_do(make_shop, sandbox, status):
+def test_a_refusal_with_a_key_says_what_a_retry_with_it_will_do(make_shop, status):
     ceiling = Decimal("0") if status == 429 else Decimal("5")
     shop = make_shop(Limits(100, ceiling, Decimal("0.01"), recipient_limit_per_day=100))
     email, key = unique_email("refusal"), unique_key()
     if status == 503:
-        requests.post(
-            f"{sandbox.url}/_sandbox/faults",
-            json={"path": "/v3/contacts", "status": 503, "match": email},
-            timeout=10,
-        ).raise_for_status()
+        shop.queue.set("cut")  # the buyer cannot be queued to become a contact: nothing is sent
     if status == 422:
         email = "not-an-address"
 
@@ -396,6 +407,8 @@ def test_a_refusal_with_a_key_says_what_a_retry_with_it_will_do(make_shop, sandb
     idempotency = json.loads(refused[1])["checks"][0]
 
     assert refused[0] == status
+    if status == 503:
+        assert json.loads(refused[1])["error"]["message"].startswith("the buyer could not be queued")
     assert idempotency == {
         "name": "idempotency",
         "result": "pass",
@@ -444,12 +457,12 @@ def test_a_taker_that_cannot_look_up_a_queued_receipt_never_issues_a_second_one(
     assert_promises(shop, email, key, [first, *answers])
 
 
-def test_a_taker_that_fails_before_its_own_send_keeps_the_claim_for_the_next(shop, sandbox):
+def test_a_taker_that_fails_before_its_own_send_keeps_the_claim_for_the_next(shop):
     """The dead holder's email went out, but none of its recovery points landed; the taker then
-    fails on Brevo before reaching the send. Deleting the claim would let the next retry start
-    afresh and send a second email."""
+    fails to queue the buyer (the contact queue is down) before reaching the send. Deleting the
+    claim would let the next retry start afresh and send a second email."""
     email, key = unique_email("taker"), unique_key()
-    shop.wire.on("after_contact", lambda: shop.table.set("cut"))
+    shop.wire.on("after_queued", lambda: shop.table.set("cut"))
 
     def crash() -> None:
         raise Crash("blob_write")
@@ -459,16 +472,13 @@ def test_a_taker_that_fails_before_its_own_send_keeps_the_claim_for_the_next(sho
         shop.buy(email, key)
     shop.up()
     shop.clock.now += LEASE + 1
-    requests.post(
-        f"{sandbox.url}/_sandbox/faults",
-        json={"path": "/v3/contacts", "status": 503, "match": email},
-        timeout=10,
-    ).raise_for_status()
+    shop.queue.set("cut")
 
     failed = shop.buy(email, key)
     answers = recover(shop, email, key, shop.buy(email, key))
 
     assert failed[0] == 503
+    assert json.loads(failed[1])["error"]["message"].startswith("the buyer could not be queued")
     assert "resumes and sends no second email" in json.loads(failed[1])["checks"][0]["detail"]
     assert_promises(shop, email, key, answers)
 

@@ -20,6 +20,7 @@ from decimal import Decimal
 import pytest
 import requests
 from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.queue import QueueClient
 from jose import jwt
 
 from shared.config.errors import (
@@ -35,16 +36,18 @@ from shared.exactly_once.idempotency import COMPLETED, Claim, IdempotencyHandler
 from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.purchase import signatures
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
+from shared.purchase.fulfil import CONTACT_QUEUED
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.schema import KEY_PATTERN, canonical_request
 from shared.purchase.storefront import Caller, Outcome, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
 from shared.seams.brevo import BrevoClient
+from shared.seams.contact_queue import ContactQueue, open_queue, queue_names
 from shared.seams.ledger import TableLedger
 from shared.seams.receipts import CHECK_NAMES, RECEIPT_ID_PATTERN, BlobReceiptStore, mask_email, sha256
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
-from tests.support import new_ec_key, private_pem, unique_email, unique_key
+from tests.support import drain_queue, new_ec_key, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))
 SECRET = "answers-test-secret"
@@ -79,14 +82,24 @@ class Hooks:
             action()
 
 
-class HookedBrevo(BrevoClient):
-    hooks: Hooks
+class HookedQueue:
+    """The shop's contact queue, saying when the flow has put the buyer on it (or failed to)."""
 
-    def upsert_contact(self, email: str, name: str) -> str:
+    def __init__(self, queue: ContactQueue, hooks: Hooks):
+        self.queue, self.hooks = queue, hooks
+
+    def enqueue(self, email: str, name: str) -> None:
         try:
-            return super().upsert_contact(email, name)
+            self.queue.enqueue(email, name)
         finally:
             self.hooks.reach("contact")
+
+    def __getattr__(self, name: str):
+        return getattr(self.queue, name)
+
+
+class HookedBrevo(BrevoClient):
+    hooks: Hooks
 
     def send_email(self, email, idempotency_key=None):
         try:
@@ -178,11 +191,14 @@ class Shop:
     claims: FaultProxy
     records: FaultProxy  # the ledger and repair table
     blob: FaultProxy
+    queue: FaultProxy  # the contact queue
     sandbox_url: str
     rebuild: Callable[..., Shop]  # another instance on the same tables, with other settings
     store: TableIdempotencyStore  # straight to Azurite, for the checks
     ledger: TableLedger  # straight to Azurite
     receipts: BlobReceiptStore  # straight to Azurite
+    contacts: ContactQueue  # the shop's contact queue, straight to Azurite
+    azurite: str
     proxies: list[FaultProxy] = field(default_factory=list)
 
     def call(
@@ -206,8 +222,14 @@ class Shop:
         return lambda: [proxy.set("cut") for proxy in proxies]
 
     def up(self) -> None:
-        for proxy in (self.counters, self.claims, self.records, self.blob):
+        for proxy in (self.counters, self.claims, self.records, self.blob, self.queue):
             proxy.set("pass")
+
+    def contact(self, email: str) -> dict | None:
+        """The buyer's Brevo contact, after a drainer has handed the shop's queue to Brevo."""
+        drain_queue(self.contacts, self.azurite, f"{self.sandbox_url}/v3")
+        found = requests.get(f"{self.sandbox_url}/_sandbox/contacts", params={"email": email}, timeout=10)
+        return next(iter(found.json()), None)
 
     def emails_to(self, email: str) -> list[dict]:
         return requests.get(f"{self.sandbox_url}/_sandbox/emails", params={"to": email}, timeout=10).json()
@@ -236,13 +258,18 @@ def make_shop(azurite, sandbox):
     ) -> Shop:
         if names is None:
             names = {n: f"{n}{uuid.uuid4().hex[:10]}" for n in ("gov", "idem", "ledger", "rcpt")}
+            names["contacts"] = f"contacts-{uuid.uuid4().hex[:10]}"
             made.append(names)
         clock = clock or Clock()
         hooks, hasher = Hooks(), Hasher(SECRET)
         counters, claims, records, blob = proxy("Table"), proxy("Table"), proxy("Table"), proxy("Blob")
+        queue = proxy("Queue")
 
         def through(p: FaultProxy) -> str:
             return proxied(azurite, table=p) if p is not blob else proxied(azurite, blob=p)
+
+        def contact_queue(connection: str) -> ContactQueue:
+            return open_queue(connection, names["contacts"], 2, SECRET, 5)
 
         receipts = HookedReceipts(container_client(through(blob), names["rcpt"], 1))
         store = HookedStore(table_client(through(claims), names["idem"], 1))
@@ -257,6 +284,7 @@ def make_shop(azurite, sandbox):
         governance = HookedGovernance(
             table_client(through(counters), names["gov"], 1), hasher, limits, clock=clock
         )
+        contacts = HookedQueue(contact_queue(proxied(azurite, queue=queue)), hooks)
         handler.hooks = brevo.hooks = store.hooks = receipts.hooks = governance.hooks = hooks
         settings = {"record_patience_seconds": 0.3, **config}
         storefront = Storefront(
@@ -269,6 +297,7 @@ def make_shop(azurite, sandbox):
             keys=keys,
             ledger=TableLedger(table_client(through(records), names["ledger"], 1)),
             repairs=RepairQueue(table_client(through(records), names["ledger"], 1)),
+            contacts=contacts,
             clock=clock,
         )
         return Shop(
@@ -279,6 +308,7 @@ def make_shop(azurite, sandbox):
             claims,
             records,
             blob,
+            queue,
             sandbox.url,
             lambda other=limits, **more: make(
                 other, names=names, clock=clock, keys=keys, **{**config, **more}
@@ -286,6 +316,8 @@ def make_shop(azurite, sandbox):
             TableIdempotencyStore(table_client(azurite, names["idem"], 5)),
             TableLedger(table_client(azurite, names["ledger"], 5)),
             BlobReceiptStore(container_client(azurite, names["rcpt"], 5)),
+            contact_queue(azurite),
+            azurite,
         )
 
     yield make
@@ -296,6 +328,10 @@ def make_shop(azurite, sandbox):
             table_client(azurite, names[kind], 5).delete_table()
         with contextlib.suppress(ResourceNotFoundError):
             container_client(azurite, names["rcpt"], 5).delete_container()
+        shards, poison = queue_names(names["contacts"], 2)
+        for name in (*shards, poison):
+            with contextlib.suppress(ResourceNotFoundError):
+                QueueClient.from_connection_string(azurite, name).delete_queue()
 
 
 @pytest.fixture
@@ -379,9 +415,10 @@ def test_a_keyed_purchase_answers_a_signed_receipt_saying_what_each_check_found(
         input_schema=("pass", "arguments match the input schema"),
         rate_limit=("pass", "within 100 per hour from this client and 3 per day to this recipient"),
         cost_ceiling=("pass", "within $5 per day (this purchase $0.01)"),
-        contact_upsert=("pass", "contact created in Brevo"),
+        contact_upsert=("pass", CONTACT_QUEUED),
         fulfillment_email=("pass", f"accepted by Brevo as {message_id}"),
     )
+    assert shop.contacts.backlog().waiting == 1  # the buyer is on the queue, as the check says
     assert claim.receipt_id == receipt["receipt_id"]
     assert verified(answer)
     assert shop.storefront.stored_receipt(receipt["receipt_id"]) == answer.outcome.body
@@ -402,8 +439,7 @@ def test_the_email_greets_the_buyer_by_name_and_carries_the_link_the_receipt_nam
     claims = jwt.get_unverified_claims(token)
     assert (claims["jti"], claims["iss"]) == (answer.receipt["download"]["token_id"], BASE_URL)
     assert claims["sub"] == answer.receipt["bundle"]["id"]  # the link downloads the bundle bought
-    contacts = requests.get(f"{shop.sandbox_url}/_sandbox/contacts", params={"email": email}, timeout=10)
-    assert [c["attributes"] for c in contacts.json()] == [{"FIRSTNAME": "Zoë O'Brien"}]
+    assert shop.contact(email)["attributes"] == {"FIRSTNAME": "Zoë O'Brien"}
     assert sent["sender"] == {"email": "store@example.com", "name": "The Store"}
     assert sent["to"] == [{"email": email, "name": "Zoë O'Brien"}]
     assert sent["subject"] == f"Your {BUNDLE.title} is ready"
@@ -457,11 +493,17 @@ def test_a_key_in_the_header_protects_the_purchase_as_one_in_the_arguments_does(
 
 def test_a_contact_that_exists_is_left_unchanged_and_said_so(shop):
     email = unique_email("known")
-    shop.call(email)
+    shop.call(email, name="Ada")
+    made = shop.contact(email)
 
-    again = shop.call(email)
+    again = shop.call(email, name="Someone Else")
 
-    assert again.checks["contact_upsert"] == ("pass", "contact left unchanged in Brevo")
+    assert again.checks["contact_upsert"] == ("pass", CONTACT_QUEUED)
+    assert "an existing contact left unchanged" in CONTACT_QUEUED
+    after = shop.contact(email)  # the second buyer handed to Brevo too
+    assert shop.contacts.backlog().waiting == 0
+    assert (after["attributes"], after["modifications"]) == ({"FIRSTNAME": "Ada"}, 0)
+    assert after == made
 
 
 def test_a_zero_cost_per_purchase_bills_nothing_and_never_reaches_the_ceiling(make_shop):
@@ -823,20 +865,26 @@ def test_a_store_whose_signing_key_is_unset_answers_an_unsigned_refusal(make_sho
     assert shop.emails_to(email) == []
 
 
-def test_brevo_refusing_the_contact_frees_the_key_and_gives_the_counts_back(make_shop):
+def test_a_contact_queue_that_cannot_take_the_buyer_frees_the_key_and_gives_the_counts_back(make_shop):
     shop = make_shop(Limits(1, Decimal("5"), Decimal("0.01")))
-    email, key = unique_email("contactrefused"), unique_key()
-    shop.fault("/v3/contacts", 400, email)
+    email, key = unique_email("contactdown"), unique_key()
+    shop.queue.set("cut")
 
     refused = shop.call(email, key)
+    nothing_sent = shop.emails_to(email)
+    shop.up()
     retried = shop.call(email, key)
 
-    assert (refused.status, refused.error["code"]) == (502, "upstream_rejected")
+    unavailable_for_now(
+        refused,
+        "the buyer could not be queued to become a Brevo contact: storage is unreachable; nothing was sent",
+    )
     assert refused.checks["contact_upsert"] == ("fail", refused.error["message"])
-    assert refused.error["message"].startswith("Brevo refused the contact upsert (400 ")
+    assert refused.checks["fulfillment_email"] == NOT_REACHED
     assert refused.checks["idempotency"] == ("pass", KEY_FREE_AGAIN)
-    assert refused.receipt["status"] == "failed"
-    assert retried.status == 200 and len(shop.emails_to(email)) == 1
+    assert nothing_sent == []
+    assert retried.status == 200 and len(shop.emails_to(email)) == 1  # the client's one purchase was free
+    assert shop.contacts.backlog().waiting == 1
 
 
 def test_a_send_brevo_refused_keeps_the_key_and_its_counts_and_the_retry_resumes(make_shop):
@@ -858,7 +906,8 @@ def test_a_send_brevo_refused_keeps_the_key_and_its_counts_and_the_retry_resumes
         "pass",
         "key claimed after an interrupted attempt; resumed from its recovery points",
     )
-    assert resumed.checks["contact_upsert"] == ("pass", "contact created in Brevo")
+    assert resumed.checks["contact_upsert"] == ("pass", CONTACT_QUEUED)
+    assert shop.contacts.backlog().waiting == 1  # queued by the first attempt, not again by the resume
     assert resumed.checks["rate_limit"] == refused.checks["rate_limit"]
     assert len(shop.emails_to(email)) == 1
 
@@ -866,7 +915,7 @@ def test_a_send_brevo_refused_keeps_the_key_and_its_counts_and_the_retry_resumes
 def test_a_release_the_table_never_confirms_keeps_the_key_held_until_its_lease_ends(make_shop):
     shop = make_shop(Limits(1, Decimal("5"), Decimal("0.01")))
     email, key = unique_email("unreleased"), unique_key()
-    shop.fault("/v3/contacts", 503, email)
+    shop.queue.set("cut")
     shop.hooks.on("contact", shop.down(shop.claims))
 
     refused = shop.call(email, key)
@@ -875,7 +924,7 @@ def test_a_release_the_table_never_confirms_keeps_the_key_held_until_its_lease_e
     shop.clock.now += LEASE + 1
     resumed = shop.call(email, key)
 
-    assert (refused.status, refused.error["code"]) == (503, "upstream_unavailable")
+    assert (refused.status, refused.error["code"]) == (503, "store_unavailable")
     assert refused.checks["idempotency"] == (
         "pass",
         "key still held (the store did not confirm its release): nothing was sent; a retry with it "

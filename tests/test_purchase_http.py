@@ -9,7 +9,7 @@ import pytest
 
 from shared.config.settings import Settings
 from shared.seams.receipts import CHECK_NAMES
-from tests.support import Buyer, dev_settings, unique_email
+from tests.support import Buyer, dev_settings, drain_until_empty, unique_email, wait_for_contact
 
 
 def checks(receipt: dict) -> dict[str, str]:
@@ -41,7 +41,8 @@ def test_purchase_returns_fulfilled_receipt_and_sends_one_email(buyer, mail):
     assert len(emails) == 1
     assert any("/api/download/" in link for link in emails[0]["links"])
     assert "Ada" in emails[0]["htmlContent"]
-    assert mail.contact(buyer.email)["upserts"] == 1
+    contact = wait_for_contact(buyer.host, mail, buyer.email)
+    assert (contact["attributes"], contact["upserts"]) == ({"FIRSTNAME": "Ada"}, 1)
 
 
 def test_download_link_carries_a_token_signed_for_the_bundle(buyer, mail):
@@ -89,7 +90,9 @@ def test_retry_with_same_key_replays_byte_for_byte_and_sends_once(buyer, mail):
     assert "Idempotent-Replayed" not in first.headers
     assert checks(first.json())["idempotency"] == "pass"
     assert len(mail.emails_to(buyer.email)) == 1
-    assert mail.contact(buyer.email)["upserts"] == 1
+    drain_until_empty(buyer.host)
+    contact = mail.contact(buyer.email)
+    assert contact is not None and (contact["upserts"], contact["modifications"]) == (1, 0)
 
 
 def test_idempotency_key_header_replays_too(buyer, mail):
@@ -182,12 +185,33 @@ def test_brevo_throttling_tells_the_agent_when_brevo_takes_calls_again(buyer, ma
     assert mail.emails_to(buyer.email) == []
 
 
-def test_brevo_rejection_is_502_and_contact_failure_stops_the_email(buyer, mail):
-    mail.fail_next("/v3/contacts", 400, match=buyer.email)
+def _dead(azurite: str, service: str) -> str:
+    """The session's Azurite connection string with `service` ("Table", "Queue") on a dead port."""
+    dead_port = azurite.split(f"{service}Endpoint=http://127.0.0.1:")[1].split("/")[0]
+    return azurite.replace(f"127.0.0.1:{dead_port}", "127.0.0.1:9")
+
+
+def test_brevo_rejecting_the_email_is_502_and_nothing_is_sent(buyer, mail):
+    mail.fail_next("/v3/smtp/email", 400, match=buyer.email)
 
     response = buyer.purchase()
 
     assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_rejected"
+    assert checks(response.json())["contact_upsert"] == "pass"
+    assert checks(response.json())["fulfillment_email"] == "fail"
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_a_contact_queue_that_cannot_take_the_buyer_is_503_and_stops_the_email(host_factory, azurite, mail):
+    host = host_factory(AzureWebJobsStorage=_dead(azurite, "Queue"), STOREFRONT_STORAGE_TIMEOUT_SECONDS="1")
+    buyer = Buyer(host.url)
+
+    response = buyer.purchase()
+
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"] == "5"
+    assert response.json()["error"]["code"] == "store_unavailable"
     assert checks(response.json())["contact_upsert"] == "fail"
     assert checks(response.json())["fulfillment_email"] == "skipped"
     assert mail.emails_to(buyer.email) == []
@@ -264,14 +288,13 @@ def test_cost_ceiling_refuses_once_reached(host_factory):
 
 
 def _tableless(host_factory, azurite, **env):
-    dead_port = azurite.split("TableEndpoint=http://127.0.0.1:")[1].split("/")[0]
-    broken = azurite.replace(f"127.0.0.1:{dead_port}", "127.0.0.1:9")
+    broken = _dead(azurite, "Table")
     return host_factory(AzureWebJobsStorage=broken, STOREFRONT_STORAGE_TIMEOUT_SECONDS="1", **env)
 
 
-def test_with_the_table_down_a_keyed_purchase_is_refused_and_sends_nothing(host_factory, azurite, mail):
-    host = _tableless(host_factory, azurite)
-    buyer = Buyer(host.url)
+def test_with_the_table_down_a_keyed_purchase_is_refused_and_sends_nothing(host_factory, azurite, mail, host):
+    tableless = _tableless(host_factory, azurite)
+    buyer = Buyer(tableless.url)
 
     response = buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
 
@@ -281,6 +304,7 @@ def test_with_the_table_down_a_keyed_purchase_is_refused_and_sends_nothing(host_
     assert checks(response.json())["idempotency"] == "fail"
     assert checks(response.json())["fulfillment_email"] == "skipped"
     assert mail.emails_to(buyer.email) == []
+    drain_until_empty(host.url)  # a healthy host drains the same queue: its table holds the lease
     assert mail.contact(buyer.email) is None
 
 

@@ -21,6 +21,7 @@ from azure.core.exceptions import (
 from azure.core.pipeline.transport import HttpTransport
 from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient, ExponentialRetry
+from azure.storage.queue import ExponentialRetry as QueueRetry
 from azure.storage.queue import QueueClient
 
 from shared.config.errors import StoreUnavailable
@@ -126,7 +127,10 @@ def queue_client(
     account = _account(account)
     options = {
         "queue_name": queue,
-        "retry_total": 1,
+        # The Queue SDK's default retry, like Blob's, waits 15 s (±3) before its first retry.
+        "retry_policy": QueueRetry(
+            initial_backoff=0.2, increment_base=2, retry_total=1, random_jitter_range=0.1
+        ),
         "connection_timeout": timeout,
         "read_timeout": timeout,
         **({"transport": transport} if transport else {}),
