@@ -110,7 +110,8 @@ class ContactDrainer:
             except StoreUnavailable as exc:
                 done.stopped = f"the contact queue is unreachable ({exc})"
         failures = failures + 1 if done.failed else (0 if done.handed else failures)
-        self._lease.release({"PausedUntil": self._pause_until(done, failures), "Failures": failures})
+        paused_until = _pause_until(done, failures, self._clock())
+        self._lease.release({"PausedUntil": paused_until, "Failures": failures})
         return done
 
     def _drain(self, done: Drained, deadline: float, pool: ThreadPoolExecutor) -> None:
@@ -185,7 +186,7 @@ class ContactDrainer:
             except StorefrontError as exc:
                 if self._wait_out(exc, deadline):
                     continue
-                self._stop(exc, done, "import")
+                _stop(exc, done, "import")
                 return 0
             list(pool.map(self._queue.done, batch))
             self._keep_pace(pace, deadline)
@@ -203,7 +204,7 @@ class ContactDrainer:
                 if getattr(exc, "upstream_status", 0) == 400:  # this address, not the account
                     self._poison(waiting, f"refused by Brevo (400 {exc.upstream_code})", done)
                     return True
-                self._stop(exc, done, "create")
+                _stop(exc, done, "create")
                 return False
             self._keep_pace(pace, deadline)
             return True
@@ -225,31 +226,6 @@ class ContactDrainer:
         if pace.remaining == 0 and pace.reset:
             self._sleep(max(0.0, min(pace.reset, deadline - self._clock())))
 
-    def _stop(self, exc: StorefrontError, done: Drained, what: str) -> None:
-        status = getattr(exc, "upstream_status", 0)
-        code = getattr(exc, "upstream_code", "") or exc.code
-        if status == 429:
-            pace = getattr(exc, "pace", None)
-            done.stopped = "rate limited past the run's time"
-            done.resume_in = pace.reset if isinstance(pace, Pace) and pace.reset else 1.0
-            return
-        done.failed = True
-        if isinstance(exc, UpstreamUnavailable):
-            done.stopped = f"Brevo unavailable for the contact {what} ({status or 'no answer'} {code})"
-            log.warning("%s; contacts wait in the queue", done.stopped)
-        else:
-            done.stopped = f"Brevo refused the contact {what} ({status} {code})"
-            log.error("%s; contacts wait in the queue until it is fixed", done.stopped)
-
-    def _pause_until(self, done: Drained, failures: int) -> float:
-        """When the next run may call Brevo: at once, after a 429's reset, or after a pause that
-        doubles with each failure in a row."""
-        if done.resume_in:
-            return self._clock() + done.resume_in
-        if not done.failed:
-            return 0.0
-        return self._clock() + min(LONGEST_PAUSE_SECONDS, FIRST_PAUSE_SECONDS * 2 ** (failures - 1))
-
     def _poison(self, waiting: Waiting, reason: str, done: Drained) -> None:
         self._queue.poison(waiting)
         done.poisoned += 1
@@ -259,3 +235,32 @@ class ContactDrainer:
             reason,
             waiting.message_id,
         )
+
+
+def _stop(exc: StorefrontError, done: Drained, what: str) -> None:
+    """Say why Brevo ended the run: a 429 past the run's time (resume after its reset), or a
+    failure (logged: a refusal is the operator's to fix, an outage passes)."""
+    status = getattr(exc, "upstream_status", 0)
+    code = getattr(exc, "upstream_code", "") or exc.code
+    if status == 429:
+        pace = getattr(exc, "pace", None)
+        done.stopped = "rate limited past the run's time"
+        done.resume_in = pace.reset if isinstance(pace, Pace) and pace.reset else 1.0
+        return
+    done.failed = True
+    if isinstance(exc, UpstreamUnavailable):
+        done.stopped = f"Brevo unavailable for the contact {what} ({status or 'no answer'} {code})"
+        log.warning("%s; contacts wait in the queue", done.stopped)
+    else:
+        done.stopped = f"Brevo refused the contact {what} ({status} {code})"
+        log.error("%s; contacts wait in the queue until it is fixed", done.stopped)
+
+
+def _pause_until(done: Drained, failures: int, now: float) -> float:
+    """When the next run may call Brevo: at once, after a 429's reset, or after a pause that
+    doubles with each failure in a row."""
+    if done.resume_in:
+        return now + done.resume_in
+    if not done.failed:
+        return 0.0
+    return now + min(LONGEST_PAUSE_SECONDS, FIRST_PAUSE_SECONDS * 2 ** (failures - 1))
