@@ -1,5 +1,6 @@
 """What must hold after the soak, checked against what the agents were told and what the services
-hold: the sandbox's captured emails, the receipt blobs, the receipt URLs and the finance listing.
+hold: the sandbox's captured emails and contacts, the receipt blobs, the receipt URLs, the finance
+listing and the contact queue.
 
 Each invariant gives the number of things it checked and its violations, one line each. A
 fulfilled receipt is any the store issued: one an agent got with a 200, or one in Blob storage
@@ -20,6 +21,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from soak.agent import Answer, Journal, Order
+from soak.contacts import Contacts
 from soak.faults import REFUSABLE
 
 DOCUMENTED_REFUSALS = (409, 429)  # the only 4xx a well-formed purchase may get
@@ -46,7 +48,9 @@ class Evidence:
     ceiling_purchases: int
     rate_limit: int  # per client address per UTC hour
     hours: int  # UTC hours the run touched
-    refusals_injected: int  # Brevo refusals the sandbox actually answered
+    refusals_injected: int  # Brevo refusals of sends the sandbox actually answered
+    contacts: Contacts  # the owner's contacts, the sandbox's, the queue once drained
+    contact_refusals: int = 0  # Brevo refusals of contact creates the sandbox answered
     double_outage: set[str] = field(default_factory=set)  # unkeyed 200s sent while both stores were down
     declared_off_record: set[str] = field(default_factory=set)  # "answered but not on record" in a host log
     fulfilled: dict[str, dict] = field(default_factory=dict)  # receipt id → receipt
@@ -74,6 +78,12 @@ class Evidence:
     def emails_to(self) -> Counter[str]:
         return Counter(e["to"][0]["email"].strip().lower() for e in self.emails)
 
+    def served_buyers(self) -> list[Order]:
+        """The buyers served: answered 200, or emailed (an answer lost to a killed host)."""
+        emailed = self.emails_to()
+        answered = {order for order, _ in self.seen.values()}
+        return [o for o in self.journal.orders if o in answered or emailed[o.email]]
+
 
 @dataclass(frozen=True)
 class Invariant:
@@ -96,6 +106,10 @@ def check(evidence: Evidence) -> list[Invariant]:
         only_documented_5xx(evidence),
         only_expected_refusals(evidence),
         nothing_stuck(evidence),
+        every_served_buyer_a_contact(evidence),
+        owner_contacts_unchanged(evidence),
+        contacts_written_once(evidence),
+        poison_only_from_refusals(evidence),
     ]
 
 
@@ -272,6 +286,84 @@ def nothing_stuck(ev: Evidence) -> Invariant:
         history = "" if never_bought else "bought (a 200, a receipt or an email), yet "
         violations.append(f"{order.key}: {history}still {what.strip()} after the faults stopped")
     return Invariant("nothing stuck", len(ev.settled), violations)
+
+
+def every_served_buyer_a_contact(ev: Evidence) -> Invariant:
+    """Once the queue has drained, every served buyer is a Brevo contact: made for them with the
+    name they bought under, or the owner's already. Let through: a buyer whose message an injected
+    refusal put in the poison queue (`poison_only_from_refusals` holds those to the refusals), and,
+    while messages still wait (the drain did not finish; the report says so), a missing contact."""
+    c, violations = ev.contacts, []
+    for order in ev.served_buyers():
+        contact = c.found.get(order.email)
+        if contact is None:
+            if order.email not in c.poison and c.waiting == 0:
+                who = f"{order.key or 'no key'} ({order.email})"
+                violations.append(f"{who}: served, no message waits, yet no contact")
+        elif order.email not in c.owner and contact["attributes"] != _attributes(order.name):
+            violations.append(
+                f"{order.key or 'no key'} ({order.email}): bought as {order.name!r}, "
+                f"its contact holds {contact['attributes']}"
+            )
+    return Invariant("every served buyer a contact", len(ev.served_buyers()), violations)
+
+
+def owner_contacts_unchanged(ev: Evidence) -> Invariant:
+    """The contacts the owner made before the load are exactly as made, whoever bought for them:
+    same attributes and lists, never written again."""
+    c, violations = ev.contacts, []
+    served = {order.email for order in ev.served_buyers()}
+    for email, made in sorted(c.owner.items()):
+        now = c.found.get(email)
+        who = f"{email} ({'bought for' if email in served else 'not bought for'})"
+        if now is None:
+            violations.append(f"{who}: the owner's contact is gone")
+        elif now["modifications"] or now["upserts"] != 1:
+            violations.append(f"{who}: {now['upserts']} writes, {now['modifications']} after its creation")
+        elif now["attributes"] != made["attributes"] or now["listIds"] != made["listIds"]:
+            violations.append(f"{who}: now {now['attributes']} in lists {now['listIds']}")
+    return Invariant("the owner's contacts unchanged", len(c.owner), violations)
+
+
+def contacts_written_once(ev: Evidence) -> Invariant:
+    """No buyer got two contacts: the sandbox holds one per address, so each contact the drainer
+    made was written once (`upserts` 1, `modifications` 0), however often its message was handed
+    over again (a killed run, a lost delete, a batch retried); and each is for an address an agent
+    bought for."""
+    c, violations = ev.contacts, []
+    ordered = {order.email for order in ev.journal.orders}
+    made = {email: contact for email, contact in c.found.items() if email not in c.owner}
+    for email, contact in sorted(made.items()):
+        if email not in ordered:
+            violations.append(f"{email}: a contact for an address no agent bought for")
+        elif contact["upserts"] != 1 or contact["modifications"]:
+            writes, after = contact["upserts"], contact["modifications"]
+            violations.append(f"{email}: {writes} writes, {after} after its creation")
+    return Invariant("one contact per buyer, written once", len(made), violations)
+
+
+def poison_only_from_refusals(ev: Evidence) -> Invariant:
+    """The poison queue holds only buyers an injected refusal of their contact create turned
+    away: refusable addresses, no more of them than the refusals the sandbox answered."""
+    c, violations = ev.contacts, []
+    if c.poisoned is None:
+        violations.append("health did not say how many messages are in the poison queue")
+    elif c.poisoned > ev.contact_refusals:
+        violations.append(
+            f"{c.poisoned} messages in the poison queue, the sandbox refused {ev.contact_refusals} creates"
+        )
+    violations += [
+        f"{address}: in the poison queue with no refusal injected for it"
+        for address in c.poison
+        if REFUSABLE not in address
+    ]
+    settled = len(c.found) - len(c.owner) + len(c.poison)  # messages the drainer finished with
+    return Invariant("poison only from injected refusals", settled, violations)
+
+
+def _attributes(name: str) -> dict[str, str]:
+    """The attributes a buyer's contact is made with (`shared.seams.brevo`)."""
+    return {"FIRSTNAME": name} if name else {}
 
 
 def _story(ev: Evidence, receipt_id: str) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from soak.checks import Evidence, Invariant
-from soak.faults import Fault, Injector
+from soak.faults import CREATE, IMPORT, STORES, Fault, Injector
 
 if TYPE_CHECKING:
     from soak.run import Config
@@ -52,16 +52,35 @@ def coverage(ev: Evidence, injector: Injector) -> list[str]:
         gaps.append("the cost ceiling was never reached")
     if not codes["rate_limited"]:
         gaps.append("no purchase met the rate limit")
-    for target in ("table", "blob", "brevo", "host"):
+    for target in (*STORES, "brevo", "host"):
         if not any(name.startswith(target) for name in injector.applied):
             gaps.append(f"no {target} fault was applied")
     if not ev.refusals_injected:
         gaps.append("no Brevo refusal was answered")
+    gaps += _contact_gaps(ev, injector)
     if not any(a.replayed for a in ev.journal.answers):
         gaps.append("no key was replayed")
     if not ev.fulfilled:
         gaps.append("nothing was bought")
     gaps += [f"fault not applied: {error}" for error in injector.errors]
+    return gaps
+
+
+def _contact_gaps(ev: Evidence, injector: Injector) -> list[str]:
+    c, gaps = ev.contacts, []
+    if not c.drain.done:
+        gaps.append(
+            f"the contact queue did not drain in {c.drain.seconds:.0f} s (health: {c.drain.backlog}): "
+            "the buyers still queued were not checked"
+        )
+    if not injector.applied["brevo storm"]:
+        gaps.append("no 429 storm on Brevo's contacts family was applied")
+    if not c.family["refused"]:
+        gaps.append("Brevo's contacts family answered no 429: no storm or limit met the drainer")
+    if not injector.drain_kills["while draining"]:
+        gaps.append("no host was killed while a drain run was going")
+    if not set(c.owner) & {order.email for order in ev.served_buyers()}:
+        gaps.append("no buyer was served for a contact the owner made")
     return gaps
 
 
@@ -99,6 +118,30 @@ def summary(
         + (", ".join(f"{rid} ({_where(ev, rid)})" for rid in sorted(ev.off_record())) or "none"),
         f"emails {len(ev.emails)}; Brevo refusals answered {ev.refusals_injected}; repair timer: "
         + ", ".join(repairs),
+        *_contact_summary(ev, injector),
+    ]
+
+
+def _contact_summary(ev: Evidence, injector: Injector) -> list[str]:
+    c = ev.contacts
+    served = {order.email for order in ev.served_buyers()}
+    made = [email for email in c.found if email not in c.owner]
+    imported: Counter[str] = Counter()
+    for report in c.imports:
+        imported.update(created=report["created"], unchanged=report["unchanged"])
+    requests = c.stats.get("requests", {})
+    drained = "drained" if c.drain.done else "NOT drained"
+    kills = injector.drain_kills
+    return [
+        f"contacts: served buyers {len(served)}, contacts made {len(made)}, the owner's "
+        f"{len(c.owner)} ({len(set(c.owner) & served)} bought for); queue {drained} once the keys "
+        f"settled ({c.drain.runs} runs asked, {c.drain.seconds:.0f} s), waiting {c.waiting}, "
+        f"poisoned {c.poisoned} (create refusals answered {ev.contact_refusals})",
+        f"Brevo contact calls: imports {requests.get(IMPORT, 0)} (contacts created "
+        f"{imported['created']}, left as they were {imported['unchanged']}), creates "
+        f"{requests.get(CREATE, 0) - len(c.owner)} (and the owner's {len(c.owner)}); contacts family "
+        f"{c.family['limit']}: accepted {c.family['accepted']}, refused 429 {c.family['refused']}; "
+        "kill mid-drain: " + (", ".join(f"{how} {n}" for how, n in sorted(kills.items())) or "none"),
     ]
 
 

@@ -1,5 +1,6 @@
-"""One soak run: the stack, the load under the fault schedule, the settling once the faults stop,
-the evidence, the invariants and the report."""
+"""One soak run: the store owner's contacts, the stack, the load under the fault schedule, the
+settling once the faults stop (every key answered, the contact queue drained), the evidence, the
+invariants and the report."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -25,9 +26,10 @@ from shared.purchase.schema import normalise_email
 from shared.seams.receipts import RECEIPT_ID_PATTERN
 from soak.agent import BUNDLES, Agent, Answer, Caller, Journal, Order, Pacer, pursue
 from soak.checks import Evidence, Invariant, Listing, check
-from soak.faults import REFUSABLE, Fault, Injector, schedule
+from soak.contacts import Contacts, drain, gather_contacts, make_owner_contacts
+from soak.faults import CREATE, REFUSABLE, SEND, Fault, Injector, schedule
 from soak.report import Outcome, coverage, summary
-from soak.stack import Stack
+from soak.stack import Stack, run_function
 from tests.support import dev_settings
 
 RECEIPT_BLOB = re.compile(RECEIPT_ID_PATTERN.strip("^$") + r"\.json")
@@ -35,6 +37,8 @@ OFF_RECORD = re.compile(r"receipt (" + RECEIPT_ID_PATTERN.strip("^$") + r") answ
 HOT_SHARE = 0.2  # of orders come from one address, the one that meets the rate limit
 REFUSABLE_SHARE = 0.25  # of keyed orders, whose Brevo calls the sandbox may refuse
 ADDRESSES = 32
+OWNER_EVERY = 6  # the first order of every sixth agent is for a contact the store owner made
+LIST_IDS = ("2", "")  # host 0 imports the queued contacts into list 2, host 1 creates them one by one
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,9 @@ class Config:
     storage_timeout_seconds: float = 2.0
     brevo_timeout_seconds: float = 1.5
     settle_seconds: float = 40.0  # after the faults stop, for every key to be answered for good
+    # Then for the contact queue to drain: a killed drainer's lease and messages come back after
+    # 60 s, and a failed run pauses 30 s (twice as long after each failure in a row).
+    drain_seconds: float = 150.0
     logs: Path | None = None
 
     @classmethod
@@ -82,16 +89,35 @@ class Config:
             "STOREFRONT_GOVERNANCE_TABLE": f"soakgov{run}",
             "STOREFRONT_LEDGER_TABLE": f"soakledger{run}",
             "STOREFRONT_RECEIPTS_CONTAINER": f"soak-receipts-{run}",
+            "STOREFRONT_CONTACT_QUEUE": f"soak-contacts-{run}",
         }
+
+    def per_host(self) -> list[dict[str, str]]:
+        """The drainer's two ways, on alternate hosts: they share the queue and the lease, so a
+        run drains as whichever host holds the lease does."""
+        return [{"BREVO_CONTACT_LIST_ID": LIST_IDS[i % len(LIST_IDS)]} for i in range(self.hosts)]
 
 
 @dataclass
 class Orders:
-    """Makes the agents' orders: their own email each, a key for most, a client address."""
+    """Makes the agents' orders: their own email each, a key for most, a client address. The first
+    order of every `OWNER_EVERY`th agent is for an address the store owner made a contact for: keyed
+    (so it is served), named (so a contact changed by it would show), never from the hot address."""
 
     run: str
     keyed_share: float
+    agents: int
     addresses: list[str] = field(default_factory=lambda: [f"127.77.0.{i + 1}" for i in range(ADDRESSES + 1)])
+
+    @property
+    def domain(self) -> str:
+        return f"@soak-{self.run}.example.org"
+
+    def owner_emails(self) -> list[str]:
+        return [self._owner_email(agent) for agent in range(0, self.agents, OWNER_EVERY)]
+
+    def _owner_email(self, agent: int) -> str:
+        return f"a{agent}.o1.owner{self.domain}"
 
     def make(self, agent: int) -> Callable[[random.Random, int], Order]:
         def order(rng: random.Random, n: int) -> Order:
@@ -99,11 +125,14 @@ class Orders:
             refusable = keyed and rng.random() < REFUSABLE_SHARE
             local = f"a{agent}.o{n}" + (f"{REFUSABLE}r" if refusable else "" if keyed else ".nokey")
             hot = rng.random() < HOT_SHARE
+            email, name = f"{local}{self.domain}", rng.choice(("", "Ada", "Grace Hopper"))
+            if n == 1 and agent % OWNER_EVERY == 0:
+                email, keyed, hot, name = self._owner_email(agent), True, False, name or "Ada"
             return Order(
-                email=f"{local}@soak-{self.run}.example.org",
+                email=email,
                 address=self.addresses[0] if hot else rng.choice(self.addresses[1:]),
                 key=f"soak-{self.run}-a{agent}-o{n}" if keyed else None,
-                name=rng.choice(("", "Ada", "Grace Hopper")),
+                name=name,
                 bundle=rng.choice(BUNDLES),
             )
 
@@ -121,21 +150,34 @@ def run(config: Config) -> Outcome:
         config.seed, config.seconds, config.hosts, f"@soak-{run_id}.", config.brevo_timeout_seconds
     )
     say(f"seed {config.seed}, {config.seconds:g} s, {len(faults)} faults scheduled; logs in {logs}")
-    stack = Stack(logs, config.host_settings(run_id), config.hosts)
+    settings = config.host_settings(run_id)
+    orders = Orders(run_id, config.keyed_share, config.agents)
+    stack = Stack(logs, settings, config.hosts, config.per_host())
     try:
+        owner = make_owner_contacts(stack.sandbox, dev_settings()["BREVO_API_KEY"], orders.owner_emails())
         began = datetime.now(timezone.utc)
-        journal, injector = load(stack, config, faults, run_id)
+        journal, injector = load(stack, config, faults, orders)
         say("faults stopped; settling every key")
         repairs = [repair(stack)]
         settled = settle(stack, config, journal)
         repairs.append(repair(stack))
+        say("draining the contact queue")
+        drained = drain(stack, config.drain_seconds)
         ended = datetime.now(timezone.utc)
-        container = config.host_settings(run_id)["STOREFRONT_RECEIPTS_CONTAINER"]
-        evidence = gather(stack, config, journal, settled, injector, container, _hours(began, ended))
+        contacts = gather_contacts(
+            stack,
+            orders.domain,
+            owner,
+            drained,
+            dev_settings()["STOREFRONT_HASH_SECRET"],
+            settings["STOREFRONT_CONTACT_QUEUE"],
+        )
+        container, hours = settings["STOREFRONT_RECEIPTS_CONTAINER"], _hours(began, ended)
+        evidence = gather(stack, config, journal, settled, injector, contacts, container, hours)
         evidence.declared_off_record = declared_off_record(logs)  # the hosts' logs are complete now
     finally:
         stack.stop()
-    record(logs, faults, journal)
+    record(logs, faults, evidence)
     invariants = check(evidence)
     if repairs[-1] not in ("ran", "absent (404)"):
         invariants.append(Invariant("repair timer runs", len(repairs), [f"repair_receipts {repairs}"]))
@@ -149,10 +191,9 @@ def run(config: Config) -> Outcome:
     return outcome
 
 
-def load(stack: Stack, config: Config, faults: list[Fault], run_id: str) -> tuple[Journal, Injector]:
+def load(stack: Stack, config: Config, faults: list[Fault], orders: Orders) -> tuple[Journal, Injector]:
     started = time.monotonic()
     journal = Journal(started)
-    orders = Orders(run_id, config.keyed_share)
     urls = [host.url for host in stack.hosts]
     agents = [
         Agent(i, config.seed, lambda rng: Caller(urls, journal, rng), journal, orders.make(i))
@@ -185,9 +226,17 @@ def settle(stack: Stack, config: Config, journal: Journal) -> dict[Order, Answer
         return dict(pool.map(one, enumerate(keyed)))
 
 
-def record(logs: Path, faults: list[Fault], journal: Journal) -> None:
-    """The schedule and every answer, beside the hosts' logs, for reading a failure."""
+def record(logs: Path, faults: list[Fault], evidence: Evidence) -> None:
+    """The schedule, every answer, the contacts, and both sides of every receipt answered 200 whose
+    receipt_url serves other bytes, beside the hosts' logs, for reading a failure."""
+    journal = evidence.journal
     (logs / "faults.txt").write_text("".join(f"{fault.describe()}\n" for fault in faults))
+    (logs / "contacts.json").write_text(json.dumps(asdict(evidence.contacts), indent=1, sort_keys=True))
+    for receipt_id, (_, answered) in evidence.seen.items():
+        status, served = evidence.served.get(receipt_id, (0, b""))
+        if status == 200 and served != answered:
+            (logs / f"{receipt_id}.answered.json").write_bytes(answered)
+            (logs / f"{receipt_id}.served.json").write_bytes(served)
     with (logs / "answers.txt").open("w") as out:
         for a in journal.answers:
             out.write(
@@ -199,13 +248,7 @@ def record(logs: Path, faults: list[Fault], journal: Journal) -> None:
 
 def repair(stack: Stack) -> str:
     """Run the repair timer now, if the app has one."""
-    try:
-        response = requests.post(
-            f"{stack.live_url()}/admin/functions/repair_receipts", json={"input": ""}, timeout=300
-        )
-    except requests.RequestException as exc:
-        return f"unreachable ({type(exc).__name__})"
-    return {202: "ran", 404: "absent (404)"}.get(response.status_code, f"failed ({response.status_code})")
+    return run_function(stack.live_url(), "repair_receipts")
 
 
 def gather(
@@ -214,6 +257,7 @@ def gather(
     journal: Journal,
     settled: dict[Order, Answer | None],
     injector: Injector,
+    contacts: Contacts,
     container: str,
     hours: int,
 ) -> Evidence:
@@ -232,7 +276,9 @@ def gather(
         ceiling_purchases=config.ceiling_purchases,
         rate_limit=config.rate_limit,
         hours=hours,
-        refusals_injected=injector.refusals_used,
+        refusals_injected=injector.refusals_used[SEND],
+        contacts=contacts,
+        contact_refusals=injector.refusals_used[CREATE],
     )
     evidence.double_outage = {
         json.loads(a.receipt)["receipt_id"]

@@ -1,6 +1,10 @@
 """The soak's services: its own Azurite and Brevo sandbox (started as the bench starts them), a
-fault proxy in front of each of Azurite's Table and Blob services, and dev hosts whose storage goes
-through the proxies. A host can be killed and started again on the same port.
+fault proxy in front of each of Azurite's Table, Blob and Queue services, and dev hosts whose
+storage goes through the proxies. A host can be killed and started again on the same port.
+
+The hosts run the contact drainer on its schedule (every 10 s), as a deployed store does; the
+other timers run when the soak asks (`run_function`), so the receipt repair runs once the faults
+have stopped, as the soak's report says.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import requests
@@ -15,6 +20,8 @@ import requests
 from bench.__main__ import Stack as Services
 from tests.faultproxy import FaultProxy, proxied
 from tests.support import ROOT, Service, dev_settings, free_port, start_process
+
+TIMERS = "drain_contacts"  # the timers a host runs on their schedules
 
 
 class Host:
@@ -31,11 +38,19 @@ class Host:
         self._lock = threading.Lock()
 
     @property
+    def imports(self) -> bool:
+        """Whether this host's drainer imports batches into a list (else it creates one by one)."""
+        return bool(self._env.get("BREVO_CONTACT_LIST_ID", "").strip())
+
+    @property
     def alive(self) -> bool:
         return self.service is not None and self.service.proc.poll() is None
 
     def start(self) -> None:
+        """Start the host, unless it is running (two restarts may race at the end of the load)."""
         with self._lock:
+            if self.alive:
+                return
             self.starts += 1
             log = self._logs / f"host{self.index}-{self.starts}.log"
             args = [
@@ -46,6 +61,8 @@ class Host:
                 str(self.port),
                 "--app-dir",
                 str(ROOT),
+                "--timers",
+                TIMERS,
             ]
             proc = start_process(args, self.port, log, self._env)
             self.service = Service(proc, self.url, log)
@@ -62,6 +79,19 @@ class Host:
         with self._lock:
             if self.service is not None:
                 self.service.stop()
+
+    def run_function(self, name: str, timeout: float = 300.0) -> str:
+        """Run a timer function now through the admin API, which answers once the run is over."""
+        return run_function(self.url, name, timeout)
+
+
+def run_function(url: str, name: str, timeout: float = 300.0) -> str:
+    """`POST /admin/functions/{name}`: "ran", "absent (404)", or what went wrong."""
+    try:
+        response = requests.post(f"{url}/admin/functions/{name}", json={"input": ""}, timeout=timeout)
+    except requests.RequestException as exc:
+        return f"unreachable ({type(exc).__name__})"
+    return {202: "ran", 404: "absent (404)"}.get(response.status_code, f"failed ({response.status_code})")
 
 
 def _wait_serving(host: Service, timeout: float = 30.0) -> None:
@@ -80,24 +110,37 @@ def _wait_serving(host: Service, timeout: float = 30.0) -> None:
 
 
 class Stack:
-    def __init__(self, logs: Path, settings: dict[str, str], hosts: int = 2):
+    """`settings` for every host, then `per_host[i]` for host i."""
+
+    def __init__(
+        self,
+        logs: Path,
+        settings: dict[str, str],
+        hosts: int = 2,
+        per_host: Sequence[dict[str, str]] = (),
+    ):
         self.hosts: list[Host] = []
         self._services = Services(logs)
         self.connection = self._services.connection  # straight to Azurite, for the checks
         self.sandbox = self._services.sandbox
-        self.table_proxy = FaultProxy(self._services.table)
-        self.blob_proxy = FaultProxy(self._services.blob)
+        services = self._services
+        self.proxies = {
+            "table": FaultProxy(services.table),
+            "blob": FaultProxy(services.blob),
+            "queue": FaultProxy(services.queue),
+        }
         env = {
             **dev_settings(),
             **settings,
-            "AzureWebJobsStorage": proxied(self.connection, blob=self.blob_proxy, table=self.table_proxy),
+            "AzureWebJobsStorage": proxied(self.connection, **self.proxies),
             "BREVO_BASE_URL": f"{self.sandbox}/v3",
         }
         try:
-            self.table_proxy.start()
-            self.blob_proxy.start()
+            for proxy in self.proxies.values():
+                proxy.start()
             for index in range(hosts):
-                self.hosts.append(Host(index, env, logs))
+                own = per_host[index] if index < len(per_host) else {}
+                self.hosts.append(Host(index, {**env, **own}, logs))
                 self.hosts[-1].start()
         except BaseException:
             self.stop()
@@ -109,6 +152,6 @@ class Stack:
     def stop(self) -> None:
         for host in self.hosts:
             host.stop()
-        self.table_proxy.stop()
-        self.blob_proxy.stop()
+        for proxy in self.proxies.values():
+            proxy.stop()
         self._services.stop()

@@ -877,7 +877,7 @@ def test_a_contact_queue_that_cannot_take_the_buyer_frees_the_key_and_gives_the_
 
     unavailable_for_now(
         refused,
-        "the buyer could not be queued to become a Brevo contact: storage is unreachable; nothing was sent",
+        "the buyer could not be queued to become a Brevo contact: storage is unreachable; no email was sent",
     )
     assert refused.checks["contact_upsert"] == ("fail", refused.error["message"])
     assert refused.checks["fulfillment_email"] == NOT_REACHED

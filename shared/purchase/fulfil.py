@@ -79,7 +79,7 @@ def contact(services: Services, attempt: Attempt, purchase: PurchaseInput) -> No
     except StoreUnavailable:
         message = (
             "the buyer could not be queued to become a Brevo contact: storage is unreachable; "
-            "nothing was sent"
+            "no email was sent"
         )
         checks.record("contact_upsert", "fail", message)
         raise StorageDown(message, retry_after=5) from None
