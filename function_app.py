@@ -19,7 +19,7 @@ import azure.functions as func
 
 from shared import runtime
 from shared.config.printable import printable
-from shared.protocols import a2a, api, failures, mcp
+from shared.protocols import a2a, api, failures, http, mcp
 from shared.seams import telemetry
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
@@ -27,8 +27,8 @@ runtime.settings()  # a malformed setting stops the app at start-up, naming the 
 telemetry.configure()  # only with APPLICATIONINSIGHTS_CONNECTION_STRING; imports nothing without it
 
 
-def _request(req: func.HttpRequest) -> api.Request:
-    return api.Request(
+def _request(req: func.HttpRequest) -> http.Request:
+    return http.Request(
         method=req.method,
         headers={k.lower(): v for k, v in req.headers.items()},
         body=req.get_body() or b"",
@@ -37,14 +37,14 @@ def _request(req: func.HttpRequest) -> api.Request:
     )
 
 
-def _response(answer: api.Answer) -> func.HttpResponse:
+def _response(answer: http.Answer) -> func.HttpResponse:
     return func.HttpResponse(body=answer.body, status_code=answer.status, headers=answer.headers)
 
 
 def _serve(
     req: func.HttpRequest,
-    usage: api.Usage,
-    answer: Callable[[api.Request], api.Answer],
+    usage: http.Usage,
+    answer: Callable[[http.Request], http.Answer],
     channel: str | None = None,
     *,
     rpc: bool = False,
@@ -58,7 +58,7 @@ def _serve(
 
 def _observed(
     req: func.HttpRequest,
-    answer: Callable[[api.Request], api.Answer],
+    answer: Callable[[http.Request], http.Answer],
     channel: str | None,
     *,
     rpc: bool = False,

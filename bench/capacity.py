@@ -276,6 +276,7 @@ def run(handlers, n: int = 40) -> dict:
     unkeyed and replay paths at today's. `handlers` is the bench's in-process app, every storage
     client counted at the transport."""
     from shared.protocols import api
+    from shared.protocols.http import Request
     from shared.purchase.governance import Limits
     from shared.seams.ledger import SHARDS
 
@@ -317,7 +318,7 @@ def run(handlers, n: int = 40) -> dict:
         def call() -> object:
             n = next(numbers)
             headers = {"x-forwarded-for": f"198.18.{n // 250 % 250}.{n % 250 + 1}:1"}
-            request = api.Request("POST", headers, json.dumps(arguments()).encode())
+            request = Request("POST", headers, json.dumps(arguments()).encode())
             return api.purchase(request, store, settings)
 
         def later() -> None:

@@ -39,6 +39,7 @@ FLOORS = {
 
 def run(handlers: Handlers) -> dict[str, dict]:
     from shared.protocols import api
+    from shared.protocols.http import Request
 
     post = handlers.post
     capacity.open_the_day(handlers.settings, handlers.settings.cost_counter_shards)
@@ -63,7 +64,7 @@ def run(handlers: Handlers) -> dict[str, dict]:
 
         def call(store=store, ip=same if path == "refused: rate limit" else None):
             client = ip or address()  # the cost ceiling meets a new client, the rate limit the same one
-            request = api.Request("POST", {"x-forwarded-for": f"{client}:1"}, json.dumps(buyer()).encode())
+            request = Request("POST", {"x-forwarded-for": f"{client}:1"}, json.dumps(buyer()).encode())
             return api.purchase(request, store, handlers.settings)
 
         call()  # the hour's one purchase, or the day's
@@ -80,8 +81,8 @@ def _in_progress(handlers: Handlers) -> dict[str, int]:
     from shared.config.hashing import Hasher
     from shared.exactly_once.idempotency import Claim
     from shared.exactly_once.idempotency_table import TableIdempotencyStore
+    from shared.purchase.call import scoped_key_hash
     from shared.purchase.schema import canonical_request
-    from shared.purchase.storefront import scoped_key_hash
     from shared.seams.storage import table_client
 
     s = handlers.settings

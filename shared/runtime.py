@@ -23,9 +23,10 @@ from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.protocols.api import Services
 from shared.protocols.downloads import Downloads
 from shared.protocols.readiness import StorageProbe
+from shared.purchase.call import StoreConfig
 from shared.purchase.contacts import LEASE_SECONDS, ContactDrainer
 from shared.purchase.governance import Governance, Limits
-from shared.purchase.storefront import StoreConfig, Storefront
+from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
 from shared.seams.contact_queue import open_queue
 from shared.seams.lease import TableLease

@@ -31,8 +31,9 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from shared import runtime
 from shared.config.settings import Settings
-from shared.protocols import a2a, api
+from shared.protocols import a2a
 from shared.protocols.a2a import message_key
+from shared.protocols.http import Request
 from shared.purchase import signatures
 from shared.purchase.catalog import listing
 from tests.support import (
@@ -987,7 +988,7 @@ def test_get_task_with_receipt_storage_unreachable_is_an_internal_error_with_ret
         )
     )
     body = {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "rcpt_" + "a" * 26}}
-    request = api.Request("POST", {"a2a-version": "1.0"}, json.dumps(body).encode())
+    request = Request("POST", {"a2a-version": "1.0"}, json.dumps(body).encode())
 
     answer = a2a.handle(request, services.storefront, services.settings)
 

@@ -23,13 +23,9 @@ from shared.config.errors import (
 from shared.config.keys import KeySet
 from shared.config.settings import SECRET_SETTINGS, Settings
 from shared.protocols import api
-from shared.protocols.api import (
-    Request,
-    health,
-    purchase,
-    receipt,
-)
+from shared.protocols.api import health, purchase, receipt
 from shared.protocols.downloads import Download
+from shared.protocols.http import Request
 from shared.purchase import signatures
 from shared.purchase.catalog import find_bundle, listing
 from shared.seams.contact_queue import Backlog

@@ -8,9 +8,10 @@ import time
 import pytest
 from azure.storage.queue import QueueClient
 
+from devstack.run import storage_connection
 from shared.config.errors import StoreUnavailable
 from shared.seams.contact_queue import ContactQueue
-from tests.support import free_port, own_queue, storage_connection, unique_email
+from tests.support import free_port, own_queue, unique_email
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.settings import EMAIL_TEMPLATE_DIR, Settings, SettingsError
+from shared.config.settings import EMAIL_TEMPLATE_DIR, Settings
+from shared.config.settings_reader import SettingsError
 from shared.purchase import emails
 from shared.purchase.catalog import BUNDLES
 from tests.snippets import blocks

@@ -16,7 +16,7 @@ from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient
 
 from shared.config.hashing import Hasher
-from shared.purchase.storefront import scoped_key_hash
+from shared.purchase.call import scoped_key_hash
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.support import Buyer, dev_settings, drain_until_empty
 

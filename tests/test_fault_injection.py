@@ -25,8 +25,9 @@ from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import IdempotencyHandler
 from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.purchase.call import Caller, PurchaseCall, StoreConfig, scoped_key_hash
 from shared.purchase.governance import Governance, Limits
-from shared.purchase.storefront import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
+from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
 from shared.seams.contact_queue import ContactQueue
 from shared.seams.ledger import TableLedger

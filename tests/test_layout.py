@@ -1,20 +1,16 @@
-"""The shape of `shared/`: five layer packages, each importing only from the layers below it; no
-module or class too long to read; and every module's old flat name (`shared.settings`, ...) still
-importing, as the very module it moved to (shared/_moved.py)."""
+"""The shape of the code: `shared/` is five layer packages, each importing only from the layers below
+it; every import names the module that defines what it takes (no re-exports, no aliases of old
+names); and no module or class is too long to read."""
 
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from shared import _moved
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("config", "seams", "exactly_once", "purchase", "protocols")  # bottom to top
@@ -22,61 +18,8 @@ LAYERS = ("config", "seams", "exactly_once", "purchase", "protocols")  # bottom 
 # when the app starts, so a broken template stops the start rather than a purchase. It is made
 # inside a function, so importing the settings never imports the purchase.
 UPWARD = ("shared/config/settings.py", "shared.purchase.emails")
-# Every module that sat directly in shared/ before the layers, by its old name: each still imports.
-OLD_NAMES = [
-    "a2a",
-    "a2a_answers",
-    "a2a_card",
-    "a2a_protocol",
-    "a2a_requests",
-    "api",
-    "brevo",
-    "catalog",
-    "downloads",
-    "emails",
-    "errors",
-    "exactly_once",
-    "failures",
-    "governance",
-    "hashing",
-    "http",
-    "idempotency",
-    "idempotency_table",
-    "keys",
-    "ledger",
-    "mailbox",
-    "mcp",
-    "mcp_elicit",
-    "mcp_legacy",
-    "mcp_modern",
-    "mcp_tools",
-    "names",
-    "openapi",
-    "openapi_paths",
-    "openapi_schemas",
-    "pages",
-    "printable",
-    "purchase",
-    "purchase_call",
-    "purchase_fulfil",
-    "purchase_guards",
-    "purchase_operation",
-    "purchase_receipt",
-    "readiness",
-    "receipts",
-    "repair",
-    "request_state",
-    "runtime",
-    "schema",
-    "secret_strength",
-    "settings",
-    "settings_reader",
-    "signatures",
-    "storage",
-    "telemetry",
-    "templates",
-    "tokens",
-]
+# Every package of ours, and the app's one module.
+PACKAGES = ("shared", "devstack", "speclint", "ops", "bench", "soak", "tests")
 
 
 def modules(*trees: str) -> list[Path]:
@@ -87,15 +30,8 @@ def modules(*trees: str) -> list[Path]:
 
 @dataclass(frozen=True)
 class Import:
-    module: str  # absolute, with an old flat name read as the module it names now
+    module: str  # absolute
     in_function: bool
-
-
-def _absolute(module: str) -> str:
-    parts = module.split(".")
-    if parts[0] == "shared" and len(parts) > 1 and parts[1] in _moved.MOVED:
-        return ".".join(["shared", *_moved.MOVED[parts[1]].split("."), *parts[2:]])
-    return module
 
 
 def imports(path: Path, root: Path = ROOT) -> list[Import]:
@@ -110,9 +46,9 @@ def imports(path: Path, root: Path = ROOT) -> list[Import]:
             if node.level:
                 base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
             names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-            found.extend(Import(_absolute(name), in_function) for name in names if name)
+            found.extend(Import(name, in_function) for name in names if name)
         elif isinstance(node, ast.Import):
-            found.extend(Import(_absolute(alias.name), in_function) for alias in node.names)
+            found.extend(Import(alias.name, in_function) for alias in node.names)
         inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for child in ast.iter_child_nodes(node):
             visit(child, inside)
@@ -133,7 +69,7 @@ def layer(module: str) -> int | None:
 
 def test_every_module_of_shared_sits_in_a_layer_but_the_composition_root():
     loose = [p.name for p in (ROOT / "shared").glob("*.py")]
-    assert sorted(loose) == ["__init__.py", "_moved.py", "runtime.py"]
+    assert sorted(loose) == ["__init__.py", "runtime.py"]
     assert sorted(
         p.name for p in (ROOT / "shared").iterdir() if p.is_dir() and p.name != "__pycache__"
     ) == sorted(LAYERS)
@@ -143,7 +79,7 @@ def test_every_module_of_shared_sits_in_a_layer_but_the_composition_root():
 def test_a_layer_imports_only_from_itself_and_the_layers_below(path):
     own = layer(".".join(path.relative_to(ROOT).with_suffix("").parts))
     if own is None or own == len(LAYERS):
-        return  # shared/__init__, _moved and runtime sit above every layer
+        return  # shared/__init__ and runtime sit above every layer
     relative = str(path.relative_to(ROOT))
     upward = {
         found.module
@@ -166,7 +102,7 @@ def test_the_layer_check_reads_what_would_hide_an_upward_import(tmp_path):
     probe = tmp_path / "shared" / "seams" / "probe.py"
     probe.parent.mkdir(parents=True)
     probe.write_text(
-        "from shared.catalog import BUNDLES\n"  # an old flat name
+        "from shared.purchase.catalog import BUNDLES\n"
         "from ..purchase import tokens\n"  # a relative import
         "def later():\n    import shared.protocols.http\n"  # inside a function
     )
@@ -185,63 +121,78 @@ def test_no_module_or_class_is_too_long_to_read(path):
             assert node.end_lineno - node.lineno + 1 <= 200, f"{path.name}: class {node.name}"
 
 
-PROBE = """
-import importlib, json, sys
-name, target = sys.argv[1], sys.argv[2]
-old = importlib.import_module(name)  # the old name first, in a fresh interpreter
-new = importlib.import_module(target)
-print(json.dumps({"same": old is new, "spec": old.__spec__.name, "file": old.__file__,
-                  "attribute": getattr(sys.modules["shared"], name.split(".")[1]) is new}))
-"""
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MOVED_NAMES = sorted(set(OLD_NAMES) - {"runtime", "purchase", "exactly_once"})  # those three kept their names
+def defined_names(path: Path) -> set[str]:
+    """What a module defines itself: its functions, classes and assigned names (under `if` and
+    `try` too), never a name it imports."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        for inner in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else (node,):
+            if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(inner.name)
+            elif isinstance(inner, (ast.Assign, ast.AnnAssign)):
+                targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
+                names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
 
 
-def test_every_old_name_that_moved_is_mapped_and_nothing_else():
-    assert sorted(_moved.MOVED) == MOVED_NAMES
+def indirect_imports(path: Path, ours: dict[str, Path], root: Path = ROOT) -> list[str]:
+    """Each `from M import name` in `path` where M is ours and neither defines `name` nor has it
+    as a submodule: a name taken through a module that only passes it on."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in ours:
+            for alias in node.names:
+                if (
+                    alias.name not in defined_names(ours[node.module])
+                    and f"{node.module}.{alias.name}" not in ours
+                ):
+                    found.append(
+                        f"{path.relative_to(root)}:{node.lineno} takes {alias.name} from {node.module}"
+                    )
+    return found
 
 
-@pytest.mark.parametrize("old", MOVED_NAMES)
-def test_an_old_name_imports_the_very_module_that_moved(old):
-    assert old in _moved.MOVED, f"shared.{old} no longer imports"
-    target = f"shared.{_moved.MOVED[old]}"
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, f"shared.{old}", target],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout)
-    assert found["same"] and found["attribute"]
-    assert found["spec"] == target  # the module keeps its own spec: reloads and tools see the real one
-    assert found["file"] == str(ROOT / "shared" / (target.split(".", 1)[1].replace(".", "/") + ".py"))
+# The trees whose imports are held to one name, one module (the others are being moved).
+ONE_NAME = ("shared", "ops", "tests")
+OURS = {module_name(p): p for p in [*modules(*PACKAGES), ROOT / "function_app.py"]}
 
 
-def test_no_file_is_left_at_an_old_name():
-    assert not [old for old in MOVED_NAMES if (ROOT / "shared" / f"{old}.py").exists()]
+@pytest.mark.parametrize(
+    "path",
+    [p for p in [*modules(*ONE_NAME), ROOT / "function_app.py"] if "speclint" not in p.name],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_every_import_names_the_module_that_defines_it(path):
+    assert not indirect_imports(path, OURS)
 
 
-def test_a_name_that_never_was_a_module_is_still_not_found():
-    with pytest.raises(ModuleNotFoundError):
-        __import__("shared.no_such_module")
+@pytest.mark.parametrize(
+    "path", [p for p in modules(*ONE_NAME) if p.name == "__init__.py"], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_a_package_is_only_its_modules(path):
+    """An `__init__` imports nothing: no re-export, no lazy attribute, no alias finder."""
+    found = [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and getattr(node, "module", "") != "__future__"
+    ]
+    assert not found, f"{path.relative_to(ROOT)} imports on lines {found}"
 
 
-def test_the_purchase_and_the_executor_hand_out_what_their_old_modules_did():
-    from shared import exactly_once, purchase
-    from shared.exactly_once import executor
-    from shared.purchase import storefront
-
-    assert purchase.__all__ == storefront.__all__  # the lazy list is the module's, name for name
-    for name in storefront.__all__:
-        assert getattr(purchase, name) is getattr(storefront, name)
-    for name in ("ExactlyOnce", "Done", "Key", "Operation", "Run", "CLAIMED", "WORDS"):
-        assert name in exactly_once.__all__
-        assert getattr(exactly_once, name) is getattr(executor, name)
-    with pytest.raises(AttributeError):
-        purchase.no_such_name  # noqa: B018
+def test_the_import_check_finds_a_name_passed_on(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "home.py").write_text("THING = 1\nclass Kind: ...\n")
+    (tmp_path / "pkg" / "middle.py").write_text("from pkg.home import THING, Kind\nOWN = THING\n")
+    user = tmp_path / "user.py"
+    user.write_text("from pkg.middle import OWN, THING\nfrom pkg.home import Kind\nfrom pkg import home\n")
+    ours = {module_name(p, tmp_path): p for p in tmp_path.rglob("*.py")}
+    assert indirect_imports(user, ours, tmp_path) == ["user.py:1 takes THING from pkg.middle"]
 
 
 def test_a_purchase_module_imports_without_the_whole_purchase():
@@ -280,25 +231,3 @@ def test_the_development_page_draws_every_module_of_shared_and_no_other():
         if p.is_dir() and p.name != "__pycache__"
     }
     assert documented_tree() == actual
-
-
-def test_the_old_names_import_from_a_zip_too(tmp_path):
-    """Where the sources are not plain files (a zip, compiled files only), the packages still hand
-    out their old names: nothing here looks for a file on disk."""
-    archive = tmp_path / "app.zip"
-    with zipfile.ZipFile(archive, "w") as zipped:
-        for path in (ROOT / "shared").rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts:
-                zipped.write(path, path.relative_to(ROOT))
-    probe = (
-        f"import sys; sys.path.insert(0, {str(archive)!r})\n"
-        "from shared.purchase import Storefront\n"
-        "from shared.exactly_once import ExactlyOnce\n"
-        "import shared.settings, shared.idempotency\n"
-        "print(shared.settings.__file__)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(archive / "shared" / "config" / "settings.py")

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from shared.protocols import mcp
-from shared.protocols.api import Request
+from shared.protocols.http import Request
 from shared.protocols.mcp_legacy import VERSIONS as LEGACY_VERSIONS
 from shared.purchase.catalog import listing
 

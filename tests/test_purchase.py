@@ -18,9 +18,10 @@ from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import COMPLETED, Claim, IdempotencyHandler
 from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.purchase.call import Caller, PurchaseCall, StoreConfig, scoped_key_hash
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.schema import canonical_request
-from shared.purchase.storefront import Caller, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
+from shared.purchase.storefront import Storefront
 from shared.seams.brevo import IDEMPOTENCY_WINDOW_SECONDS, BrevoClient
 from shared.seams.ledger import TableLedger
 from shared.seams.receipts import BlobReceiptStore, sha256

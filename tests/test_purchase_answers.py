@@ -35,11 +35,12 @@ from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import COMPLETED, Claim, IdempotencyHandler
 from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.purchase import signatures
+from shared.purchase.call import Caller, Outcome, PurchaseCall, StoreConfig, scoped_key_hash
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
 from shared.purchase.fulfil import CONTACT_QUEUED
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.schema import KEY_PATTERN, canonical_request
-from shared.purchase.storefront import Caller, Outcome, PurchaseCall, StoreConfig, Storefront, scoped_key_hash
+from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
 from shared.seams.contact_queue import ContactQueue, open_queue, queue_names
 from shared.seams.ledger import TableLedger

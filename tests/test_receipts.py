@@ -24,8 +24,9 @@ from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import IdempotencyHandler
 from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.purchase import signatures
+from shared.purchase.call import Caller, PurchaseCall, StoreConfig
 from shared.purchase.governance import Governance, Limits
-from shared.purchase.storefront import Caller, PurchaseCall, StoreConfig, Storefront
+from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
 from shared.seams.ledger import TableLedger
 from shared.seams.receipts import (

@@ -22,9 +22,8 @@ from shared.config.settings import (
     MANAGED_IDENTITY,
     SECRET_SETTINGS,
     Settings,
-    SettingsError,
-    is_unresolved_reference,
 )
+from shared.config.settings_reader import SettingsError, is_unresolved_reference
 from shared.seams import telemetry
 
 BREVO_KEY = "xkeysib-" + "0f1e2d3c4b5a6978" * 4 + "-Ab12Cd34Ef56Gh78"

@@ -22,8 +22,8 @@ from shared.config.errors import StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.config.settings import Settings
 from shared.protocols.readiness import StorageProbe
+from shared.purchase.call import scoped_key_hash
 from shared.purchase.catalog import find_bundle
-from shared.purchase.storefront import scoped_key_hash
 from shared.seams.storage import container_client, table_client
 from tests.identity import STORAGE_AUDIENCE, IdentityEndpoint
 from tests.support import AZURITE_KEY, Buyer, dev_settings, free_port, fresh_python
@@ -372,10 +372,11 @@ class _Garbage:
 
 def _buy(services: runtime.Services) -> tuple[int, dict]:
     from shared.protocols import api
+    from shared.protocols.http import Request
 
     body = json.dumps({"email": "ada@example.org", "idempotency_key": f"k-{uuid.uuid4().hex}"}).encode()
     answer = api.purchase(
-        api.Request("POST", {"x-forwarded-for": "203.0.113.9:1"}, body),
+        Request("POST", {"x-forwarded-for": "203.0.113.9:1"}, body),
         services.storefront,
         services.settings,
     )

@@ -48,30 +48,6 @@ from shared.exactly_once.idempotency import (
     carried,
 )
 
-__all__ = [
-    "UNKEYED",
-    "VACANT",
-    "CLAIMED",
-    "RESUMED",
-    "IN_PROGRESS",
-    "REUSED",
-    "STORE_DOWN",
-    "UNPROTECTED",
-    "CLAIM_UNCERTAIN",
-    "RACED",
-    "TAKEN_OVER",
-    "UNRECORDED",
-    "KEPT",
-    "RELEASED",
-    "HELD",
-    "WORDS",
-    "Done",
-    "ExactlyOnce",
-    "Key",
-    "Operation",
-    "Run",
-]
-
 # What the executor tells an operation's caller at each turn; an operation words each its own way
 # (`Operation.words`). The first six are said as the key is read, claimed or refused; the last
 # four once a run has failed, naming what a retry with the key will do.

@@ -60,12 +60,9 @@ from shared.protocols.a2a_answers import (
 )
 from shared.protocols.a2a_card import (
     CARD_PATH,
-    CARD_USAGE,
     LIST_EXAMPLE,
     LIST_OPERATION,
     PURCHASE_EXAMPLE,
-    agent_card,
-    card,
 )
 from shared.protocols.a2a_protocol import (
     EXTENDED_CARD_NOT_CONFIGURED_V03,
@@ -101,11 +98,10 @@ from shared.protocols.http import (
     parse_json,
     purchase_call,
 )
+from shared.purchase.call import OPERATION, Outcome
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID, listing
-from shared.purchase.storefront import OPERATION, Outcome, Storefront
+from shared.purchase.storefront import Storefront
 from shared.seams.receipts import is_receipt_id
-
-__all__ = ["CARD_USAGE", "CHANNEL", "ENDPOINT_USAGE", "agent_card", "card", "handle", "message_key", "sends"]
 
 CHANNEL = "a2a"
 ENDPOINT_USAGE = Usage(

@@ -22,7 +22,7 @@ from shared.protocols.a2a_protocol import (
 )
 from shared.protocols.a2a_requests import ListQuery, Send
 from shared.protocols.http import JSON_TYPE, Answer, json_answer
-from shared.purchase.storefront import Outcome
+from shared.purchase.call import Outcome
 
 ARTIFACT_ID = "receipt"
 # The reasons 1.0 names its own errors by, sent as google.rpc.ErrorInfo in `error.data`.

@@ -12,8 +12,8 @@ from shared.config.settings import Settings
 from shared.protocols.a2a_answers import ARTIFACT_ID
 from shared.protocols.a2a_protocol import INPUT_MODES, TEXT_TYPE, V03, V1
 from shared.protocols.http import JSON_TYPE, Answer, Request, Usage
+from shared.purchase.call import OPERATION
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
-from shared.purchase.storefront import OPERATION
 
 LIST_OPERATION = "list_bundles"
 RECEIPTS_EXTENSION = "urn:storefront:a2a:signed-receipts:v1"

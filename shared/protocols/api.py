@@ -26,28 +26,22 @@ from shared.config.errors import (
 )
 from shared.protocols import pages
 from shared.protocols.http import (
-    HTML_HEADERS,
     JSON_TYPE,
-    LOCAL_HOSTS,
-    MAX_BODY_BYTES,
-    MAX_JSON_DEPTH,
     Answer,
-    JSONTooDeep,
     Request,
     Usage,
-    caller,
     check_json_declared,
     error_answer,
     html_answer,
     json_answer,
     origin_allowed,
     parse_body,
-    parse_json,
     purchase_call,
 )
 from shared.protocols.readiness import assess
 from shared.purchase import catalog, signatures
-from shared.purchase.storefront import Outcome, Storefront
+from shared.purchase.call import Outcome
+from shared.purchase.storefront import Storefront
 from shared.seams.receipts import is_receipt_id
 
 if TYPE_CHECKING:
@@ -57,52 +51,6 @@ if TYPE_CHECKING:
     from shared.protocols.readiness import StorageProbe
     from shared.purchase.contacts import ContactDrainer
     from shared.seams.ledger import TableLedger
-
-
-__all__ = [
-    # the endpoints
-    "BUNDLES_USAGE",
-    "DAY_USAGE",
-    "DOCS",
-    "DOWNLOAD_USAGE",
-    "ENDPOINTS",
-    "EVERY_METHOD",
-    "HEALTH_USAGE",
-    "JWKS_USAGE",
-    "OPENAPI_PATH",
-    "PURCHASE_USAGE",
-    "RECEIPT_USAGE",
-    "Services",
-    "bundles",
-    "download",
-    "health",
-    "jwks",
-    "outcome_answer",
-    "purchase",
-    "receipt",
-    "receipts_of_day",
-    "unknown_route",
-    "wrong_method",
-    # the primitives, from shared.protocols.http
-    "HTML_HEADERS",
-    "JSON_TYPE",
-    "LOCAL_HOSTS",
-    "MAX_BODY_BYTES",
-    "MAX_JSON_DEPTH",
-    "Answer",
-    "JSONTooDeep",
-    "Request",
-    "caller",
-    "check_json_declared",
-    "error_answer",
-    "html_answer",
-    "json_answer",
-    "origin_allowed",
-    "parse_body",
-    "parse_json",
-    "purchase_call",
-    "Usage",
-]
 
 
 @dataclass(frozen=True)

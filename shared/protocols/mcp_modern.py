@@ -44,7 +44,8 @@ from shared.protocols.mcp_tools import (
     run_tool,
     tool_call,
 )
-from shared.purchase.storefront import OPERATION, Storefront
+from shared.purchase.call import OPERATION
+from shared.purchase.storefront import Storefront
 
 VERSION = "2026-07-28"
 VERSIONS = (VERSION,)

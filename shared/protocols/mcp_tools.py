@@ -16,9 +16,10 @@ from shared import __version__
 from shared.config.errors import ProtocolError
 from shared.config.settings import Settings
 from shared.protocols.http import Request, purchase_call
+from shared.purchase.call import OPERATION
 from shared.purchase.catalog import LISTING_SCHEMA, listing
 from shared.purchase.schema import INPUT_SCHEMA
-from shared.purchase.storefront import OPERATION, Storefront
+from shared.purchase.storefront import Storefront
 from shared.seams.receipts import OUTPUT_SCHEMA
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602

@@ -34,13 +34,10 @@ from shared.config.keys import KeySet
 from shared.exactly_once.executor import ExactlyOnce
 from shared.exactly_once.idempotency import IdempotencyHandler
 from shared.purchase.call import (
-    OPERATION,
-    Caller,
     Outcome,
     PurchaseCall,
     Services,
     StoreConfig,
-    scoped_key_hash,
 )
 from shared.purchase.governance import Governance
 from shared.purchase.guards import Guards
@@ -51,8 +48,6 @@ from shared.seams.contact_queue import ContactQueue
 from shared.seams.ledger import TableLedger
 from shared.seams.receipts import BlobReceiptStore
 from shared.seams.repair import RepairQueue
-
-__all__ = ["OPERATION", "Caller", "Outcome", "PurchaseCall", "StoreConfig", "Storefront", "scoped_key_hash"]
 
 log = logging.getLogger("storefront.purchase")
 

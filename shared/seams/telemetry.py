@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from shared.config.settings import is_unresolved_reference
+from shared.config.settings_reader import is_unresolved_reference
 
 
 class Answer(Protocol):
