@@ -19,7 +19,10 @@ import azure.functions as func
 
 from shared import runtime
 from shared.config.printable import printable
-from shared.protocols import a2a, api, failures, http, mcp
+from shared.protocols import api, failures, http
+from shared.protocols.a2a import card
+from shared.protocols.a2a import endpoint as a2a
+from shared.protocols.mcp import endpoint as mcp
 from shared.seams import telemetry
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
@@ -153,9 +156,9 @@ def download(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="api/openapi.json", methods=api.EVERY_METHOD)
 def openapi_document(req: func.HttpRequest) -> func.HttpResponse:
-    from shared.protocols import openapi  # imported on the first request for it, not on every cold start
+    from shared.protocols.openapi import document  # imported on the first request for it, not at cold start
 
-    return _serve(req, openapi.USAGE, lambda r: openapi.answer(runtime.settings()))
+    return _serve(req, document.USAGE, lambda r: document.answer(runtime.settings()))
 
 
 @app.route(route="api/health", methods=api.EVERY_METHOD)
@@ -165,7 +168,7 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route=".well-known/agent-card.json", methods=api.EVERY_METHOD)
 def agent_card(req: func.HttpRequest) -> func.HttpResponse:
-    return _serve(req, a2a.CARD_USAGE, lambda r: a2a.agent_card(r, runtime.settings()))
+    return _serve(req, card.CARD_USAGE, lambda r: card.agent_card(r, runtime.settings()))
 
 
 @app.route(route="api/a2a", methods=api.EVERY_METHOD)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.protocols.mcp_tools import TOOL
+from shared.protocols.mcp.tools import TOOL
 from speclint.cli import main
 from speclint.findings import Finding
 from tests.support import ROOT, run_module

@@ -1,5 +1,5 @@
-"""The A2A endpoint and agent card (shared/protocols/a2a.py) on a dev host: the official `a2a-sdk` client in
-its 1.0 and 0.3 modes, then raw JSON-RPC for the shapes, the keys and every error."""
+"""The A2A endpoint and agent card (shared/protocols/a2a/) on a dev host: the official `a2a-sdk` client in its
+1.0 and 0.3 modes, then raw JSON-RPC for the shapes, the keys and every error."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from shared import runtime
 from shared.config.settings import Settings
-from shared.protocols import a2a
-from shared.protocols.a2a import message_key
+from shared.protocols.a2a import endpoint as a2a
+from shared.protocols.a2a.endpoint import message_key
 from shared.protocols.http import Request
 from shared.purchase import signatures
 from shared.purchase.catalog import listing

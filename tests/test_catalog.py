@@ -50,7 +50,7 @@ def test_a_bundle_added_to_the_catalog_reaches_the_purchase_enum_the_tool_list_a
         "import json\n"
         "from shared.purchase import catalog\n"
         "catalog.BUNDLES['prompt-pack'] = catalog.Bundle('prompt-pack', 'Prompt Pack', 'Prompts.')\n"
-        "from shared.protocols import api, mcp_tools as mcp\n"
+        "from shared.protocols import api\nfrom shared.protocols.mcp import tools as mcp\n"
         "tools = {t['name']: t for t in mcp.TOOLS}\n"
         "print(json.dumps({\n"
         "    'enum': tools['purchase_free_bundle']['inputSchema']['properties']['bundle_id']['enum'],\n"

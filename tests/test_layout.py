@@ -140,20 +140,49 @@ def defined_names(path: Path) -> set[str]:
     return names
 
 
-def indirect_imports(path: Path, ours: dict[str, Path], root: Path = ROOT) -> list[str]:
-    """Each `from M import name` in `path` where M is ours and neither defines `name` nor has it
-    as a submodule: a name taken through a module that only passes it on."""
-    found = []
+def bound_names(path: Path) -> set[str]:
+    """Every name a module binds at its top level: what it defines and what it imports."""
+    names = defined_names(path) | {"__doc__", "__file__", "__name__", "__spec__", "__path__"}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def passed_on(path: Path, ours: dict[str, Path]) -> set[str]:
+    """The names a module imports from modules of ours that are not modules themselves: read as
+    its attributes, they would be taken through it. (A module it imports, ours or not, is fair
+    game: that is where a test patches what the module uses.)"""
+    names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in ours:
+            names |= {a.asname or a.name for a in node.names if f"{node.module}.{a.name}" not in ours}
+    return names
+
+
+def indirect_imports(path: Path, ours: dict[str, Path], root: Path = ROOT) -> list[str]:
+    """Each name `path` takes from a module of ours that neither defines it nor has it as a
+    submodule, by `from M import name` or as `M.name` on a module it imported: a name taken
+    through a module that only passes it on."""
+    tree = ast.parse(path.read_text())
+    found, aliases = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in ours:
             for alias in node.names:
-                if (
-                    alias.name not in defined_names(ours[node.module])
-                    and f"{node.module}.{alias.name}" not in ours
-                ):
+                if f"{node.module}.{alias.name}" in ours:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                elif alias.name not in defined_names(ours[node.module]):
                     found.append(
                         f"{path.relative_to(root)}:{node.lineno} takes {alias.name} from {node.module}"
                     )
+        elif isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name for a in node.names if a.asname and a.name in ours})
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            module = aliases[node.value.id]
+            unbound = node.attr not in bound_names(ours[module]) and f"{module}.{node.attr}" not in ours
+            if unbound or node.attr in passed_on(ours[module], ours):
+                found.append(f"{path.relative_to(root)}:{node.lineno} takes {node.attr} from {module}")
     return found
 
 
@@ -190,9 +219,16 @@ def test_the_import_check_finds_a_name_passed_on(tmp_path):
     (tmp_path / "pkg" / "home.py").write_text("THING = 1\nclass Kind: ...\n")
     (tmp_path / "pkg" / "middle.py").write_text("from pkg.home import THING, Kind\nOWN = THING\n")
     user = tmp_path / "user.py"
-    user.write_text("from pkg.middle import OWN, THING\nfrom pkg.home import Kind\nfrom pkg import home\n")
+    user.write_text(
+        "from pkg.middle import OWN, THING\nfrom pkg.home import Kind\nfrom pkg import home, middle\n"
+        "import pkg.middle as m\nhome.Kind, middle.OWN, middle.Kind, m.THING\n"
+    )
     ours = {module_name(p, tmp_path): p for p in tmp_path.rglob("*.py")}
-    assert indirect_imports(user, ours, tmp_path) == ["user.py:1 takes THING from pkg.middle"]
+    assert indirect_imports(user, ours, tmp_path) == [
+        "user.py:1 takes THING from pkg.middle",
+        "user.py:5 takes Kind from pkg.middle",
+        "user.py:5 takes THING from pkg.middle",
+    ]
 
 
 def test_a_purchase_module_imports_without_the_whole_purchase():

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import jsonschema
 import pytest
 
-from shared.protocols import mcp
 from shared.protocols.http import Request
-from shared.protocols.mcp_legacy import VERSIONS as LEGACY_VERSIONS
+from shared.protocols.mcp import endpoint as mcp
+from shared.protocols.mcp.legacy import VERSIONS as LEGACY_VERSIONS
 from shared.purchase.catalog import listing
 
 

@@ -9,7 +9,7 @@ import base64
 import pytest
 
 from shared.config.hashing import Hasher
-from shared.protocols import request_state
+from shared.protocols.mcp import request_state
 from tests.support import Buyer, dev_settings
 
 VERSION = "2026-07-28"

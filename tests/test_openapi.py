@@ -1,4 +1,4 @@
-"""The OpenAPI document (shared/protocols/openapi.py): valid OpenAPI 3.1, one source for the purchase's
+"""The OpenAPI document (shared/protocols/openapi/): valid OpenAPI 3.1, one source for the purchase's
 shapes, every HTTP route of the app described, served at /api/openapi.json for the public base URL and
 built only when first asked for. Schemathesis holds the live answers to it (tests/test_schemathesis.py)."""
 
@@ -12,8 +12,8 @@ import requests
 from openapi_spec_validator import validate
 
 from shared.config import errors
-from shared.protocols import mcp_tools as mcp
-from shared.protocols import openapi
+from shared.protocols.mcp import tools as mcp
+from shared.protocols.openapi import document as openapi
 from shared.purchase.schema import KEY_PATTERN
 from tests.support import ROOT, fresh_python
 
@@ -160,8 +160,8 @@ def test_the_host_serves_the_document_for_its_public_base_url(host_factory):
 
 def test_importing_the_app_neither_imports_nor_builds_the_document():
     probe = (
-        "import sys, function_app\nprint('shared.protocols.openapi' in sys.modules)\n"
-        "from shared.protocols import openapi\nprint(openapi._encoded.cache_info().currsize)\n"
+        "import sys, function_app\nprint('shared.protocols.openapi.document' in sys.modules)\n"
+        "from shared.protocols.openapi import document\nprint(document._encoded.cache_info().currsize)\n"
     )
     env = {**os.environ, "AzureWebJobsStorage": "UseDevelopmentStorage=true"}
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from shared.config.hashing import Hasher
-from shared.protocols import request_state
+from shared.protocols.mcp import request_state
 
 
 def test_a_sealed_state_opens_only_for_its_claims_before_it_expires():

@@ -16,6 +16,7 @@ from azure.data.tables import TableClient
 from shared import runtime
 from shared.config.hashing import Hasher
 from shared.config.settings import SECRET_SETTINGS, Settings
+from shared.protocols.api import Services
 from shared.purchase.call import Caller, PurchaseCall
 from tests.support import Buyer, dev_settings, unique_address, unique_email, unique_key
 
@@ -39,7 +40,7 @@ def governance_text(azurite: str, table: str) -> str:
         return ""
 
 
-def build(azurite: str, sandbox, governance: str, **settings: str) -> runtime.Services:
+def build(azurite: str, sandbox, governance: str, **settings: str) -> Services:
     """The app's services on the session's Azurite and sandbox, in tables of their own."""
     suffix = uuid.uuid4().hex[:10]
     env = {

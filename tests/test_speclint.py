@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shared.protocols.mcp_tools import TOOLS
+from shared.protocols.mcp.tools import TOOLS
 from speclint.behaviour import IDEMPOTENCY_KEY_NAMES, check_annotations
 from speclint.findings import RULE_BY_ID
 from speclint.rules import lint

@@ -21,6 +21,7 @@ from shared import runtime
 from shared.config.errors import StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.config.settings import Settings
+from shared.protocols.api import Services
 from shared.protocols.readiness import StorageProbe
 from shared.purchase.call import scoped_key_hash
 from shared.purchase.catalog import find_bundle
@@ -69,7 +70,7 @@ def on_azure(monkeypatch, azurite_tls):
     return configure
 
 
-def build(env: dict[str, str]) -> runtime.Services:
+def build(env: dict[str, str]) -> Services:
     suffix = uuid.uuid4().hex[:10]
     names = {
         "STOREFRONT_IDEMPOTENCY_TABLE": f"idem{suffix}",
@@ -370,7 +371,7 @@ class _Garbage:
         self._server.server_close()
 
 
-def _buy(services: runtime.Services) -> tuple[int, dict]:
+def _buy(services: Services) -> tuple[int, dict]:
     from shared.protocols import api
     from shared.protocols.http import Request
 

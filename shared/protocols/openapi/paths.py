@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shared.protocols.http import JSON_TYPE
-from shared.protocols.openapi_schemas import (
+from shared.protocols.openapi.schemas import (
     error_response,
     get_and_head,
     header,

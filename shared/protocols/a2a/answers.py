@@ -9,7 +9,7 @@ import json
 import secrets
 
 from shared.config.errors import ProtocolError
-from shared.protocols.a2a_protocol import (
+from shared.protocols.a2a.protocol import (
     CONTENT_TYPE_NOT_SUPPORTED,
     PUSH_NOT_SUPPORTED,
     ROLES,
@@ -20,7 +20,7 @@ from shared.protocols.a2a_protocol import (
     V1,
     VERSION_NOT_SUPPORTED,
 )
-from shared.protocols.a2a_requests import ListQuery, Send
+from shared.protocols.a2a.requests import ListQuery, Send
 from shared.protocols.http import JSON_TYPE, Answer, json_answer
 from shared.purchase.call import Outcome
 

@@ -9,8 +9,8 @@ import json
 
 from shared import __version__
 from shared.config.settings import Settings
-from shared.protocols.a2a_answers import ARTIFACT_ID
-from shared.protocols.a2a_protocol import INPUT_MODES, TEXT_TYPE, V03, V1
+from shared.protocols.a2a.answers import ARTIFACT_ID
+from shared.protocols.a2a.protocol import INPUT_MODES, TEXT_TYPE, V03, V1
 from shared.protocols.http import JSON_TYPE, Answer, Request, Usage
 from shared.purchase.call import OPERATION
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID

@@ -6,7 +6,7 @@
   (`message/send`), and each is answered in its version's shapes (1.0: ProtoJSON, `{"task": ...}`,
   `TASK_STATE_*`; 0.3: `kind` discriminators, `completed`). A method of the other version: -32601
   (method not found in the version asked; -32009 is kept for a version the store does not speak).
-- Requests are read and checked whole by shared/protocols/a2a_requests.py before anything runs: the
+- Requests are read and checked whole by shared/protocols/a2a/requests.py before anything runs: the
   Content-Type, the envelope, the version, the method and every param the spec bounds (role is
   required, historyLength >= 0, pageSize 1-100, ...), each refusal with the spec's code.
 - Input: a message's one JSON object: its data part, or a text part that is only a JSON object
@@ -37,8 +37,8 @@
   task is finished), -32003 push notifications, -32004 streaming, extended card, a message to a
   finished task; -32603 store down.
 
-The modules beside this one: `a2a_protocol` names the versions, methods and error codes,
-`a2a_requests` reads a request, `a2a_answers` shapes the answers in each version, `a2a_card` is
+The modules beside this one: `protocol` names the versions, methods and error codes,
+`requests` reads a request, `answers` shapes the answers in each version, `card` is
 the agent card; this one runs the methods.
 """
 
@@ -50,7 +50,7 @@ from dataclasses import replace
 
 from shared.config.errors import ProtocolError, StoreUnavailable
 from shared.config.settings import Settings
-from shared.protocols.a2a_answers import (
+from shared.protocols.a2a.answers import (
     data_part,
     error_answer,
     list_answer,
@@ -58,13 +58,13 @@ from shared.protocols.a2a_answers import (
     task_answer,
     text_part,
 )
-from shared.protocols.a2a_card import (
+from shared.protocols.a2a.card import (
     CARD_PATH,
     LIST_EXAMPLE,
     LIST_OPERATION,
     PURCHASE_EXAMPLE,
 )
-from shared.protocols.a2a_protocol import (
+from shared.protocols.a2a.protocol import (
     EXTENDED_CARD_NOT_CONFIGURED_V03,
     INPUT_MODES,
     INTERNAL_ERROR,
@@ -79,7 +79,7 @@ from shared.protocols.a2a_protocol import (
     V03,
     rpc_error,
 )
-from shared.protocols.a2a_requests import (
+from shared.protocols.a2a.requests import (
     ListQuery,
     Send,
     TaskQuery,

@@ -1,8 +1,8 @@
 """The OpenAPI 3.1 document of the HTTP endpoints, served at `GET /api/openapi.json`.
 
 One source for every shape: a purchase's body is the MCP tool's `INPUT_SCHEMA` and its answer the
-receipt (`OUTPUT_SCHEMA`, the tool's `outputSchema`), in shared/protocols/openapi_schemas.py's components.
-Each route is one entry of `PATHS` (shared/protocols/openapi_paths.py). The document is built on its first
+receipt (`OUTPUT_SCHEMA`, the tool's `outputSchema`), in shared/protocols/openapi/schemas.py's components.
+Each route is one entry of `PATHS` (shared/protocols/openapi/paths.py). The document is built on its first
 request, for the store's public base URL, and kept: importing this module builds no document. The
 MCP endpoint (`/api/a2a/mcp`) speaks JSON-RPC and is not described here.
 """
@@ -15,8 +15,8 @@ from functools import lru_cache
 from shared import __version__
 from shared.config.settings import Settings
 from shared.protocols.http import JSON_TYPE, Answer, Usage
-from shared.protocols.openapi_paths import PATHS
-from shared.protocols.openapi_schemas import components
+from shared.protocols.openapi.paths import PATHS
+from shared.protocols.openapi.schemas import components
 
 OPENAPI_VERSION = "3.1.0"
 USAGE = Usage(("GET", "HEAD"), "GET it for the OpenAPI 3.1 document of the HTTP endpoints")

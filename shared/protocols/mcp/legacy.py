@@ -10,7 +10,7 @@ from __future__ import annotations
 from shared.config.errors import ProtocolError
 from shared.config.settings import Settings
 from shared.protocols.http import Answer, Request, json_answer
-from shared.protocols.mcp_tools import (
+from shared.protocols.mcp.tools import (
     CAPABILITIES,
     INSTRUCTIONS,
     METHOD_NOT_FOUND,

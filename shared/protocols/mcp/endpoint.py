@@ -3,9 +3,9 @@ POST, JSON answers, for both protocol generations on one URL.
 
 This module is the transport: POST only, the Origin allowlist, a body declared as JSON, the size
 limit and the JSON-RPC envelope. Then the `MCP-Protocol-Version` header picks the generation, as
-the official SDKs do: absent or a 2025 revision goes to `mcp_legacy` (the `initialize` era),
-anything else to `mcp_modern` (2026-07-28, which also answers an unknown version with the
-versions it serves). Both serve the same tools from `mcp_tools` over the same purchase, so a key
+the official SDKs do: absent or a 2025 revision goes to `legacy` (the `initialize` era),
+anything else to `modern` (2026-07-28, which also answers an unknown version with the
+versions it serves). Both serve the same tools from `tools` over the same purchase, so a key
 used over one generation replays the same receipt over the other.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from shared.config.errors import ProtocolError, UnsupportedMediaType
 from shared.config.settings import Settings
-from shared.protocols import mcp_legacy, mcp_modern
 from shared.protocols.http import (
     MAX_BODY_BYTES,
     Answer,
@@ -24,7 +23,8 @@ from shared.protocols.http import (
     origin_allowed,
     parse_json,
 )
-from shared.protocols.mcp_tools import INVALID_REQUEST, PARSE_ERROR, error
+from shared.protocols.mcp import legacy, modern
+from shared.protocols.mcp.tools import INVALID_REQUEST, PARSE_ERROR, error
 from shared.purchase.storefront import Storefront
 
 
@@ -43,8 +43,8 @@ def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
     if "method" not in message or "id" not in message:
         return Answer(202)  # a notification, or a response to a request of ours
     if _legacy(message, req.header("mcp-protocol-version")):
-        return mcp_legacy.respond(message, req, store, settings)
-    return mcp_modern.respond(message, req, store, settings)
+        return legacy.respond(message, req, store, settings)
+    return modern.respond(message, req, store, settings)
 
 
 def _legacy(message: dict, header: str | None) -> bool:
@@ -53,8 +53,8 @@ def _legacy(message: dict, header: str | None) -> bool:
     version = None if header is None else header.strip(" \t")
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    declared = meta.get(mcp_modern.VERSION_KEY, version) if isinstance(meta, dict) else version
-    return (version is None or version in mcp_legacy.VERSIONS) and declared == version
+    declared = meta.get(modern.VERSION_KEY, version) if isinstance(meta, dict) else version
+    return (version is None or version in legacy.VERSIONS) and declared == version
 
 
 def _check_transport(req: Request, settings: Settings) -> None:

@@ -1,4 +1,4 @@
-"""Reading an A2A JSON-RPC request (`POST /api/a2a`) into plain records that shared/protocols/a2a.py acts on.
+"""Reading an A2A JSON-RPC request (`POST /api/a2a`) into plain records that `endpoint` acts on.
 
 Everything a caller can get wrong is refused here, before any storage call, with the code the
 spec gives it: the transport (-32005 with HTTP 415 for a body that is not declared JSON), the
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.config.errors import UnsupportedMediaType
-from shared.protocols.a2a_protocol import (
+from shared.protocols.a2a.protocol import (
     CONTENT_TYPE_NOT_SUPPORTED,
     INPUT_MODES,
     INVALID_PARAMS,

@@ -14,7 +14,7 @@ can route on them. A request is checked in this order, the first failure answeri
 
 Results carry `resultType`; `server/discover` and `tools/list` are cacheable (`ttlMs`,
 `cacheScope` public: nothing in them depends on the caller). Errors keep the request's id. A
-purchase missing its email is asked for when the client can answer (`shared.protocols.mcp_elicit`).
+purchase missing its email is asked for when the client can answer (`shared.protocols.mcp.elicit`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from shared.config.errors import ProtocolError
 from shared.config.hashing import Hasher
 from shared.config.settings import Settings
 from shared.protocols.http import Answer, Request, json_answer, purchase_call
-from shared.protocols.mcp_elicit import Ask, Refuse, resolve
-from shared.protocols.mcp_legacy import VERSIONS as LEGACY_VERSIONS
-from shared.protocols.mcp_tools import (
+from shared.protocols.mcp.elicit import Ask, Refuse, resolve
+from shared.protocols.mcp.legacy import VERSIONS as LEGACY_VERSIONS
+from shared.protocols.mcp.tools import (
     CAPABILITIES,
     INSTRUCTIONS,
     METHOD_NOT_FOUND,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from shared.config.errors import InvalidRequest, NotConfigured, ProtocolError, Unprocessable
 from shared.config.hashing import Hasher
-from shared.protocols import request_state
-from shared.protocols.mcp_tools import INVALID_PARAMS
+from shared.protocols.mcp import request_state
+from shared.protocols.mcp.tools import INVALID_PARAMS
 from shared.purchase.call import OPERATION
 from shared.purchase.catalog import DEFAULT_BUNDLE_ID, find_bundle
 from shared.purchase.schema import EMAIL_MAX, EMAIL_MIN, NAME_MAX, lacks_only_email, validate_arguments

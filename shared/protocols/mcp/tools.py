@@ -4,7 +4,7 @@ server's identity and instructions, running a tool call, and the JSON-RPC envelo
 `purchase_free_bundle` runs the same purchase flow as the HTTP endpoint and returns its receipt as
 `structuredContent` plus the same JSON as text; `list_bundles` returns the catalog, the same
 document as `GET /api/bundles`, from memory: no storage call, so nothing for the purchase rate
-limit to count. The adapters (`mcp_legacy`, `mcp_modern`) add only what their revision's wire
+limit to count. The adapters (`legacy`, `modern`) add only what their revision's wire
 format asks for around these results.
 """
 
