@@ -20,6 +20,7 @@ def run(stack: Stack, seconds: float = 3.0, threads: int = 16) -> dict:
 
     from shared.config.hashing import Hasher
     from shared.purchase.governance import Governance, Limits
+    from shared.seams.counters import TableCounters
     from shared.seams.storage import table_client
 
     results = {}
@@ -29,7 +30,7 @@ def run(stack: Stack, seconds: float = 3.0, threads: int = 16) -> dict:
             stack.connection, f"contend{shards}{uuid.uuid4().hex[:6]}", 5, trips.transport("table")
         )
         limits = Limits(10**9, Decimal("1000000"), Decimal("0.01"), cost_shards=shards)
-        governance = Governance(table, Hasher("bench"), limits)
+        governance = Governance(TableCounters(table), Hasher("bench"), limits)
         governance.reserve_cost()
         trips.take()
         done = _hammer(governance.reserve_cost, threads, seconds)

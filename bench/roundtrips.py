@@ -79,16 +79,15 @@ def run(handlers: Handlers) -> dict[str, dict]:
 def _in_progress(handlers: Handlers) -> dict[str, int]:
     """A key whose first request still holds its claim (inserted here through the store)."""
     from shared.config.hashing import Hasher
-    from shared.exactly_once.idempotency import Claim
-    from shared.exactly_once.idempotency_table import TableIdempotencyStore
     from shared.purchase.call import scoped_key_hash
     from shared.purchase.schema import canonical_request
+    from shared.seams.claims import Claim, TableClaimStore
     from shared.seams.storage import table_client
 
     s = handlers.settings
     hasher = Hasher(s.hash_secret)
     args = keyed()
-    store = TableIdempotencyStore(table_client(s.storage_connection_string, s.idempotency_table, 5))
+    store = TableClaimStore(table_client(s.storage_connection_string, s.idempotency_table, 5))
     now = time.time()
     fingerprint = hasher.request(canonical_request(args))
     store.create(

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import requests
 
 from shared.config.printable import printable
-from shared.purchase.signatures import verify
+from shared.purchase.receipt.signatures import verify
 
 JWKS_PATH = "/.well-known/jwks.json"
 # Where stores published their keys before the domain-root path; the same keys are still there.

@@ -8,32 +8,31 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable
-
-import requests
-from azure.core.pipeline.transport import HttpTransport
-from azure.data.tables import TableClient
-from azure.storage.blob import ContainerClient
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
-from shared.config.settings import Settings
+from shared.config.settings import EMAIL_TEMPLATE_DIR, Settings
+from shared.config.settings_reader import SettingsError
 from shared.exactly_once.idempotency import IdempotencyHandler
-from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.protocols.api import Services
 from shared.protocols.downloads import Downloads
-from shared.protocols.readiness import StorageProbe
 from shared.purchase.call import StoreConfig
 from shared.purchase.contacts import LEASE_SECONDS, ContactDrainer
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
+from shared.seams.bundle_files import BlobBundleFiles
+from shared.seams.claims import TableClaimStore
 from shared.seams.contact_queue import open_queue
+from shared.seams.counters import TableCounters
 from shared.seams.lease import TableLease
 from shared.seams.ledger import TableLedger
-from shared.seams.receipts import BlobReceiptStore
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
-from shared.seams.storage import Account, container_client, identity_credential, table_client
+from shared.seams.storage import Account, Transports, container_client, identity_credential, table_client
+from shared.seams.storage_probe import StorageProbe
 
 DRAINER_LEASE = "contact-drainer"
 
@@ -54,9 +53,24 @@ def settings() -> Settings:
     off Azure is warned of (by setting name only)."""
     global _settings
     if _settings is None:
-        _settings = Settings.from_env()
+        _settings = load_settings()
         report_settings(_settings)
     return _settings
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """The settings from `env` (default: the process's), with an operator's email templates
+    checked by the purchase's own email rules: a template that would send an email without the
+    download link stops the start, never a purchase."""
+    s = Settings.from_env(env)
+    if not s.email_template_dir:
+        return s
+    from shared.purchase import emails  # Jinja2 is imported only when there are templates to check
+
+    try:
+        return replace(s, email_template_dir=emails.check_folder(s.email_template_dir))
+    except emails.TemplateProblem as exc:
+        raise SettingsError(f"{EMAIL_TEMPLATE_DIR}: {exc}") from None
 
 
 def report_settings(s: Settings) -> None:
@@ -84,22 +98,22 @@ def services() -> Services:
     return _services
 
 
-def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) -> Services:
+def build(s: Settings, transport: Transports | None = None) -> Services:
     """Every client from the settings. `transport(kind)`, for "table", "blob" or "queue", gives
     each storage client its transport (the benchmark counts round trips there); default: the SDK's."""
     hasher = Hasher(s.hash_secret)
     account, timeout = storage_account(s), s.storage_timeout_seconds
 
-    def table(name: str) -> TableClient:
+    def table(name: str):
         return table_client(account, name, timeout, transport("table") if transport else None)
 
-    def container(name: str) -> ContainerClient:
+    def container(name: str):
         return container_client(account, name, timeout, transport("blob") if transport else None)
 
     receipts = BlobReceiptStore(container(s.receipts_container))
     ledger = TableLedger(table(s.ledger_table))
     keys = keyset(s)
-    brevo = BrevoClient(requests.Session(), s.brevo_base_url, s.brevo_api_key, s.brevo_timeout_seconds)
+    brevo = BrevoClient.connect(s.brevo_base_url, s.brevo_api_key, s.brevo_timeout_seconds)
     contacts = open_queue(
         account,
         s.contact_queue,
@@ -120,13 +134,13 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
         ),
         hasher=hasher,
         idempotency=IdempotencyHandler(
-            TableIdempotencyStore(table(s.idempotency_table)),
+            TableClaimStore(table(s.idempotency_table)),
             receipts,
             lease_seconds=s.idempotency_lease_seconds,
             ttl_seconds=s.idempotency_ttl_seconds,
         ),
         governance=Governance(
-            table(s.governance_table),
+            TableCounters(table(s.governance_table)),
             hasher,
             Limits(
                 s.rate_limit_per_hour,
@@ -144,7 +158,7 @@ def build(s: Settings, transport: Callable[[str], HttpTransport] | None = None) 
         repairs=RepairQueue(table(s.ledger_table)),
         contacts=contacts,
     )
-    downloads = Downloads(keys, container(s.bundles_container), s.public_base_url)
+    downloads = Downloads(keys, BlobBundleFiles(container(s.bundles_container)), s.public_base_url)
     probe = StorageProbe(
         table(s.idempotency_table),
         container(s.receipts_container),

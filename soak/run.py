@@ -22,8 +22,8 @@ import requests
 from azure.storage.blob import ContainerClient
 
 from shared.config.hashing import Hasher
+from shared.purchase.receipt.document import RECEIPT_ID_PATTERN
 from shared.purchase.schema import normalise_email
-from shared.seams.receipts import RECEIPT_ID_PATTERN
 from soak.agent import BUNDLES, Agent, Answer, Caller, Journal, Order, Pacer, pursue
 from soak.checks import Evidence, Invariant, Listing, check
 from soak.contacts import Contacts, drain, gather_contacts, make_owner_contacts

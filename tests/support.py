@@ -33,12 +33,12 @@ from requests.adapters import HTTPAdapter
 from devstack import processes
 from devstack.node import NODE22_BIN
 from devstack.run import DEV_ACCOUNT_KEY, storage_connection
-from shared.protocols.readiness import REUSE_SECONDS
 from shared.purchase.contacts import ContactDrainer, Drained
 from shared.seams.brevo import BrevoClient
 from shared.seams.contact_queue import ContactQueue, open_queue
 from shared.seams.lease import TableLease
 from shared.seams.storage import table_client
+from shared.seams.storage_probe import REUSE_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE_KEY = DEV_ACCOUNT_KEY

@@ -34,8 +34,8 @@ from shared.config.settings import Settings
 from shared.protocols.a2a import endpoint as a2a
 from shared.protocols.a2a.endpoint import message_key
 from shared.protocols.http import Request
-from shared.purchase import signatures
 from shared.purchase.catalog import listing
+from shared.purchase.receipt import signatures
 from tests.support import (
     AZURITE_KEY,
     ROOT,

@@ -26,11 +26,11 @@ from shared.protocols import api
 from shared.protocols.api import health, purchase, receipt
 from shared.protocols.downloads import Download
 from shared.protocols.http import Request
-from shared.purchase import signatures
 from shared.purchase.catalog import find_bundle, listing
+from shared.purchase.receipt import signatures
+from shared.purchase.receipt.document import encode, new_receipt_id
 from shared.seams.contact_queue import Backlog
 from shared.seams.ledger import DayListing
-from shared.seams.receipts import encode, new_receipt_id
 
 # --- answers ---------------------------------------------------------------------------------------
 
@@ -195,8 +195,8 @@ def test_health_reports_the_contact_backlog_as_the_probe_read_it():
 def test_health_reports_a_real_backlog_and_names_no_address_waiting_in_it(azurite):
     import uuid
 
-    from shared.protocols.readiness import StorageProbe
     from shared.seams.storage import container_client, table_client
+    from shared.seams.storage_probe import StorageProbe
     from tests.support import own_queue, unique_email
 
     queue = own_queue(azurite)

@@ -26,7 +26,7 @@ from mcp.types import ElicitResult
 from devstack import processes
 from devstack.node import NODE22, with_node22
 from shared.purchase.catalog import listing
-from shared.seams.receipts import CHECK_NAMES
+from shared.purchase.receipt.document import CHECK_NAMES
 from speclint import schema_rules as speclint
 from tests.support import ROOT, unique_email, unique_key
 

@@ -26,6 +26,7 @@ from shared.config.keys import KeySet, public_jwk
 from shared.protocols.downloads import MAX_TOKEN_LENGTH, Downloads
 from shared.purchase.catalog import BUNDLES, find_bundle
 from shared.purchase.tokens import AUDIENCE, TokenSigner
+from shared.seams.bundle_files import BlobBundleFiles
 from shared.seams.storage import container_client
 from tests.support import AZURITE_KEY, public_pem
 from tests.support import new_ec_key as new_key
@@ -121,7 +122,7 @@ def container(azurite, bundles_container) -> SpyContainer:
 
 @pytest.fixture
 def downloads(keys, container) -> Downloads:
-    return Downloads(lambda: keys, container, ISSUER)
+    return Downloads(lambda: keys, BlobBundleFiles(container), ISSUER)
 
 
 @pytest.fixture
@@ -172,7 +173,7 @@ def test_a_token_stops_redeeming_once_its_key_is_no_longer_published(container, 
     old = TokenSigner(KeySet.load(pem(retired)), ISSUER, 3600).mint(BUNDLE).token
     without_retired = KeySet.load(pem(new_key()))
 
-    error = refused(Downloads(lambda: without_retired, container, ISSUER), container, old)
+    error = refused(Downloads(lambda: without_retired, BlobBundleFiles(container), ISSUER), container, old)
 
     assert isinstance(error, InvalidToken)
 
@@ -200,7 +201,7 @@ def test_an_expired_token_is_refused(downloads, container, keys):
 
 
 def test_a_token_is_expired_by_the_downloads_clock(keys, container, good_token):
-    later = Downloads(lambda: keys, container, ISSUER, clock=lambda: time.time() + 2 * 3600)
+    later = Downloads(lambda: keys, BlobBundleFiles(container), ISSUER, clock=lambda: time.time() + 2 * 3600)
 
     error = refused(later, container, good_token)
 
@@ -496,7 +497,7 @@ def test_a_genuine_token_for_a_bundle_whose_file_is_missing_is_bundle_unavailabl
     seed(azurite, name)
     client = container_client(azurite, name, 5)
     client.delete_blob("mcp-field-guide.zip")
-    downloads = Downloads(lambda: keys, client, ISSUER)
+    downloads = Downloads(lambda: keys, BlobBundleFiles(client), ISSUER)
 
     with pytest.raises(BundleUnavailable) as caught:
         downloads.redeem(signer.mint("mcp-field-guide").token)
@@ -512,14 +513,14 @@ def test_a_bundles_container_that_does_not_exist_is_bundle_unavailable(azurite, 
     missing = container_client(azurite, "bundles" + uuid.uuid4().hex[:16], 5)
 
     with pytest.raises(BundleUnavailable):
-        Downloads(lambda: keys, missing, ISSUER).redeem(good_token)
+        Downloads(lambda: keys, BlobBundleFiles(missing), ISSUER).redeem(good_token)
 
 
 def test_unreachable_bundle_storage_is_bundle_unavailable(keys, good_token):
     dead = container_client(DEAD_BLOBS, "bundles", 1)
 
     with pytest.raises(BundleUnavailable) as caught:
-        Downloads(lambda: keys, dead, ISSUER).redeem(good_token)
+        Downloads(lambda: keys, BlobBundleFiles(dead), ISSUER).redeem(good_token)
 
     assert caught.value.status == 503
 
@@ -529,7 +530,9 @@ def test_a_refused_token_is_refused_even_when_storage_is_down(keys, current):
     dead = container_client(DEAD_BLOBS, "bundles", 1)
 
     with pytest.raises(InvalidToken):
-        Downloads(lambda: keys, dead, ISSUER).redeem(es256(pem(new_key()), claims(), kid=keys.kid))
+        Downloads(lambda: keys, BlobBundleFiles(dead), ISSUER).redeem(
+            es256(pem(new_key()), claims(), kid=keys.kid)
+        )
 
 
 def test_without_a_signing_key_no_token_redeems(container, good_token):
@@ -537,5 +540,5 @@ def test_without_a_signing_key_no_token_redeems(container, good_token):
         raise NotConfigured("STOREFRONT_SIGNING_KEY is not set")
 
     with pytest.raises(NotConfigured):
-        Downloads(unconfigured, container, ISSUER).redeem(good_token)
+        Downloads(unconfigured, BlobBundleFiles(container), ISSUER).redeem(good_token)
     assert container.reads == []

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.settings import EMAIL_TEMPLATE_DIR, Settings
+from shared.config.settings import EMAIL_TEMPLATE_DIR
 from shared.config.settings_reader import SettingsError
 from shared.purchase import emails
 from shared.purchase.catalog import BUNDLES
+from shared.runtime import load_settings
 from tests.snippets import blocks
 from tests.support import ROOT, Buyer, fresh_python
 
@@ -38,7 +39,7 @@ def folder(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def refusal(path: Path | str) -> str:
     with pytest.raises(SettingsError) as refused:
-        Settings.from_env({EMAIL_TEMPLATE_DIR: str(path)})
+        load_settings({EMAIL_TEMPLATE_DIR: str(path)})
     message = str(refused.value)
     assert message.startswith(f"{EMAIL_TEMPLATE_DIR}: "), message
     return message
@@ -83,7 +84,7 @@ def test_the_html_part_escapes_the_name_and_the_text_part_does_not():
 
 def test_an_operators_html_replaces_only_the_html(tmp_path):
     html = '<p>Hey {{ name }}!</p><a href="{{ link }}">{{ bundle.title }}</a>'
-    checked = Settings.from_env({EMAIL_TEMPLATE_DIR: str(folder(tmp_path, {"fulfillment.html": html}))})
+    checked = load_settings({EMAIL_TEMPLATE_DIR: str(folder(tmp_path, {"fulfillment.html": html}))})
 
     sent = email("Ada", checked.email_template_dir)
 
@@ -93,7 +94,7 @@ def test_an_operators_html_replaces_only_the_html(tmp_path):
 
 
 def test_a_relative_folder_is_taken_from_the_apps_folder():
-    checked = Settings.from_env({EMAIL_TEMPLATE_DIR: "shared/seams/templates"})
+    checked = load_settings({EMAIL_TEMPLATE_DIR: "shared/seams/templates"})
 
     assert checked.email_template_dir == str(ROOT / "shared" / "seams" / "templates")
     assert email("Ada", checked.email_template_dir) == email("Ada")
@@ -115,7 +116,7 @@ def docs_example(tmp_path: Path) -> Path:
 
 
 def test_the_documented_example_is_accepted_and_sends_what_it_says(tmp_path):
-    checked = Settings.from_env({EMAIL_TEMPLATE_DIR: str(docs_example(tmp_path))})
+    checked = load_settings({EMAIL_TEMPLATE_DIR: str(docs_example(tmp_path))})
 
     sent = email("Ada", checked.email_template_dir)
     plain = email("", checked.email_template_dir)
@@ -209,7 +210,7 @@ def test_an_operators_template_runs_sandboxed(tmp_path, unsafe):
 def test_a_template_that_drops_a_real_link_sends_the_built_in_email_and_logs_it(tmp_path, caplog):
     # Passes the start-up check (its sample link is on storefront.example), not a real purchase.
     html = '{% if "storefront.example" in link %}<a href="{{ link }}">Get it</a>{% endif %}'
-    checked = Settings.from_env({EMAIL_TEMPLATE_DIR: str(folder(tmp_path, {"fulfillment.html": html}))})
+    checked = load_settings({EMAIL_TEMPLATE_DIR: str(folder(tmp_path, {"fulfillment.html": html}))})
 
     with caplog.at_level(logging.ERROR, logger="shared.purchase.emails"):
         sent = email("Ada Secret", checked.email_template_dir)
@@ -222,7 +223,7 @@ def test_a_template_that_drops_a_real_link_sends_the_built_in_email_and_logs_it(
 
 def test_a_template_failing_on_a_real_purchase_names_its_line_in_the_log_not_the_buyer(tmp_path, caplog):
     text = '{{ link }}\n{% if name == "Grace" %}{{ name.missing }}{% endif %}\n'
-    checked = Settings.from_env({EMAIL_TEMPLATE_DIR: str(folder(tmp_path, {"fulfillment.txt": text}))})
+    checked = load_settings({EMAIL_TEMPLATE_DIR: str(folder(tmp_path, {"fulfillment.txt": text}))})
 
     with caplog.at_level(logging.ERROR, logger="shared.purchase.emails"):
         sent = email("Grace", checked.email_template_dir)

@@ -28,7 +28,7 @@ from shared.config.errors import KeyInUse, LimitExceeded, StorageDown, Storefron
 from shared.exactly_once import executor as once
 from shared.exactly_once.executor import Done, ExactlyOnce, Key
 from shared.exactly_once.idempotency import IdempotencyHandler
-from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.seams.claims import TableClaimStore
 from shared.seams.storage import container_client, create_table, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.test_fault_injection import Clock, Crash
@@ -265,7 +265,7 @@ class Env:
     def executor(self, fail_open: bool = False) -> ExactlyOnce:
         """One instance of the app: its own clients, the same stores."""
         handler = WiredHandler(
-            TableIdempotencyStore(table_client(self.through, self.claims_name, 1)),
+            TableClaimStore(table_client(self.through, self.claims_name, 1)),
             self.archive(),
             lease_seconds=LEASE,
             ttl_seconds=3600,

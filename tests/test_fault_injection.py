@@ -24,14 +24,15 @@ from shared.config.errors import StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import IdempotencyHandler
-from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.purchase.call import Caller, PurchaseCall, StoreConfig, scoped_key_hash
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
+from shared.seams.claims import TableClaimStore
 from shared.seams.contact_queue import ContactQueue
+from shared.seams.counters import TableCounters
 from shared.seams.ledger import TableLedger
-from shared.seams.receipts import BlobReceiptStore
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
@@ -160,7 +161,7 @@ class Shop:
     ledger: TableLedger
     governance: Governance
     sandbox_url: str
-    claims: TableIdempotencyStore  # straight to Azurite, for the checks
+    claims: TableClaimStore  # straight to Azurite, for the checks
     container: ContainerClient  # the receipts container, straight to Azurite
 
     def receipt_ids(self) -> list[str]:
@@ -212,7 +213,7 @@ def make_shop(azurite, sandbox):
         receipts = WiredReceipts(container_client(through, rcpt, 1))
         ledger = WiredLedger(table_client(through, ledger_name, 1))
         handler = WiredHandler(
-            TableIdempotencyStore(table_client(through, idem, 1)),
+            TableClaimStore(table_client(through, idem, 1)),
             receipts,
             lease_seconds=LEASE,
             ttl_seconds=3600,
@@ -233,7 +234,7 @@ def make_shop(azurite, sandbox):
             config,
             hasher=hasher,
             idempotency=handler,
-            governance=Governance(table_client(through, gov, 1), hasher, limits, clock=clock),
+            governance=Governance(TableCounters(table_client(through, gov, 1)), hasher, limits, clock=clock),
             receipts=receipts,
             brevo=brevo,
             keys=lambda: KEYS,
@@ -251,9 +252,9 @@ def make_shop(azurite, sandbox):
             clock,
             BlobReceiptStore(container_client(azurite, rcpt, 5)),
             TableLedger(table_client(azurite, ledger_name, 5)),
-            Governance(table_client(azurite, gov, 5), hasher, limits, clock=clock),
+            Governance(TableCounters(table_client(azurite, gov, 5)), hasher, limits, clock=clock),
             sandbox.url,
-            TableIdempotencyStore(table_client(azurite, idem, 5)),
+            TableClaimStore(table_client(azurite, idem, 5)),
             container_client(azurite, rcpt, 5),
         )
 

@@ -16,7 +16,9 @@ from azure.data.tables import EdmType, EntityProperty
 
 from shared.config.errors import LimitExceeded, StoreUnavailable
 from shared.config.hashing import Hasher
-from shared.purchase.governance import Governance, Limits, Reservation, client_address, client_ip
+from shared.protocols.client_address import client_address, client_ip
+from shared.purchase.governance import Governance, Limits
+from shared.seams.counters import Reservation, TableCounters
 from shared.seams.storage import table_client
 from tests.support import AZURITE_KEY, RoundTrips
 
@@ -209,12 +211,12 @@ class Clock:
 
 def governance(table, rate: int = 3, ceiling: str = "5.00", cost: str = "0.01", clock=None) -> Governance:
     limits = Limits(rate, Decimal(ceiling), Decimal(cost))
-    return Governance(table, Hasher("unit-test-secret"), limits, clock=clock or Clock())
+    return Governance(TableCounters(table), Hasher("unit-test-secret"), limits, clock=clock or Clock())
 
 
 def cost_governance(table, ceiling: str, cost: str, shards: int) -> Governance:
     limits = Limits(1000, Decimal(ceiling), Decimal(cost), cost_shards=shards)
-    return Governance(table, Hasher("unit-test-secret"), limits, clock=Clock())
+    return Governance(TableCounters(table), Hasher("unit-test-secret"), limits, clock=Clock())
 
 
 def cost_shards(table, day: str = "cost-2030-01-01") -> dict[str, int]:
@@ -548,7 +550,7 @@ def test_a_sharded_ceiling_admits_exactly_as_many_purchases_as_one_counter(
     table, ceiling, cost, shards, fits
 ):
     limits = Limits(1000, Decimal(ceiling), Decimal(cost), cost_shards=shards)
-    gov = Governance(table, Hasher("unit-test-secret"), limits, clock=Clock())
+    gov = Governance(TableCounters(table), Hasher("unit-test-secret"), limits, clock=Clock())
     admitted = 0
     while True:
         try:
@@ -569,7 +571,9 @@ def test_concurrent_reservations_spread_over_shards_never_pass_the_ceiling(azuri
     admitted, lock = [], threading.Lock()
 
     def worker() -> None:
-        gov = Governance(table_client(azurite, name, timeout=5), Hasher("unit-test-secret"), limits, Clock())
+        gov = Governance(
+            TableCounters(table_client(azurite, name, timeout=5)), Hasher("unit-test-secret"), limits, Clock()
+        )
         for _ in range(10):
             try:
                 gov.reserve_cost()
@@ -675,7 +679,7 @@ def victim_hash(address: str = VICTIM) -> str:
 
 def recipient_governance(table, per_day: int = 3, clock=None, rate: int = 100) -> Governance:
     limits = Limits(rate, Decimal("5.00"), Decimal("0.01"), recipient_limit_per_day=per_day)
-    return Governance(table, Hasher("unit-test-secret"), limits, clock=clock or Clock())
+    return Governance(TableCounters(table), Hasher("unit-test-secret"), limits, clock=clock or Clock())
 
 
 def test_limits_default_to_three_emails_per_recipient_per_day_and_stay_positional():
@@ -847,7 +851,9 @@ def test_recipient_limits_hold_across_instances_sharing_the_table(azurite):
     table_client(azurite, name, timeout=5).create_table()
     limits = Limits(100, Decimal("5.00"), Decimal("0.01"), recipient_limit_per_day=5)
     instances = [
-        Governance(table_client(azurite, name, timeout=5), Hasher("unit-test-secret"), limits, Clock())
+        Governance(
+            TableCounters(table_client(azurite, name, timeout=5)), Hasher("unit-test-secret"), limits, Clock()
+        )
         for _ in range(16)
     ]
     start = threading.Barrier(len(instances))
@@ -1032,7 +1038,9 @@ def test_concurrent_first_reservations_on_the_upgrade_day_never_pass_the_ceiling
     start = threading.Barrier(16)
 
     def buy() -> int:
-        gov = Governance(table_client(azurite, name, timeout=5), Hasher("unit-test-secret"), limits, Clock())
+        gov = Governance(
+            TableCounters(table_client(azurite, name, timeout=5)), Hasher("unit-test-secret"), limits, Clock()
+        )
         start.wait()
         admitted = 0
         for _ in range(10):

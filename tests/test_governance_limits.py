@@ -16,7 +16,9 @@ from azure.data.tables import TableClient
 
 from shared.config.errors import LimitExceeded, StoreUnavailable
 from shared.config.hashing import Hasher
-from shared.purchase.governance import Governance, Limits, Reservation, client_address
+from shared.protocols.client_address import client_address
+from shared.purchase.governance import Governance, Limits
+from shared.seams.counters import Reservation, TableCounters
 from shared.seams.storage import table_client
 from tests.support import RoundTrips
 
@@ -34,7 +36,7 @@ def limits(
 
 
 def governed(table: TableClient, given: Limits) -> Governance:
-    return Governance(table, Hasher("limits-test-secret"), given, clock=lambda: T0)
+    return Governance(TableCounters(table), Hasher("limits-test-secret"), given, clock=lambda: T0)
 
 
 @pytest.fixture
@@ -120,7 +122,11 @@ def test_the_cost_ceiling_refusal_names_the_ceiling_and_the_setting_until_midnig
 
 def test_off_azure_every_refusal_ends_saying_make_reset_clears_the_counters(table):
     local = Governance(
-        table, Hasher("limits-test-secret"), limits(1, "0.01", "0.01", 1, 1), lambda: T0, local=True
+        TableCounters(table),
+        Hasher("limits-test-secret"),
+        limits(1, "0.01", "0.01", 1, 1),
+        lambda: T0,
+        local=True,
     )
     local.reserve_rate("203.0.113.10")
     local.reserve_recipient("ada@example.org")
@@ -285,7 +291,10 @@ def far_time_zone(monkeypatch):
 def test_the_recipient_and_cost_windows_are_the_utc_day_on_a_host_in_another_time_zone(table, far_time_zone):
     clock = [T0 + 13 * 3600 + 30 * 60]  # 23:45 UTC, already the next day at UTC+14
     gov = Governance(
-        table, Hasher("limits-test-secret"), limits(ceiling="0.01", recipients=1), lambda: clock[0]
+        TableCounters(table),
+        Hasher("limits-test-secret"),
+        limits(ceiling="0.01", recipients=1),
+        lambda: clock[0],
     )
     gov.reserve_recipient("tz@example.org")
     gov.reserve_cost()
@@ -301,7 +310,7 @@ def test_the_rate_window_is_the_utc_hour_on_a_host_half_an_hour_off(table, monke
     time.tzset()
     try:
         clock = [T0 + 40 * 60]  # 10:55 UTC, 16:25 at UTC+5:30
-        gov = Governance(table, Hasher("limits-test-secret"), limits(rate=1), lambda: clock[0])
+        gov = Governance(TableCounters(table), Hasher("limits-test-secret"), limits(rate=1), lambda: clock[0])
         gov.reserve_rate("203.0.113.46")
         clock[0] += 10 * 60  # 11:05 UTC: a new UTC hour, the same local one (16:35)
 

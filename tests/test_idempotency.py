@@ -28,9 +28,7 @@ from shared.exactly_once.idempotency import (
     COMPLETED,
     MAX_RETRY_AFTER,
     PROCESSING,
-    Claim,
     Claimed,
-    ClaimLost,
     IdempotencyHandler,
     InProgress,
     Mismatch,
@@ -38,9 +36,11 @@ from shared.exactly_once.idempotency import (
     Vacant,
     carried,
 )
-from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.purchase.call import brevo_idempotency_key, token_id
+from shared.purchase.receipt.document import encode, new_receipt_id, sha256
 from shared.purchase.schema import canonical_request
-from shared.seams.receipts import BlobReceiptStore, encode, new_receipt_id, sha256
+from shared.seams.claims import Claim, ClaimLost, TableClaimStore
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.storage import container_client, table_client
 from tests.support import AZURITE_KEY
 
@@ -112,8 +112,8 @@ def container(azurite, names):
 
 
 @pytest.fixture
-def store(table) -> TableIdempotencyStore:
-    return TableIdempotencyStore(table)
+def store(table) -> TableClaimStore:
+    return TableClaimStore(table)
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def another_instance(azurite, names, clock) -> Callable[[], IdempotencyHandler]:
         blobs = container_client(azurite, names[1], timeout=5)
         opened.extend((table, blobs))
         return IdempotencyHandler(
-            TableIdempotencyStore(table),
+            TableClaimStore(table),
             BlobReceiptStore(blobs),
             lease_seconds=LEASE,
             ttl_seconds=TTL,
@@ -170,7 +170,7 @@ def complete_with_receipt(handler: IdempotencyHandler, receipts: BlobReceiptStor
     return body
 
 
-def as_written_before_receipts_rode_on_claims(store: TableIdempotencyStore, key: str) -> Claim:
+def as_written_before_receipts_rode_on_claims(store: TableClaimStore, key: str) -> Claim:
     """A completed claim as earlier versions wrote it: no receipt bytes on it, only their hash."""
     done = store.get(key)
     return store.update(replace(done, progress={k: v for k, v in done.progress.items() if k != "receipt"}))
@@ -706,7 +706,7 @@ def test_twenty_concurrent_begins_on_a_new_key_claim_it_exactly_once(
 
 
 def test_the_brevo_idempotency_key_is_a_uuid(handler):
-    value = claim_new(handler).brevo_idempotency_key()
+    value = brevo_idempotency_key(claim_new(handler))
 
     assert str(uuid.UUID(value)) == value
     assert uuid.UUID(value).version == 5
@@ -719,9 +719,9 @@ def test_the_brevo_idempotency_key_is_stable_for_the_same_claim(handler, store, 
     clock.advance(LEASE + 1)
     resumed = claim_step(handler, key, FP, new_receipt_id()).claim
 
-    keys = {c.brevo_idempotency_key() for c in (claim, held, store.get(key), resumed)}
+    keys = {brevo_idempotency_key(c) for c in (claim, held, store.get(key), resumed)}
 
-    assert keys == {claim.brevo_idempotency_key()}
+    assert keys == {brevo_idempotency_key(claim)}
 
 
 def test_the_brevo_idempotency_key_differs_for_different_keys(handler):
@@ -730,8 +730,8 @@ def test_the_brevo_idempotency_key_differs_for_different_keys(handler):
     two = replace(one, key_hash=new_key())
     three = replace(one, receipt_id=receipt_id)
 
-    assert len({c.brevo_idempotency_key() for c in (one, two, three)}) == 3
-    assert claim_new(handler).brevo_idempotency_key() != one.brevo_idempotency_key()
+    assert len({brevo_idempotency_key(c) for c in (one, two, three)}) == 3
+    assert brevo_idempotency_key(claim_new(handler)) != brevo_idempotency_key(one)
 
 
 def test_a_key_claimed_afresh_after_its_ttl_gets_a_new_brevo_idempotency_key(handler, receipts, clock):
@@ -742,7 +742,7 @@ def test_a_key_claimed_afresh_after_its_ttl_gets_a_new_brevo_idempotency_key(han
 
     fresh = claim_step(handler, key, FP, new_receipt_id()).claim
 
-    assert fresh.brevo_idempotency_key() != old.brevo_idempotency_key()
+    assert brevo_idempotency_key(fresh) != brevo_idempotency_key(old)
 
 
 # --- outages ---------------------------------------------------------------------------------------
@@ -751,7 +751,7 @@ def test_a_key_claimed_afresh_after_its_ttl_gets_a_new_brevo_idempotency_key(han
 def test_begin_raises_store_unavailable_when_the_table_is_unreachable(receipts, clock):
     dead = table_client(DEAD_TABLES, "idem" + uuid.uuid4().hex[:12], timeout=1)
     handler = IdempotencyHandler(
-        TableIdempotencyStore(dead), receipts, lease_seconds=LEASE, ttl_seconds=TTL, clock=clock
+        TableClaimStore(dead), receipts, lease_seconds=LEASE, ttl_seconds=TTL, clock=clock
     )
 
     with pytest.raises(StoreUnavailable):
@@ -763,7 +763,7 @@ def test_release_is_silent_when_the_table_is_unreachable(handler, receipts, cloc
     claim = claim_new(handler)
     dead = table_client(DEAD_TABLES, "idem" + uuid.uuid4().hex[:12], timeout=1)
     cut_off = IdempotencyHandler(
-        TableIdempotencyStore(dead), receipts, lease_seconds=LEASE, ttl_seconds=TTL, clock=clock
+        TableClaimStore(dead), receipts, lease_seconds=LEASE, ttl_seconds=TTL, clock=clock
     )
 
     cut_off.release(claim, keep_progress=True)
@@ -777,9 +777,9 @@ def test_the_download_token_id_derives_from_the_claim_alone(handler, clock):
 
     claim = begun.claim
     assert claim.created_at == clock.now
-    assert claim.token_id() == replace(claim, progress={"x": 1}, etag="other").token_id()
-    assert claim.token_id() != other.claim.token_id()
-    assert len(claim.token_id()) == 22
+    assert token_id(claim) == token_id(replace(claim, progress={"x": 1}, etag="other"))
+    assert token_id(claim) != token_id(other.claim)
+    assert len(token_id(claim)) == 22
 
 
 # --- claims written before keys were scoped to the buyer --------------------------------------------

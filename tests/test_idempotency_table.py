@@ -1,4 +1,4 @@
-"""shared.exactly_once.idempotency_table: the Azure Table adapter of the idempotency store, against the
+"""shared.seams.claims: the Azure Table adapter of the idempotency store, against the
 session's Azurite, one table per test. Azure's answers must arrive as the interface's: None, ClaimLost
 or StoreUnavailable, never an Azure exception."""
 
@@ -15,10 +15,10 @@ from azure.data.tables import UpdateMode
 
 from shared.config.errors import StoreUnavailable
 from shared.config.hashing import Hasher
-from shared.exactly_once.idempotency import COMPLETED, PROCESSING, Claim, ClaimLost
-from shared.exactly_once.idempotency_table import SCOPING, TableIdempotencyStore
+from shared.exactly_once.idempotency import COMPLETED, PROCESSING
+from shared.purchase.receipt.document import new_receipt_id
 from shared.purchase.schema import canonical_request
-from shared.seams.receipts import new_receipt_id
+from shared.seams.claims import SCOPING, Claim, ClaimLost, TableClaimStore
 from shared.seams.storage import table_client
 from tests.support import AZURITE_KEY
 
@@ -55,8 +55,8 @@ def table(azurite):
 
 
 @pytest.fixture
-def store(table) -> TableIdempotencyStore:
-    return TableIdempotencyStore(table)
+def store(table) -> TableClaimStore:
+    return TableClaimStore(table)
 
 
 def table_exists(table) -> bool:
@@ -343,7 +343,7 @@ def test_reap_keeps_a_claim_renewed_after_its_query_and_does_not_count_it(table,
     gone = store.create(new_claim(expires_at=NOW - 10))
     renewed = store.create(new_claim(expires_at=NOW - 10))
 
-    removed = TableIdempotencyStore(_ChangesAfterQuery(table, renewed)).reap(NOW)
+    removed = TableClaimStore(_ChangesAfterQuery(table, renewed)).reap(NOW)
 
     assert removed == 1
     assert store.get(gone.key_hash) is None
@@ -356,7 +356,7 @@ def test_reap_keeps_a_claim_renewed_after_its_query_and_does_not_count_it(table,
 @pytest.fixture
 def dead_store():
     client = table_client(DEAD_TABLES, "idem" + uuid.uuid4().hex[:12], timeout=1)
-    yield TableIdempotencyStore(client)
+    yield TableClaimStore(client)
     client.close()
 
 
@@ -423,4 +423,4 @@ def test_the_scoping_horizon_is_written_once_and_every_later_look_reads_it(table
 
     assert first == 0.0
     assert store.scoping_horizon(1_900_000_500.0, 60.0) == 0.0
-    assert TableIdempotencyStore(table).scoping_horizon(1_900_000_900.0, 60.0) == 0.0
+    assert TableClaimStore(table).scoping_horizon(1_900_000_900.0, 60.0) == 0.0

@@ -14,10 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("config", "seams", "exactly_once", "purchase", "protocols")  # bottom to top
-# The one call upwards: the settings check an operator's email templates with the email's own rules
-# when the app starts, so a broken template stops the start rather than a purchase. It is made
-# inside a function, so importing the settings never imports the purchase.
-UPWARD = ("shared/config/settings.py", "shared.purchase.emails")
 # Every package of ours, and the app's one module.
 PACKAGES = ("shared", "devstack", "speclint", "ops", "bench", "soak", "tests")
 
@@ -80,22 +76,22 @@ def test_a_layer_imports_only_from_itself_and_the_layers_below(path):
     own = layer(".".join(path.relative_to(ROOT).with_suffix("").parts))
     if own is None or own == len(LAYERS):
         return  # shared/__init__ and runtime sit above every layer
-    relative = str(path.relative_to(ROOT))
-    upward = {
-        found.module
-        for found in imports(path)
-        if (at := layer(found.module)) is not None
-        and at > own
-        # `from shared.purchase import emails` in a function names the package and the module
-        and not (relative == UPWARD[0] and found.in_function and UPWARD[1].startswith(found.module))
-    }
-    assert not upward, f"{relative} reaches up to {sorted(upward)}"
+    upward = {found.module for found in imports(path) if (at := layer(found.module)) is not None and at > own}
+    assert not upward, f"{path.relative_to(ROOT)} reaches up to {sorted(upward)}"
 
 
-def test_the_one_upward_call_is_made_only_when_the_settings_are_checked():
-    found = [i for i in imports(ROOT / UPWARD[0]) if i.module.startswith("shared.purchase")]
-    assert {i.module for i in found} == {"shared.purchase", UPWARD[1]}
-    assert all(i.in_function for i in found)
+# The vendors' SDKs: Azure's clients and the HTTP client Brevo is called with.
+VENDOR_SDKS = ("azure", "requests")
+
+
+@pytest.mark.parametrize("path", modules("shared"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_only_the_seams_call_a_vendor(path):
+    """Every call to Azure or Brevo goes through `shared/seams/`: no other module imports their SDKs,
+    not even for a type."""
+    if path.relative_to(ROOT).parts[1] == "seams":
+        return
+    vendors = {i.module for i in imports(path) if i.module.split(".")[0] in VENDOR_SDKS}
+    assert not vendors, f"{path.relative_to(ROOT)} imports {sorted(vendors)}"
 
 
 def test_the_layer_check_reads_what_would_hide_an_upward_import(tmp_path):

@@ -16,8 +16,8 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 
 from shared.config.errors import InvalidRequest, StoreUnavailable
+from shared.purchase.receipt.document import new_receipt_id
 from shared.seams.ledger import MAX_PAGE_SIZE, SHARDS, DayListing, LedgerEntry, TableLedger, shard_of
-from shared.seams.receipts import new_receipt_id
 from shared.seams.repair import PARTITION as REPAIR_PARTITION
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import create_table, table_client

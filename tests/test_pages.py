@@ -10,9 +10,9 @@ from html.parser import HTMLParser
 import pytest
 
 from shared.protocols import pages
-from shared.purchase.signatures import Verdict
+from shared.purchase.receipt.document import CHECK_NAMES
+from shared.purchase.receipt.signatures import Verdict
 from shared.seams.ledger import DayListing, LedgerEntry
-from shared.seams.receipts import CHECK_NAMES
 
 RECEIPT_ID = "rcpt_3356oymxvrlcnfepn66by6fqyy"
 KID = "Xk3v9l2QeJm0xJbq6Vb1kq0n1nQm3bZpQm0xJ9a3sT8"

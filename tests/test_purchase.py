@@ -16,15 +16,17 @@ from jose import jwt
 from shared.config.errors import StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
-from shared.exactly_once.idempotency import COMPLETED, Claim, IdempotencyHandler
-from shared.exactly_once.idempotency_table import TableIdempotencyStore
+from shared.exactly_once.idempotency import COMPLETED, IdempotencyHandler
 from shared.purchase.call import Caller, PurchaseCall, StoreConfig, scoped_key_hash
 from shared.purchase.governance import Governance, Limits
+from shared.purchase.receipt.document import sha256
 from shared.purchase.schema import canonical_request
 from shared.purchase.storefront import Storefront
 from shared.seams.brevo import IDEMPOTENCY_WINDOW_SECONDS, BrevoClient
+from shared.seams.claims import Claim, TableClaimStore
+from shared.seams.counters import TableCounters
 from shared.seams.ledger import TableLedger
-from shared.seams.receipts import BlobReceiptStore, sha256
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
 from tests.support import RoundTrips, new_ec_key, own_queue, private_pem, unique_email, unique_key
@@ -43,7 +45,7 @@ class Clock:
         return self.now
 
 
-class FlakyStore(TableIdempotencyStore):
+class FlakyStore(TableClaimStore):
     """The real Table store, whose next `fail_updates` updates raise StoreUnavailable."""
 
     fail_updates = 0
@@ -77,7 +79,9 @@ def build_shop(
         ),
         hasher=hasher,
         idempotency=IdempotencyHandler(store, receipts, lease_seconds=60, ttl_seconds=3600, clock=clock),
-        governance=Governance(table("gov"), hasher, limits or Limits(100, Decimal("5"), Decimal("0.01"))),
+        governance=Governance(
+            TableCounters(table("gov")), hasher, limits or Limits(100, Decimal("5"), Decimal("0.01"))
+        ),
         receipts=receipts,
         brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", BREVO_TIMEOUT),
         keys=lambda: KEYS,

@@ -32,19 +32,21 @@ from shared.config.errors import (
 )
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
-from shared.exactly_once.idempotency import COMPLETED, Claim, IdempotencyHandler
-from shared.exactly_once.idempotency_table import TableIdempotencyStore
-from shared.purchase import signatures
-from shared.purchase.call import Caller, Outcome, PurchaseCall, StoreConfig, scoped_key_hash
+from shared.exactly_once.idempotency import COMPLETED, IdempotencyHandler
+from shared.purchase.call import Caller, Outcome, PurchaseCall, StoreConfig, scoped_key_hash, token_id
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
 from shared.purchase.fulfil import CONTACT_QUEUED
 from shared.purchase.governance import Governance, Limits
+from shared.purchase.receipt import signatures
+from shared.purchase.receipt.document import CHECK_NAMES, RECEIPT_ID_PATTERN, mask_email, sha256
 from shared.purchase.schema import KEY_PATTERN, canonical_request
 from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
+from shared.seams.claims import Claim, TableClaimStore
 from shared.seams.contact_queue import ContactQueue, open_queue, queue_names
+from shared.seams.counters import TableCounters
 from shared.seams.ledger import TableLedger
-from shared.seams.receipts import CHECK_NAMES, RECEIPT_ID_PATTERN, BlobReceiptStore, mask_email, sha256
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
@@ -109,7 +111,7 @@ class HookedBrevo(BrevoClient):
             self.hooks.reach("sent")
 
 
-class HookedStore(TableIdempotencyStore):
+class HookedStore(TableClaimStore):
     hooks: Hooks
 
     def get(self, key_hash: str):
@@ -195,7 +197,7 @@ class Shop:
     queue: FaultProxy  # the contact queue
     sandbox_url: str
     rebuild: Callable[..., Shop]  # another instance on the same tables, with other settings
-    store: TableIdempotencyStore  # straight to Azurite, for the checks
+    store: TableClaimStore  # straight to Azurite, for the checks
     ledger: TableLedger  # straight to Azurite
     receipts: BlobReceiptStore  # straight to Azurite
     contacts: ContactQueue  # the shop's contact queue, straight to Azurite
@@ -283,7 +285,7 @@ def make_shop(azurite, sandbox):
         )
         brevo = HookedBrevo(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 5)
         governance = HookedGovernance(
-            table_client(through(counters), names["gov"], 1), hasher, limits, clock=clock
+            TableCounters(table_client(through(counters), names["gov"], 1)), hasher, limits, clock=clock
         )
         contacts = HookedQueue(contact_queue(proxied(azurite, queue=queue)), hooks)
         handler.hooks = brevo.hooks = store.hooks = receipts.hooks = governance.hooks = hooks
@@ -314,7 +316,7 @@ def make_shop(azurite, sandbox):
             lambda other=limits, **more: make(
                 other, names=names, clock=clock, keys=keys, **{**config, **more}
             ),
-            TableIdempotencyStore(table_client(azurite, names["idem"], 5)),
+            TableClaimStore(table_client(azurite, names["idem"], 5)),
             TableLedger(table_client(azurite, names["ledger"], 5)),
             BlobReceiptStore(container_client(azurite, names["rcpt"], 5)),
             contact_queue(azurite),
@@ -406,7 +408,7 @@ def test_a_keyed_purchase_answers_a_signed_receipt_saying_what_each_check_found(
         "buyer": {"id": Hasher(SECRET).email(email), "hint": mask_email(email)},
         "billing": {"amount": "0.00", "currency": "USD", "cost_estimate": "0.01", "cost_currency": "USD"},
         "receipt_url": f"{BASE_URL}/api/receipts/{receipt['receipt_id']}",
-        "download": {"token_id": claim.token_id(), "expires_at": iso(expires)},
+        "download": {"token_id": token_id(claim), "expires_at": iso(expires)},
         "error": None,
         "caller": {"channel": "mcp", "user_agent": ("agent/" + "x" * 300)[:200]},
     }

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from shared.config.settings import Settings
-from shared.seams.receipts import CHECK_NAMES
+from shared.purchase.receipt.document import CHECK_NAMES
 from tests.support import Buyer, dev_settings, drain_until_empty, unique_email, wait_for_contact
 
 

@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from shared.protocols import pages
-from shared.purchase import signatures
+from shared.purchase.receipt import signatures
 from tests.support import ROOT, Buyer
 
 try:

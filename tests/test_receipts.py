@@ -1,5 +1,6 @@
-"""shared.seams.receipts: receipt ids, the masked email hint, the six checks, the output schema and the
-write-once Blob store (against the session's Azurite)."""
+"""The receipt document (shared/purchase/receipt/document.py): receipt ids, the masked email hint,
+the six checks, the output schema; and the write-once Blob store (shared/seams/receipt_store.py),
+against the session's Azurite."""
 
 from __future__ import annotations
 
@@ -22,19 +23,14 @@ from shared.config.errors import InvalidRequest, LimitExceeded, NotConfigured, S
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import IdempotencyHandler
-from shared.exactly_once.idempotency_table import TableIdempotencyStore
-from shared.purchase import signatures
 from shared.purchase.call import Caller, PurchaseCall, StoreConfig
 from shared.purchase.governance import Governance, Limits
-from shared.purchase.storefront import Storefront
-from shared.seams.brevo import BrevoClient
-from shared.seams.ledger import TableLedger
-from shared.seams.receipts import (
+from shared.purchase.receipt import signatures
+from shared.purchase.receipt.document import (
     CHECK_NAMES,
     OUTPUT_SCHEMA,
     RECEIPT_ID_PATTERN,
     RESULTS,
-    BlobReceiptStore,
     Checks,
     encode,
     is_receipt_id,
@@ -42,6 +38,12 @@ from shared.seams.receipts import (
     new_receipt_id,
     sha256,
 )
+from shared.purchase.storefront import Storefront
+from shared.seams.brevo import BrevoClient
+from shared.seams.claims import TableClaimStore
+from shared.seams.counters import TableCounters
+from shared.seams.ledger import TableLedger
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
 from tests.support import AZURITE_KEY, own_queue
@@ -315,12 +317,12 @@ def make_storefront(azurite, sandbox):
             StoreConfig("http://localhost:7071", "store@example.com", "Storefront"),
             hasher=hasher,
             idempotency=IdempotencyHandler(
-                TableIdempotencyStore(table_client(azurite, "idem" + suffix, 5)),
+                TableClaimStore(table_client(azurite, "idem" + suffix, 5)),
                 receipts,
                 lease_seconds=60,
                 ttl_seconds=3600,
             ),
-            governance=Governance(table_client(azurite, "gov" + suffix, 5), hasher, limits),
+            governance=Governance(TableCounters(table_client(azurite, "gov" + suffix, 5)), hasher, limits),
             receipts=receipts,
             brevo=BrevoClient(requests.Session(), f"{sandbox.url}/v3", "unit-test-key", 5),
             keys=keys,

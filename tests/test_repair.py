@@ -9,9 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from shared.purchase.receipt.document import encode, new_receipt_id
 from shared.seams import repair
 from shared.seams.ledger import TableLedger
-from shared.seams.receipts import BlobReceiptStore, encode, new_receipt_id
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
 

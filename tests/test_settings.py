@@ -125,7 +125,7 @@ def test_every_setting_is_read_from_the_environment():
         hash_secret=HASH_SECRET,
         sender_email="shop@example.net",
         sender_name="The Shop",
-        email_template_dir=str(Path(__file__).resolve().parents[1] / "shared" / "seams" / "templates"),
+        email_template_dir="shared/seams/templates",  # as given; shared.runtime.load_settings checks it
         public_base_url="https://shop.example.net",
         allowed_origins=("app.example.net", "tools.example.org"),
         trusted_proxy_hops=2,

@@ -1,6 +1,6 @@
-"""shared.purchase.signatures: every receipt carries a detached ES256 JWS over its canonical form. It verifies
-with nothing but the published JWKS and a standard JOSE library, survives key rotation, and, checked
-byte-exactly, no changed byte of a stored receipt goes unnoticed."""
+"""shared.purchase.receipt.signatures: every receipt carries a detached ES256 JWS over its canonical
+form. It verifies with nothing but the published JWKS and a standard JOSE library, survives key
+rotation, and, checked byte-exactly, no changed byte of a stored receipt goes unnoticed."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from jose import jws as jose_jws
 
 from shared.config.keys import KeySet, public_jwk
-from shared.purchase import signatures
-from shared.purchase.signatures import canonical, sign, verify
-from shared.seams.receipts import CHECK_NAMES, encode
+from shared.purchase.receipt import signatures
+from shared.purchase.receipt.document import CHECK_NAMES, encode
+from shared.purchase.receipt.signatures import canonical, sign, verify
 from tests.support import new_ec_key as new_key
 from tests.support import private_pem as pem
 from tests.support import public_pem

@@ -22,10 +22,10 @@ from shared.config.errors import StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.config.settings import Settings
 from shared.protocols.api import Services
-from shared.protocols.readiness import StorageProbe
 from shared.purchase.call import scoped_key_hash
 from shared.purchase.catalog import find_bundle
 from shared.seams.storage import container_client, table_client
+from shared.seams.storage_probe import StorageProbe
 from tests.identity import STORAGE_AUDIENCE, IdentityEndpoint
 from tests.support import AZURITE_KEY, Buyer, dev_settings, free_port, fresh_python
 

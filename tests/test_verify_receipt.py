@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ops import verify_receipt
 from shared.config.keys import KeySet
-from shared.purchase import signatures
-from shared.seams.receipts import encode
+from shared.purchase.receipt import signatures
+from shared.purchase.receipt.document import encode
 
 RECEIPT_PATH = "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy"
 ROOT_JWKS, API_JWKS = "/.well-known/jwks.json", "/api/.well-known/jwks.json"

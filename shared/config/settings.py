@@ -256,17 +256,9 @@ def _secrets(r: SettingReader) -> dict[str, str]:
 
 
 def _email_templates(r: SettingReader) -> str:
-    """An operator's email template folder, refused here unless every template in it renders an
-    email that carries the download link (`shared.purchase.emails`): never a failure at purchase time."""
-    folder = r.text(EMAIL_TEMPLATE_DIR, "")
-    if not folder:
-        return ""
-    from shared.purchase import emails  # Jinja2 is imported only when there are templates to check
-
-    try:
-        return emails.check_folder(folder)
-    except emails.TemplateProblem as exc:
-        raise SettingsError(f"{EMAIL_TEMPLATE_DIR}: {exc}") from None
+    """An operator's email template folder, as given: `shared.runtime.load_settings` checks that
+    every template in it renders an email that carries the download link, at start-up."""
+    return r.text(EMAIL_TEMPLATE_DIR, "")
 
 
 def _storage(r: SettingReader, env: Mapping[str, str]) -> dict[str, str]:

@@ -37,9 +37,7 @@ from shared.config.errors import (
 )
 from shared.exactly_once.idempotency import (
     RESULT,
-    Claim,
     Claimed,
-    ClaimLost,
     IdempotencyHandler,
     InProgress,
     Mismatch,
@@ -47,6 +45,7 @@ from shared.exactly_once.idempotency import (
     Vacant,
     carried,
 )
+from shared.seams.claims import Claim, ClaimLost
 
 # What the executor tells an operation's caller at each turn; an operation words each its own way
 # (`Operation.words`). The first six are said as the key is read, claimed or refused; the last

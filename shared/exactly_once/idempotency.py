@@ -18,24 +18,23 @@ This module knows nothing of what the operation does (`shared.exactly_once.execu
 claim). Some names predate that and stay, as the stored claims spell them: `receipt_id` is the id
 of the operation's result, and the progress key `"receipt"` carries its bytes. `IdempotencyStore`
 is the persistence interface (get, create, update, delete, reap, and the horizon of claims from
-before keys were scoped);
-`shared.exactly_once.idempotency_table` is its Azure Table adapter. Vendor errors stop there: the handler sees
-`None`, `ClaimLost` or `StoreUnavailable`, never an Azure exception.
+before keys were scoped); `shared.seams.claims` holds the claim record and its Azure Table
+adapter. Vendor errors stop there: the handler sees `None`, `ClaimLost` or `StoreUnavailable`,
+never an Azure exception.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import math
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from shared.config.errors import ReceiptUnavailable, StoreUnavailable
+from shared.seams.claims import Claim, ClaimLost
 
 PROCESSING = "processing"
 COMPLETED = "completed"
@@ -51,45 +50,6 @@ RESULT = "receipt"  # the progress entry that carries the final result's bytes
 def carried(body: bytes) -> bool:
     """Whether a receipt rides on its claim (see `CARRY_LIMIT`)."""
     return len(json.dumps(body.decode())) <= CARRY_LIMIT
-
-
-_BREVO_NAMESPACE = uuid.UUID("5c1d7a52-0f0e-4a8e-9f55-5b0b1a7d3e21")  # the purchase's email key
-
-
-class ClaimLost(Exception):
-    """The claim changed under us (ETag mismatch) or vanished: another request holds the key now."""
-
-
-@dataclass(frozen=True)
-class Claim:
-    key_hash: str
-    state: str
-    fingerprint: str
-    receipt_id: str
-    locked_until: float
-    expires_at: float
-    progress: dict = field(default_factory=dict)
-    receipt_sha256: str = ""
-    etag: str = ""
-    created_at: float = 0.0
-
-    def derived_uuid(self, namespace: uuid.UUID) -> str:
-        """A UUID derived from the claim: an effect that carries it (an upstream's idempotency
-        key) is recognised as a repeat when a taker of this claim does it again."""
-        return str(uuid.uuid5(namespace, f"{self.key_hash}:{self.receipt_id}"))
-
-    def derived_id(self, purpose: str) -> str:
-        """A short id derived from the claim: whoever runs an effect for it, even a taker that
-        never saw a recovery point, names the effect the same."""
-        digest = hashlib.sha256(f"{purpose}\x00{self.key_hash}\x00{self.receipt_id}".encode()).digest()
-        return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
-
-    # The purchase's two, as the claims it has written derive them.
-    def brevo_idempotency_key(self) -> str:
-        return self.derived_uuid(_BREVO_NAMESPACE)
-
-    def token_id(self) -> str:
-        return self.derived_id("token")
 
 
 def sha256(data: bytes) -> str:

@@ -39,18 +39,19 @@ from shared.protocols.http import (
     purchase_call,
 )
 from shared.protocols.readiness import assess
-from shared.purchase import catalog, signatures
+from shared.purchase import catalog
 from shared.purchase.call import Outcome
+from shared.purchase.receipt import signatures
+from shared.purchase.receipt.document import is_receipt_id
 from shared.purchase.storefront import Storefront
-from shared.seams.receipts import is_receipt_id
 
 if TYPE_CHECKING:
     from shared.config.keys import KeySet
     from shared.config.settings import Settings
     from shared.protocols.downloads import Downloads
-    from shared.protocols.readiness import StorageProbe
     from shared.purchase.contacts import ContactDrainer
     from shared.seams.ledger import TableLedger
+    from shared.seams.storage_probe import StorageProbe
 
 
 @dataclass(frozen=True)

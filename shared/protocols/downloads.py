@@ -13,16 +13,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from azure.core.exceptions import AzureError, ResourceNotFoundError
-from azure.storage.blob import ContainerClient
 from jose import jws, jwt
 from jose.exceptions import JOSEError, JWTClaimsError
 
-from shared.config.errors import BundleUnavailable, Forbidden, InvalidToken
+from shared.config.errors import BundleUnavailable, Forbidden, InvalidToken, StoreUnavailable
 from shared.config.keys import ALGORITHM, KeySet
 from shared.purchase.catalog import Bundle, find_bundle
 from shared.purchase.tokens import AUDIENCE
-from shared.seams.storage import outage
+from shared.seams.bundle_files import BlobBundleFiles
 
 MAX_TOKEN_LENGTH = 4096
 LEEWAY_SECONDS = 30
@@ -40,12 +38,12 @@ class Downloads:
     def __init__(
         self,
         keys: Callable[[], KeySet],
-        bundles: ContainerClient,
+        files: BlobBundleFiles,
         issuer: str,
         clock: Callable[[], float] = time.time,
     ):
         self._keys = keys
-        self._bundles = bundles
+        self._files = files
         self._issuer = issuer
         self._clock = clock
 
@@ -102,10 +100,9 @@ class Downloads:
 
     def _read(self, bundle: Bundle) -> bytes:
         try:
-            return self._bundles.download_blob(f"{bundle.id}.zip").readall()
-        except ResourceNotFoundError:
-            raise BundleUnavailable(f"the file for {bundle.title} is not available yet") from None
-        except AzureError as exc:
-            raise BundleUnavailable("bundle storage is unreachable; try again shortly") from outage(
-                exc, "blob storage"
-            )
+            body = self._files.read(bundle.id)
+        except StoreUnavailable as exc:
+            raise BundleUnavailable("bundle storage is unreachable; try again shortly") from exc
+        if body is None:
+            raise BundleUnavailable(f"the file for {bundle.title} is not available yet")
+        return body

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 from shared.config.errors import InvalidRequest, PayloadTooLarge, StorefrontError, UnsupportedMediaType
 from shared.config.printable import printable
 from shared.config.settings import Settings
+from shared.protocols.client_address import client_address
 from shared.purchase.call import Caller, PurchaseCall
-from shared.purchase.governance import client_address
 
 MAX_BODY_BYTES = 64 * 1024
 # Far below the interpreter's recursion limit, which later code (hashing, storing and sending the

@@ -16,7 +16,7 @@ import functools
 from datetime import date, datetime, timedelta, timezone
 from urllib.parse import quote, urlencode
 
-from shared.purchase.signatures import Verdict
+from shared.purchase.receipt.signatures import Verdict
 from shared.seams import templates
 from shared.seams.ledger import DayListing, LedgerEntry
 

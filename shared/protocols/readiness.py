@@ -1,36 +1,17 @@
 """Whether the app can serve purchases now, as `GET /api/health` reports it: every secret set,
 resolved, usable and (on Azure) neither public nor weak, and Table, Blob and the contact queue
-answering with the app's credentials.
-
-The storage probe is one cheap call per store (a point read that finds nothing, a container's
-properties), and for the queue the contact backlog (its depth and the age of its oldest message,
-two calls a shard), run side by side and bounded by the storage timeout. Its result is reused for
-a moment, so a flood of health checks stays a trickle of storage calls.
+answering with the app's credentials.The storage probe itself is a seam (`shared.seams.storage_probe`).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 
-from azure.core.credentials import TokenCredential
-from azure.core.exceptions import AzureError
-from azure.data.tables import TableClient
-from azure.storage.blob import ContainerClient
-
-from shared.config.errors import NotConfigured, StoreUnavailable
+from shared.config.errors import NotConfigured
 from shared.config.keys import KeySet
 from shared.config.settings import Settings
-from shared.seams.contact_queue import Backlog
-from shared.seams.storage import STORAGE_SCOPE, check
-
-REUSE_SECONDS = 2.0
-# A row no purchase writes: reading it costs one call and finds nothing.
-PROBE_PARTITION, PROBE_ROW = "health-probe", "health-probe"
+from shared.seams.storage_probe import StorageProbe
 
 
 @dataclass(frozen=True)
@@ -68,100 +49,3 @@ def assess(settings: Settings, keys: Callable[[], KeySet], storage: StorageProbe
         problems=tuple(problem for _, problem in configuration) + tuple(storage.problems()),
         configured=not configuration,
     )
-
-
-class StorageProbe:
-    def __init__(
-        self,
-        table: TableClient,
-        container: ContainerClient,
-        timeout: float,
-        credential: TokenCredential | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        backlog: Callable[[], Backlog] | None = None,
-    ):
-        self._table, self._container, self._timeout = table, container, timeout
-        self._backlog_of, self._backlog = backlog, None
-        self._credential, self._clock = credential, clock
-        self._lock = threading.Lock()
-        self._checked_at: float | None = None
-        self._problems: list[str] = []
-        # One call in flight per kind (token, table, blob): a store that hangs past the deadline
-        # keeps its call running until the client's own timeout, and probes meanwhile report it
-        # again instead of queueing more calls behind it.
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage-probe")
-        self._pending: dict[str, Future] = {}
-
-    def problems(self) -> list[str]:
-        """What is wrong with storage now; empty when both stores answer. One probe runs at a
-        time, at most once per `REUSE_SECONDS`; callers that come while it runs get the last
-        result at once (the very first callers wait for the first)."""
-        if not self._lock.acquire(blocking=self._checked_at is None):
-            return list(self._problems)
-        try:
-            now = self._clock()
-            if self._checked_at is None or now - self._checked_at >= REUSE_SECONDS:
-                self._problems = self._probe()
-                self._checked_at = self._clock()
-            return list(self._problems)
-        finally:
-            self._lock.release()
-
-    def backlog(self) -> Backlog | None:
-        """The contact backlog as the last probe found it; None when it could not be read."""
-        return self._backlog
-
-    def _read_backlog(self, **_: object) -> None:
-        """Read the backlog for `check`, which words a failure from the storage error itself
-        (refused the identity, answered 5xx, unreachable), as it does for Table and Blob."""
-        try:
-            self._backlog = self._backlog_of()
-        except StoreUnavailable as exc:
-            self._backlog = None
-            cause = exc.__cause__
-            raise cause if isinstance(cause, AzureError) else AzureError(str(exc)) from None
-
-    def _probe(self) -> list[str]:
-        if self._credential is not None:
-            problem = self._token_problem()
-            if problem:
-                return [problem]
-        identity = self._credential is not None
-        calls = {
-            "table storage": lambda **kw: self._table.get_entity(PROBE_PARTITION, PROBE_ROW, **kw),
-            "blob storage": self._container.get_container_properties,
-        }
-        if self._backlog_of is not None:
-            calls["queue storage"] = self._read_backlog
-        futures = {what: self._submit(what, check, what, call, identity) for what, call in calls.items()}
-        wait_for(futures.values(), timeout=self._timeout)
-        problems = []
-        for what, future in futures.items():
-            if not future.done():
-                problems.append(f"{what} did not answer within {self._timeout:g} s")
-            elif future.exception() is not None:
-                problems.append(f"{what} could not be probed ({type(future.exception()).__name__})")
-            elif future.result():
-                problems.append(future.result())
-        queue = futures.get("queue storage")
-        if queue is not None and (not queue.done() or queue.exception() is not None or queue.result()):
-            self._backlog = None  # a backlog this probe could not read is not shown as current
-        return problems
-
-    def _token_problem(self) -> str | None:
-        future = self._submit("token", self._credential.get_token, STORAGE_SCOPE)
-        try:
-            future.result(timeout=self._timeout)
-        except TimeoutError:
-            return f"the app's identity gave no storage token within {self._timeout:g} s"
-        except Exception as exc:  # whatever the identity endpoint did, health answers 503, not 500
-            return f"the app's identity could not get a storage token ({type(exc).__name__})"
-        return None
-
-    def _submit(self, kind: str, call: Callable[..., object], *args: object) -> Future:
-        """The call of this kind still running from an earlier probe, or a new one."""
-        running = self._pending.get(kind)
-        if running is not None and not running.done():
-            return running
-        self._pending[kind] = self._pool.submit(call, *args)
-        return self._pending[kind]

@@ -4,6 +4,7 @@ runs them under the exactly-once executor)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -11,13 +12,16 @@ from datetime import datetime, timezone
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.purchase.catalog import Bundle
-from shared.purchase.governance import Governance, Reservation
+from shared.purchase.governance import Governance
+from shared.purchase.receipt.document import Checks, new_receipt_id
 from shared.purchase.schema import PurchaseInput, normalise_email
 from shared.purchase.tokens import DownloadToken
 from shared.seams.brevo import BrevoClient
+from shared.seams.claims import Claim
 from shared.seams.contact_queue import ContactQueue
+from shared.seams.counters import Reservation
 from shared.seams.ledger import TableLedger
-from shared.seams.receipts import BlobReceiptStore, Checks, new_receipt_id
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 
 OPERATION = "purchase_free_bundle"
@@ -116,6 +120,20 @@ def scoped_key_hash(hasher: Hasher, key: str, email: str) -> str:
     squat on, or probe, someone else's key. Keys cannot hold NUL, so a scoped hash never equals
     the unscoped one that claims written before scoping carry."""
     return hasher.idempotency_key(f"{key}\x00{normalise_email(email)}")
+
+
+BREVO_KEY_NAMESPACE = uuid.UUID("5c1d7a52-0f0e-4a8e-9f55-5b0b1a7d3e21")
+
+
+def brevo_idempotency_key(claim: Claim) -> str:
+    """The email's idempotency key at Brevo: derived from the claim, so a taker of the claim sends
+    with the same key as its dead holder did (and as the claims written so far derive it)."""
+    return claim.derived_uuid(BREVO_KEY_NAMESPACE)
+
+
+def token_id(claim: Claim) -> str:
+    """The download token's id: the same whoever mints it for this claim."""
+    return claim.derived_id("token")
 
 
 def iso(timestamp: float) -> str:

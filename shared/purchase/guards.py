@@ -13,9 +13,10 @@ from collections.abc import Callable
 from shared.config.errors import LimitExceeded, StorefrontError, StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.purchase.call import Attempt
-from shared.purchase.governance import Governance, Reservation
+from shared.purchase.governance import Governance
+from shared.purchase.receipt.document import mask_email
 from shared.purchase.schema import PurchaseInput, check_shape, validate_arguments
-from shared.seams.receipts import mask_email
+from shared.seams.counters import Reservation
 
 log = logging.getLogger("storefront.purchase")
 

@@ -4,7 +4,7 @@
     → send → issue → [recovery point "receipt": the receipt rides on the claim] → record
 
 The steps live in `shared.purchase.guards` (govern, validate), `shared.purchase.fulfil` (contact,
-token, send) and `shared.purchase.receipt` (issue, record). This class reads the key, words what
+token, send) and `shared.purchase.receipt.issue` (issue, record). This class reads the key, words what
 the executor says in the receipt's idempotency check, and hands the executor what it saves at each
 recovery point: the checks passed, the governance reservations taken (given back if the purchase
 is abandoned) and, once issued, the receipt itself (so a retry stores exactly what the first
@@ -18,13 +18,21 @@ from collections.abc import Sequence
 
 from shared.config.errors import StorefrontError
 from shared.exactly_once import executor as once
-from shared.exactly_once.idempotency import Claim
 from shared.purchase import fulfil
-from shared.purchase.call import Attempt, Outcome, PurchaseCall, Services, scoped_key_hash
-from shared.purchase.governance import Reservation
+from shared.purchase.call import (
+    Attempt,
+    Outcome,
+    PurchaseCall,
+    Services,
+    brevo_idempotency_key,
+    scoped_key_hash,
+    token_id,
+)
 from shared.purchase.guards import Guards, check_input_shape
-from shared.purchase.receipt import Issuer
+from shared.purchase.receipt.issue import Issuer
 from shared.purchase.schema import PurchaseInput, canonical_request, read_idempotency_key
+from shared.seams.claims import Claim
+from shared.seams.counters import Reservation
 
 log = logging.getLogger("storefront.purchase")
 
@@ -102,8 +110,8 @@ class PurchaseOperation:
     def hold(self, claim: Claim) -> None:
         attempt = self.attempt
         attempt.receipt_id = claim.receipt_id
-        attempt.brevo_key = claim.brevo_idempotency_key()
-        attempt.token_id = claim.token_id()
+        attempt.brevo_key = brevo_idempotency_key(claim)
+        attempt.token_id = token_id(claim)
         attempt.claimed_at = claim.created_at
 
     def resume(self, progress: dict, result: bytes | None) -> None:

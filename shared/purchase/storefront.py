@@ -42,11 +42,11 @@ from shared.purchase.call import (
 from shared.purchase.governance import Governance
 from shared.purchase.guards import Guards
 from shared.purchase.operation import PurchaseOperation
-from shared.purchase.receipt import Issuer
+from shared.purchase.receipt.issue import Issuer
 from shared.seams.brevo import BrevoClient
 from shared.seams.contact_queue import ContactQueue
 from shared.seams.ledger import TableLedger
-from shared.seams.receipts import BlobReceiptStore
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 
 log = logging.getLogger("storefront.purchase")

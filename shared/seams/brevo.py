@@ -71,6 +71,11 @@ class BrevoClient:
         self._headers = {"api-key": api_key, "accept": "application/json"}
         self._timeout = timeout
 
+    @classmethod
+    def connect(cls, base_url: str, api_key: str, timeout: float) -> BrevoClient:
+        """A client with a session of its own, whose connections every call reuses."""
+        return cls(requests.Session(), base_url, api_key, timeout)
+
     def upsert_contact(self, email: str, name: str) -> str:
         """Create the contact if Brevo has none for this address: `CONTACT_CREATED`, or
         `CONTACT_UNCHANGED` when one exists."""

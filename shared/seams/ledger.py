@@ -30,7 +30,6 @@ from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from shared.config.errors import InvalidRequest
-from shared.seams.receipts import money
 from shared.seams.storage import on_table, outage
 
 WHAT = "ledger table"
@@ -48,6 +47,11 @@ SHARDS = 16
 # characters and `repair-blob` in its first, so neither falls inside.
 _AFTER_DAY = "~"
 _WHOLE_DAY = "PartitionKey ge @day and PartitionKey lt @end"
+
+
+def money(amount: Decimal) -> str:
+    """At least two decimals, never rounded away: 0.01 → "0.01", 0.005 → "0.005"."""
+    return f"{amount:.2f}" if amount == amount.quantize(Decimal("0.01")) else str(amount.normalize())
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from shared.seams.ledger import TableLedger
-from shared.seams.receipts import BlobReceiptStore
+from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.storage import on_table, outage
 
 PARTITION = "repair-blob"

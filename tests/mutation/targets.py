@@ -35,7 +35,7 @@ TARGETS = (
     Target("purchase", "shared/purchase/operation.py", PURCHASE_TESTS, scope="PurchaseOperation", floor=90.0),
     Target("purchase_guards", "shared/purchase/guards.py", PURCHASE_TESTS, floor=90.0),
     Target("purchase_fulfil", "shared/purchase/fulfil.py", PURCHASE_TESTS, floor=90.0),
-    Target("purchase_receipt", "shared/purchase/receipt.py", PURCHASE_TESTS, floor=90.0),
+    Target("purchase_receipt", "shared/purchase/receipt/issue.py", PURCHASE_TESTS, floor=90.0),
     Target(
         "governance",
         "shared/purchase/governance.py",
@@ -48,6 +48,6 @@ TARGETS = (
         "shared/exactly_once/idempotency.py",
         ("tests/test_idempotency.py", "tests/test_purchase_answers.py"),
     ),
-    Target("signatures", "shared/purchase/signatures.py", ("tests/test_signatures.py",)),
+    Target("signatures", "shared/purchase/receipt/signatures.py", ("tests/test_signatures.py",)),
     Target("tokens", "shared/purchase/tokens.py", ("tests/test_tokens.py",)),
 )

@@ -100,8 +100,8 @@ from shared.protocols.http import (
 )
 from shared.purchase.call import OPERATION, Outcome
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID, listing
+from shared.purchase.receipt.document import is_receipt_id
 from shared.purchase.storefront import Storefront
-from shared.seams.receipts import is_receipt_id
 
 CHANNEL = "a2a"
 ENDPOINT_USAGE = Usage(

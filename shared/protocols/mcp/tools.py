@@ -18,9 +18,9 @@ from shared.config.settings import Settings
 from shared.protocols.http import Request, purchase_call
 from shared.purchase.call import OPERATION
 from shared.purchase.catalog import LISTING_SCHEMA, listing
+from shared.purchase.receipt.document import OUTPUT_SCHEMA
 from shared.purchase.schema import INPUT_SCHEMA
 from shared.purchase.storefront import Storefront
-from shared.seams.receipts import OUTPUT_SCHEMA
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 SERVER_INFO = {"name": "storefront", "title": "Storefront", "version": __version__}

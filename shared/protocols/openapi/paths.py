@@ -16,9 +16,9 @@ from shared.protocols.openapi.schemas import (
     response,
     retry_after,
 )
+from shared.purchase.receipt.document import RECEIPT_ID_PATTERN
 from shared.purchase.schema import KEY_PATTERN
 from shared.seams.ledger import MAX_PAGE_SIZE
-from shared.seams.receipts import RECEIPT_ID_PATTERN
 
 # A compact JWS: three base64url parts joined by dots.
 TOKEN_PATTERN = "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"

@@ -9,8 +9,8 @@ import copy
 
 from shared.protocols.http import JSON_TYPE
 from shared.purchase.catalog import LISTING_SCHEMA
+from shared.purchase.receipt.document import OUTPUT_SCHEMA
 from shared.purchase.schema import INPUT_SCHEMA
-from shared.seams.receipts import OUTPUT_SCHEMA
 
 HTML_TYPE = "text/html"
 

@@ -20,7 +20,7 @@ from jose import jws
 from jose.exceptions import JOSEError
 
 from shared.config.keys import ALGORITHM, KeySet
-from shared.seams.receipts import encode
+from shared.purchase.receipt.document import encode
 
 TYPE = "storefront-receipt+jws"
 

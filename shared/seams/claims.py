@@ -1,4 +1,4 @@
-"""The Azure Table adapter of the idempotency store.
+"""An idempotency key's claim (`Claim`) and the Azure Table adapter that stores claims.
 
 One entity per key; PartitionKey and RowKey are both the key's keyed hash, so no raw key is stored.
 One more entity, `~scoping`, holds the time until which claims written before keys were scoped to
@@ -10,8 +10,11 @@ else, including an entity this version cannot read, is an outage → `StoreUnava
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
-from dataclasses import replace
+import uuid
+from dataclasses import dataclass, field, replace
 
 from azure.core import MatchConditions
 from azure.core.exceptions import (
@@ -23,7 +26,6 @@ from azure.core.exceptions import (
 from azure.data.tables import TableClient, UpdateMode
 
 from shared.config.errors import StoreUnavailable
-from shared.exactly_once.idempotency import Claim, ClaimLost
 from shared.seams.storage import on_table, outage
 
 WHAT = "idempotency table"
@@ -31,7 +33,36 @@ WHAT = "idempotency table"
 SCOPING = "~scoping"
 
 
-class TableIdempotencyStore:
+class ClaimLost(Exception):
+    """The claim changed under us (ETag mismatch) or vanished: another request holds the key now."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    key_hash: str
+    state: str
+    fingerprint: str
+    receipt_id: str
+    locked_until: float
+    expires_at: float
+    progress: dict = field(default_factory=dict)
+    receipt_sha256: str = ""
+    etag: str = ""
+    created_at: float = 0.0
+
+    def derived_uuid(self, namespace: uuid.UUID) -> str:
+        """A UUID derived from the claim: an effect that carries it (an upstream's idempotency
+        key) is recognised as a repeat when a taker of this claim does it again."""
+        return str(uuid.uuid5(namespace, f"{self.key_hash}:{self.receipt_id}"))
+
+    def derived_id(self, purpose: str) -> str:
+        """A short id derived from the claim: whoever runs an effect for it, even a taker that
+        never saw a recovery point, names the effect the same."""
+        digest = hashlib.sha256(f"{purpose}\x00{self.key_hash}\x00{self.receipt_id}".encode()).digest()
+        return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
+
+
+class TableClaimStore:
     def __init__(self, table: TableClient):
         self._table = table
 

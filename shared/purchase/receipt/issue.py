@@ -11,9 +11,10 @@ import logging
 import time
 
 from shared.config.errors import NotConfigured, StorageDown, StorefrontError, StoreUnavailable
-from shared.purchase import signatures
 from shared.purchase.call import OPERATION, Attempt, Outcome, Services, iso
-from shared.seams.receipts import RECEIPT_VERSION, encode, money
+from shared.purchase.receipt import signatures
+from shared.purchase.receipt.document import RECEIPT_VERSION, encode
+from shared.seams.ledger import money
 
 log = logging.getLogger("storefront.purchase")
 
