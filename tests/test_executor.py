@@ -145,24 +145,30 @@ def lines(container: ContainerClient, blob: str) -> list[str]:
 # --- the toy operation ------------------------------------------------------------------------
 
 
-class AppendLine:
+class AppendLine(once.Operation[Slot]):
     """Append `line` to `blob`, once per key. Its progress: the slot taken and whether the line
     is in; its result: where the line went and when."""
 
-    words = {word: f"toy: {word}" for word in once.WORDS}
     recovery_points = ("before_append", "issued")
 
     def __init__(self, blob: str, line: str, lines: ContainerClient, quota: Quota, archive: Archive, env):
         self.blob, self.line = blob, line
-        self.result_id = uuid.uuid4().hex
+        self._result_id = uuid.uuid4().hex
         self._lines, self._quota, self._archive, self._env = lines, quota, archive, env
         self.notes: list[tuple[str, str]] = []
         self.slots: list[Slot] = []
         self.appended = self.attempted = self.resumed = False
         self.body: bytes | None = None
 
-    def note(self, result: str, detail: str) -> None:
-        self.notes.append((result, detail))
+    @property
+    def result_id(self) -> str:
+        return self._result_id
+
+    def say(self, turn: once.Turn, result: str | None = None) -> str:
+        detail = f"toy: {turn.value}"
+        if result is not None:
+            self.notes.append((result, detail))
+        return detail
 
     def fingerprint(self) -> str:
         return json.dumps([self.blob, self.line])
@@ -171,7 +177,7 @@ class AppendLine:
         pass
 
     def hold(self, claim) -> None:
-        self.result_id = claim.receipt_id
+        self._result_id = claim.receipt_id
 
     def resume(self, progress: dict, result: bytes | None) -> None:
         self.resumed = True
@@ -523,13 +529,38 @@ def test_a_recovery_point_the_operation_did_not_declare_is_a_programming_error(e
         env.executor().run(operation, Key(key()))
 
 
-def test_an_operation_that_cannot_word_every_turn_is_refused_before_it_runs(env):
-    operation = env.operation("mute.txt", "never")
-    operation.words = {word: "said" for word in once.WORDS if word != once.HELD}
+def test_an_operation_needs_only_its_six_members(env):
+    """The hooks default to an operation with no quota, no progress and nothing to derive: a
+    minimal operation runs once per key and replays."""
+    calls = []
 
-    with pytest.raises(ValueError, match="held"):
-        env.executor().run(operation, Key(key()))
-    assert operation.notes == [] and env.quota.used("mute.txt") == 0
+    class Minimal(once.Operation[object]):
+        result_id = "minimal"
+        body: bytes | None = None
+
+        def say(self, turn: once.Turn, result: str | None = None) -> str:
+            return turn.value
+
+        def fingerprint(self) -> str:
+            return "same"
+
+        def perform(self, run: once.Run) -> None:
+            calls.append("effect")
+            self.body = b"done"
+
+        def result(self) -> bytes | None:
+            return self.body
+
+        def record(self) -> bytes | None:
+            return self.body
+
+    k = Key(key())
+    first = env.executor().run(Minimal(), k)
+    again = env.executor().run(Minimal(), k)
+
+    assert (first.body, first.replayed) == (b"done", False)
+    assert (again.body, again.replayed) == (b"done", True)
+    assert calls == ["effect"]
 
 
 def test_the_executor_imports_nothing_of_the_purchase():

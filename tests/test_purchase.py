@@ -469,3 +469,13 @@ def test_a_send_the_accounts_quota_refuses_is_a_clear_503_and_one_operator_line(
         "buyers are answered 503 until the plan allows more sends"
     ]
     assert served.status == 200 and len(emails_to(sandbox, email)) == 1
+
+
+def test_the_purchase_words_every_turn_of_the_executor():
+    """The receipt's idempotency check says what each turn means for a retry: the purchase has
+    words for every turn the executor can take, in its one table."""
+    from shared.exactly_once.executor import Turn
+    from shared.purchase.operation import WORDS
+
+    assert set(WORDS) == set(Turn)
+    assert all(words and words[0].islower() for words in WORDS.values())

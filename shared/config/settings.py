@@ -41,6 +41,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 from shared.config import secret_strength
@@ -199,7 +200,7 @@ class Settings:
         on_azure = hosted_on_azure(env)
         if on_azure:  # a refused secret is never used: it counts as unset
             secrets.update({name: "" for name, _ in weak})
-        values = dict(
+        return cls(  # every value is read before `r.unresolved`, the last argument
             **_storage(r, env),
             brevo_api_key=secrets["BREVO_API_KEY"],
             signing_key_pem=secrets["STOREFRONT_SIGNING_KEY"],
@@ -232,13 +233,10 @@ class Settings:
             bundles_container=r.name("STOREFRONT_BUNDLES_CONTAINER", "bundles", CONTAINER_NAME),
             ledger_table=r.name("STOREFRONT_LEDGER_TABLE", "ledger", TABLE_NAME),
             retired_public_keys=r.jwks("STOREFRONT_RETIRED_PUBLIC_KEYS"),
-        )
-        return cls(
-            **values,
             missing_secrets=missing,
-            unresolved_settings=tuple(r.unresolved),
             hosted_on_azure=on_azure,
             weak_secrets=weak,
+            unresolved_settings=tuple(r.unresolved),
         )
 
 
@@ -261,14 +259,23 @@ def _email_templates(r: SettingReader) -> str:
     return r.text(EMAIL_TEMPLATE_DIR, "")
 
 
-def _storage(r: SettingReader, env: Mapping[str, str]) -> dict[str, str]:
+class _StorageFields(TypedDict, total=False):
+    storage_connection_string: str
+    storage_table_uri: str
+    storage_blob_uri: str
+    storage_queue_uri: str
+    storage_credential: str
+    storage_client_id: str
+
+
+def _storage(r: SettingReader, env: Mapping[str, str]) -> _StorageFields:
     """The storage fields: a connection string, or service URIs with the credential to use."""
     connection = r.text(STORAGE, "")
     given = {name.removeprefix(f"{STORAGE}__"): r.text(name, "") for name in IDENTITY_SETTINGS}
     identity = [f"{STORAGE}__{name}" for name, value in given.items() if value]
     account, credential, client_id = given["accountName"], given["credential"], given["clientId"]
     if not identity:
-        return {"storage_connection_string": connection or DEVELOPMENT_STORAGE}
+        return _StorageFields(storage_connection_string=connection or DEVELOPMENT_STORAGE)
     if connection:
         raise SettingsError(
             f"{STORAGE} (a connection string) and {identity[0]} (an identity-based connection) are both "
@@ -281,14 +288,14 @@ def _storage(r: SettingReader, env: Mapping[str, str]) -> dict[str, str]:
     if client_id and not is_guid(client_id):
         raise SettingsError(f"{STORAGE}__clientId must be the managed identity's client id (a GUID)")
     on_platform = bool(env.get("IDENTITY_ENDPOINT", "").strip())
-    return {
-        "storage_connection_string": "",
-        "storage_table_uri": _service_uri("tableServiceUri", given, "table"),
-        "storage_blob_uri": _service_uri("blobServiceUri", given, "blob"),
-        "storage_queue_uri": _service_uri("queueServiceUri", given, "queue"),
-        "storage_credential": MANAGED_IDENTITY if credential or on_platform else DEVELOPER_IDENTITY,
-        "storage_client_id": client_id,
-    }
+    return _StorageFields(
+        storage_connection_string="",
+        storage_table_uri=_service_uri("tableServiceUri", given, "table"),
+        storage_blob_uri=_service_uri("blobServiceUri", given, "blob"),
+        storage_queue_uri=_service_uri("queueServiceUri", given, "queue"),
+        storage_credential=MANAGED_IDENTITY if credential or on_platform else DEVELOPER_IDENTITY,
+        storage_client_id=client_id,
+    )
 
 
 def _service_uri(key: str, given: dict[str, str], service: str) -> str:

@@ -22,10 +22,12 @@ without a key runs once per request, under no claim.
 
 from __future__ import annotations
 
+import abc
+import enum
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from shared.config.errors import (
     KeyInUse,
@@ -47,41 +49,29 @@ from shared.exactly_once.idempotency import (
 )
 from shared.seams.claims import Claim, ClaimLost
 
-# What the executor tells an operation's caller at each turn; an operation words each its own way
-# (`Operation.words`). The first six are said as the key is read, claimed or refused; the last
-# four once a run has failed, naming what a retry with the key will do.
-UNKEYED = "unkeyed"  # no key: a retry runs again
-VACANT = "vacant"  # the key is free; it is claimed once the guards pass
-CLAIMED = "claimed"  # the key is held; a retry replays this result
-RESUMED = "resumed"  # a dead holder's claim taken over; the run resumes from its progress
-IN_PROGRESS = "in_progress"  # another request holds the key (409)
-REUSED = "reused"  # the key was used with another request (422)
-STORE_DOWN = "store_down"  # the claim store is unreachable as the run starts (503, fail-closed)
-UNPROTECTED = "unprotected"  # the same, with fail_open: the run goes on without the claim
-CLAIM_UNCERTAIN = "claim_uncertain"  # the claim's write went unanswered (503)
-RACED = "raced"  # another request claimed the key first (409)
-TAKEN_OVER = "taken_over"  # the claim was taken over during the run (409)
-UNRECORDED = "unrecorded"  # the result could not be put on record (503)
-KEPT = "kept"  # failed after an effect may have left: the claim keeps its progress
-RELEASED = "released"  # failed before any effect: the key is free again
-HELD = "held"  # failed, and the release went unconfirmed: the claim lives until its lease ends
-WORDS = (
-    UNKEYED,
-    VACANT,
-    CLAIMED,
-    RESUMED,
-    IN_PROGRESS,
-    REUSED,
-    STORE_DOWN,
-    UNPROTECTED,
-    CLAIM_UNCERTAIN,
-    RACED,
-    TAKEN_OVER,
-    UNRECORDED,
-    KEPT,
-    RELEASED,
-    HELD,
-)
+R = TypeVar("R")  # an operation's reservation
+
+
+class Turn(enum.Enum):
+    """What the executor tells an operation's caller at each turn (`Operation.say` words it): as
+    the key is read, claimed or refused, or, for the last three, once a run has failed, naming
+    what a retry with the key will do."""
+
+    UNKEYED = "unkeyed"  # no key: a retry runs again
+    VACANT = "vacant"  # the key is free; it is claimed once the guards pass
+    CLAIMED = "claimed"  # the key is held; a retry replays this result
+    RESUMED = "resumed"  # a dead holder's claim taken over; the run resumes from its progress
+    IN_PROGRESS = "in_progress"  # another request holds the key (409)
+    REUSED = "reused"  # the key was used with another request (422)
+    STORE_DOWN = "store_down"  # the claim store is unreachable as the run starts (503, fail-closed)
+    UNPROTECTED = "unprotected"  # the same, with fail_open: the run goes on without the claim
+    CLAIM_UNCERTAIN = "claim_uncertain"  # the claim's write went unanswered (503)
+    RACED = "raced"  # another request claimed the key first (409)
+    TAKEN_OVER = "taken_over"  # the claim was taken over during the run (409)
+    UNRECORDED = "unrecorded"  # the result could not be put on record (503)
+    KEPT = "kept"  # failed after an effect may have left: the claim keeps its progress
+    RELEASED = "released"  # failed before any effect: the key is free again
+    HELD = "held"  # failed, and the release went unconfirmed: the claim lives until its lease ends
 
 
 @dataclass(frozen=True)
@@ -112,57 +102,71 @@ class Run(Protocol):
         """Save the operation's progress on the claim: a recovery point it declared."""
 
 
-class Operation(Protocol):
+class Operation(abc.ABC, Generic[R]):
     """One run of an operation under the executor, which calls these in the order the module's
-    docstring draws (a replay calls only `fingerprint`)."""
+    docstring draws (a replay calls only `fingerprint`). Six members are required; the hooks
+    below them default to an operation with no quota, no progress and nothing to derive."""
 
-    words: Mapping[str, str]  # what the caller is told at each turn, one entry per WORDS name
-    recovery_points: Sequence[str]  # the names `Run.reached` accepts, in the order they come
-    result_id: str  # the id its result is issued under; a claim taken over brings its own
+    @property
+    @abc.abstractmethod
+    def result_id(self) -> str:
+        """The id its result is issued under; a claim taken over brings its own (`hold`)."""
 
-    def note(self, result: str, detail: str) -> None:
-        """How the key stands: pass, fail, skipped or degraded, with the words said."""
+    @abc.abstractmethod
+    def say(self, turn: Turn, result: str | None = None) -> str:
+        """This turn in words for the caller (the message of a refusal at this turn), and, given
+        a `result` (pass, fail, skipped or degraded), noted as how the key stands."""
 
+    @abc.abstractmethod
     def fingerprint(self) -> str:
         """The request's fingerprint: the same key with another request is refused."""
 
-    def reused(self) -> None:
-        """The key was used with another request: raise a more telling refusal, if any."""
-
-    def hold(self, claim: Claim) -> None:
-        """The key is held under this claim: derive from it what a taker must derive alike."""
-
-    def resume(self, progress: dict, result: bytes | None) -> None:
-        """Take over a dead holder's claim: the progress it saved, and its result if issued."""
-
-    def guard(self) -> None:
-        """Check the request and take the reservations (quota) it needs, before the claim; a
-        taker holds those its predecessor took (they came back with the progress)."""
-
-    def reservations(self) -> Sequence[object]:
-        """The reservations taken so far (this run's, or a predecessor's once resumed)."""
-
-    def give_back(self, reservation: object) -> None:
-        """Return one reservation: the executor judged that the operation did not happen."""
-
+    @abc.abstractmethod
     def perform(self, run: Run) -> None:
         """The effects, each once: `run.reached(point)` saves the progress before the next."""
 
-    def progress(self) -> dict:
-        """What a taker needs to resume (JSON; the executor adds the result)."""
-
+    @abc.abstractmethod
     def result(self) -> bytes | None:
         """The result bytes once issued."""
 
-    def effects_may_have_left(self) -> bool:
-        """Whether an effect that cannot be undone may have happened (an answer lost, say)."""
-
+    @abc.abstractmethod
     def record(self) -> bytes | None:
         """Put the result on record: the bytes as on record (an earlier holder's may win), or
         None when no store would take it."""
 
+    recovery_points: Sequence[str] = ()  # the names `Run.reached` accepts, in the order they come
+
+    def guard(self) -> None:  # noqa: B027 - a hook: an operation with no checks or quota
+        """Check the request and take the reservations (quota) it needs, before the claim; a
+        taker holds those its predecessor took (they came back with the progress)."""
+
+    def reservations(self) -> Sequence[R]:
+        """The reservations taken so far (this run's, or a predecessor's once resumed)."""
+        return ()
+
+    def give_back(self, reservation: R) -> None:  # noqa: B027 - a hook
+        """Return one reservation: the executor judged that the operation did not happen."""
+
+    def reused(self) -> None:  # noqa: B027 - a hook
+        """The key was used with another request: raise a more telling refusal, if any."""
+
+    def hold(self, claim: Claim) -> None:  # noqa: B027 - a hook
+        """The key is held under this claim: derive from it what a taker must derive alike."""
+
+    def resume(self, progress: dict, result: bytes | None) -> None:  # noqa: B027 - a hook
+        """Take over a dead holder's claim: the progress it saved, and its result if issued."""
+
+    def progress(self) -> dict:
+        """What a taker needs to resume (JSON; the executor adds the result)."""
+        return {}
+
+    def effects_may_have_left(self) -> bool:
+        """Whether an effect that cannot be undone may have happened (an answer lost, say)."""
+        return False
+
     def replay_until(self, claim: Claim) -> float | None:
         """The latest time a replay of the result still makes sense (None: the claim's TTL)."""
+        return None
 
 
 class ExactlyOnce:
@@ -176,12 +180,9 @@ class ExactlyOnce:
         self._fail_open = fail_open
         self._log = log or logging.getLogger("storefront.exactly_once")
 
-    def run(self, operation: Operation, key: Key | None) -> Done:
+    def run(self, operation: Operation[Any], key: Key | None) -> Done:
         """The operation's result, at most one run's effects per key. Raises the StorefrontError
         the run ended with, once the claim is released and the reservations settled."""
-        unsaid = [word for word in WORDS if word not in operation.words]
-        if unsaid:
-            raise ValueError(f"the operation has no words for {unsaid}")
         held = _Held(self, operation)
         try:
             return held.run(key)
@@ -193,7 +194,7 @@ class ExactlyOnce:
 class _Held:
     """One run's hold on its key: the claim, or the vacancy it will take."""
 
-    def __init__(self, executor: ExactlyOnce, operation: Operation):
+    def __init__(self, executor: ExactlyOnce, operation: Operation[Any]):
         self._claims = executor._claims
         self._fail_open = executor._fail_open
         self._log = executor._log
@@ -212,7 +213,7 @@ class _Held:
 
     def run(self, key: Key | None) -> Done:
         if key is None:
-            self._say("skipped", UNKEYED)
+            self._say("skipped", Turn.UNKEYED)
         else:
             replay = self._begin(key)
             if replay is not None:
@@ -234,7 +235,7 @@ class _Held:
             self._claim = self._claims.checkpoint(self._claim, self._progress())
         except ClaimLost:
             self._claim = None
-            raise KeyInUse(self._op.words[TAKEN_OVER], retry_after=1) from None
+            raise KeyInUse(self._op.say(Turn.TAKEN_OVER), retry_after=1) from None
         except StoreUnavailable as exc:
             self._log.warning("recovery point not recorded (%s); the lease still holds the key", exc)
 
@@ -248,14 +249,14 @@ class _Held:
         if isinstance(begun, Replay):
             return Done(begun.body, replayed=True)
         if isinstance(begun, InProgress):
-            raise KeyInUse(self._say("fail", IN_PROGRESS), retry_after=begun.retry_after)
+            raise KeyInUse(self._say("fail", Turn.IN_PROGRESS), retry_after=begun.retry_after)
         if isinstance(begun, Mismatch):
-            message = self._say("fail", REUSED)
+            message = self._say("fail", Turn.REUSED)
             self._op.reused()
             raise KeyReused(message)
         if isinstance(begun, Vacant):
             self._vacant, self._passed = begun, True
-            self._say("pass", VACANT)
+            self._say("pass", Turn.VACANT)
             return None
         self._hold(begun)
         return None
@@ -266,9 +267,9 @@ class _Held:
         if self._fail_open:
             self._log.warning("idempotency store unreachable, proceeding without it: %s", exc)
             self._passed = False
-            self._say("degraded", UNPROTECTED)
+            self._say("degraded", Turn.UNPROTECTED)
             return
-        message = self._say("fail", STORE_DOWN)
+        message = self._say("fail", Turn.STORE_DOWN)
         raise StorageDown(message + "; retry shortly", retry_after=5) from None
 
     def _hold(self, claimed: Claimed) -> None:
@@ -279,7 +280,7 @@ class _Held:
             progress = dict(claimed.claim.progress)
             result = progress.pop(RESULT, None)
             self._op.resume(progress, result.encode() if isinstance(result, str) else None)
-        self._say("pass", RESUMED if claimed.resumed else CLAIMED)
+        self._say("pass", Turn.RESUMED if claimed.resumed else Turn.CLAIMED)
 
     def _take(self) -> None:
         """Claim the vacant key with the reservations just taken. Another request that took it
@@ -295,11 +296,11 @@ class _Held:
                 return
             # The claim, with these reservations on it, may have landed: keep them counted.
             self._uncertain, self._passed = True, False
-            raise StorageDown(self._say("fail", CLAIM_UNCERTAIN), retry_after=5) from None
+            raise StorageDown(self._say("fail", Turn.CLAIM_UNCERTAIN), retry_after=5) from None
         if claimed is None:
             self._give_back()
             self._passed = False
-            raise KeyInUse(self._say("fail", RACED), retry_after=1)
+            raise KeyInUse(self._say("fail", Turn.RACED), retry_after=1)
         self._hold(claimed)
 
     def _progress(self) -> dict:
@@ -315,7 +316,7 @@ class _Held:
         body = self._op.record()
         if body is None:
             if self.keyed:
-                raise StorageDown(self._op.words[UNRECORDED], retry_after=5)
+                raise StorageDown(self._op.say(Turn.UNRECORDED), retry_after=5)
             return Done(self._op.result() or b"", recorded=False)
         if self._claim is not None:
             try:
@@ -335,7 +336,7 @@ class _Held:
         if self._claim is not None:
             released = self._claims.release(self._claim, keep_progress=sent)
         if self.keyed and self._passed:
-            self._say("pass", KEPT if sent else RELEASED if released else HELD)
+            self._say("pass", Turn.KEPT if sent else Turn.RELEASED if released else Turn.HELD)
         if not sent and released and (exc.status >= 500 or isinstance(exc, LimitExceeded)):
             self._give_back()
 
@@ -345,7 +346,5 @@ class _Held:
             for reservation in self._op.reservations():
                 self._op.give_back(reservation)
 
-    def _say(self, result: str, word: str) -> str:
-        detail = self._op.words[word]
-        self._op.note(result, detail)
-        return detail
+    def _say(self, result: str, turn: Turn) -> str:
+        return self._op.say(turn, result)

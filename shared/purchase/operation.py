@@ -36,41 +36,40 @@ from shared.seams.counters import Reservation
 
 log = logging.getLogger("storefront.purchase")
 
-WORDS = {
-    once.UNKEYED: "no key supplied; a retry would buy again",
-    once.VACANT: "key free; it is claimed once the guards pass",
-    once.CLAIMED: "key claimed; a retry with it replays this receipt",
-    once.RESUMED: "key claimed after an interrupted attempt; resumed from its recovery points",
-    once.IN_PROGRESS: "a request with this idempotency key is still running; retry shortly",
-    once.REUSED: "this idempotency key was already used with a different request",
-    once.STORE_DOWN: (
+WORDS: dict[once.Turn, str] = {
+    once.Turn.UNKEYED: "no key supplied; a retry would buy again",
+    once.Turn.VACANT: "key free; it is claimed once the guards pass",
+    once.Turn.CLAIMED: "key claimed; a retry with it replays this receipt",
+    once.Turn.RESUMED: "key claimed after an interrupted attempt; resumed from its recovery points",
+    once.Turn.IN_PROGRESS: "a request with this idempotency key is still running; retry shortly",
+    once.Turn.REUSED: "this idempotency key was already used with a different request",
+    once.Turn.STORE_DOWN: (
         "the idempotency store is unreachable, so this key cannot be protected; nothing was sent"
     ),
-    once.UNPROTECTED: "store unreachable; retries are not protected",
-    once.CLAIM_UNCERTAIN: (
+    once.Turn.UNPROTECTED: "store unreachable; retries are not protected",
+    once.Turn.CLAIM_UNCERTAIN: (
         "the idempotency store did not answer as this key was claimed; nothing was sent. "
         "A retry with the key answers 409 until the claim's lease ends if the claim landed, "
         "then resumes"
     ),
-    once.RACED: "a request with this idempotency key is already running; retry shortly",
-    once.TAKEN_OVER: "another request took over this idempotency key; retry shortly",
-    once.UNRECORDED: (
+    once.Turn.RACED: "a request with this idempotency key is already running; retry shortly",
+    once.Turn.TAKEN_OVER: "another request took over this idempotency key; retry shortly",
+    once.Turn.UNRECORDED: (
         "the bundle was sent, but its receipt could not be recorded yet; retry with the "
         "same idempotency key to receive it"
     ),
-    once.KEPT: "key kept with its recovery points: a retry with it resumes and sends no second email",
-    once.RELEASED: "key not used: nothing was sent, so a retry with it runs the purchase again",
-    once.HELD: (
+    once.Turn.KEPT: "key kept with its recovery points: a retry with it resumes and sends no second email",
+    once.Turn.RELEASED: "key not used: nothing was sent, so a retry with it runs the purchase again",
+    once.Turn.HELD: (
         "key still held (the store did not confirm its release): nothing was sent; a retry "
         "with it answers 409 until the lease ends, then resumes"
     ),
 }
 
 
-class PurchaseOperation:
+class PurchaseOperation(once.Operation[Reservation]):
     """One purchase, run by `shared.exactly_once.executor.ExactlyOnce`."""
 
-    words = WORDS
     recovery_points = ("email", "receipt")
 
     def __init__(self, call: PurchaseCall, services: Services, guards: Guards, issuer: Issuer):
@@ -98,8 +97,12 @@ class PurchaseOperation:
         scoped = scoped_key_hash(hasher, key, email if isinstance(email, str) else "")
         return once.Key(scoped, legacy_hash=hasher.idempotency_key(key))
 
-    def note(self, result: str, detail: str) -> None:
-        self.attempt.checks.record("idempotency", result, detail)
+    def say(self, turn: once.Turn, result: str | None = None) -> str:
+        """The turn in the purchase's words (`WORDS`), noted as the receipt's idempotency check."""
+        detail = WORDS[turn]
+        if result is not None:
+            self.attempt.checks.record("idempotency", result, detail)
+        return detail
 
     def fingerprint(self) -> str:
         return self._s.hasher.request(canonical_request(self.attempt.call.arguments))
@@ -128,7 +131,7 @@ class PurchaseOperation:
     def reservations(self) -> Sequence[Reservation]:
         return self.attempt.reservations
 
-    def give_back(self, reservation: object) -> None:
+    def give_back(self, reservation: Reservation) -> None:
         self._guards.give_back(reservation)
 
     def perform(self, run: once.Run) -> None:

@@ -14,6 +14,7 @@ Outages raise `StoreUnavailable`; a missing queue is created and the call made o
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from typing import TypeVar
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 from azure.core.pipeline.transport import HttpTransport
-from azure.storage.queue import QueueClient
+from azure.storage.queue import QueueClient, QueueMessage
 
 from shared.config.errors import StoreUnavailable
 from shared.config.sealing import Sealer, Unreadable
@@ -154,7 +155,7 @@ class ContactQueue:
         now = self._clock()
         for queue in self._shards:
             waiting += self._count(queue)
-            peeked = self._call(queue, lambda q=queue: list(q.peek_messages(max_messages=1)))
+            peeked = self._call(queue, functools.partial(_peek_one, queue))
             if peeked and isinstance(peeked[0].inserted_on, datetime):
                 age = max(0.0, now - peeked[0].inserted_on.timestamp())
                 oldest = age if oldest is None else max(oldest, age)
@@ -203,3 +204,7 @@ def _create(queue: QueueClient) -> None:
         pass
     except AzureError as exc:
         raise outage(exc, WHAT) from exc
+
+
+def _peek_one(queue: QueueClient) -> list[QueueMessage]:
+    return list(queue.peek_messages(max_messages=1))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from azure.core import MatchConditions
@@ -59,6 +59,14 @@ def _number(stored: object) -> int:
         return int(value)
     except ValueError:
         raise StoreUnavailable("a governance counter holds something other than a count") from None
+
+
+def _etag(metadata: Mapping[str, object]) -> str:
+    """An entity's ETag, which Table storage returns with every entity it reads."""
+    etag = metadata.get("etag")
+    if not isinstance(etag, str):
+        raise StoreUnavailable("the governance table returned an entity without an ETag")
+    return etag
 
 
 def _back_off(attempt: int) -> None:
@@ -167,7 +175,7 @@ class TableCounters:
             select=["PartitionKey", "RowKey", "Count"],
         )
         return {
-            int(e["PartitionKey"][len(partition) + 1 :]): (_number(e["Count"]), e.metadata["etag"])
+            int(e["PartitionKey"][len(partition) + 1 :]): (_number(e["Count"]), _etag(e.metadata))
             for e in found
         }
 
@@ -178,7 +186,7 @@ class TableCounters:
             if is_missing_table(exc):
                 raise
             return None
-        return _number(entity["Count"]), entity.metadata["etag"]
+        return _number(entity["Count"]), _etag(entity.metadata)
 
     def _create(self, r: Reservation, limit: int | None) -> Reservation | None:
         if limit is not None and r.amount > limit:

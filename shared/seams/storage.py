@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
-from azure.core.credentials import TokenCredential
+from azure.core.credentials import AccessToken, TokenCredential
 from azure.core.exceptions import (
     AzureError,
     ClientAuthenticationError,
@@ -54,10 +54,14 @@ def identity_credential(kind: str, client_id: str = "", timeout: float = 5.0) ->
     identity-based connection is used: it adds about 160 ms to every cold start otherwise."""
     from azure.identity import DefaultAzureCredential, ManagedIdentityCredential
 
-    bounded = {"connection_timeout": timeout, "read_timeout": timeout, "retry_total": 1}
+    bounded: dict[str, Any] = {"connection_timeout": timeout, "read_timeout": timeout, "retry_total": 1}
     if kind == MANAGED_IDENTITY:
         return _Guarded(ManagedIdentityCredential(client_id=client_id or None, **bounded))
     return _Guarded(DefaultAzureCredential(managed_identity_client_id=client_id or None, **bounded))
+
+
+class _Closable(TokenCredential, Protocol):
+    def close(self) -> None: ...
 
 
 class _Guarded:
@@ -65,10 +69,10 @@ class _Guarded:
     answers garbage (a body that is not JSON, say) would otherwise raise past the one outage
     rule of this module, and a purchase would end in a 500 instead of a 503."""
 
-    def __init__(self, credential: TokenCredential):
+    def __init__(self, credential: _Closable):
         self._credential = credential
 
-    def get_token(self, *scopes: str, **kwargs: object):
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
         try:
             return self._credential.get_token(*scopes, **kwargs)
         except AzureError:
@@ -92,7 +96,7 @@ def table_client(
     """`account` is a connection string or an Account. `transport` replaces the SDK's own (the
     benchmark counts round trips there)."""
     account = _account(account)
-    options = {
+    options: dict[str, Any] = {
         "table_name": table_name,
         "retry_total": 1,
         "connection_timeout": timeout,
@@ -108,11 +112,14 @@ def container_client(
     account: str | Account, container: str, timeout: float, transport: HttpTransport | None = None
 ) -> ContainerClient:
     account = _account(account)
-    options = {
+    options: dict[str, Any] = {
         "container_name": container,
         # The Blob SDK's default retry waits 15 s (±3) before its first retry; keep outages short.
         "retry_policy": ExponentialRetry(
-            initial_backoff=0.2, increment_base=2, retry_total=1, random_jitter_range=0.1
+            initial_backoff=0.2,  # type: ignore[arg-type]  # typed int; slept as float seconds
+            increment_base=2,
+            retry_total=1,
+            random_jitter_range=0.1,  # type: ignore[arg-type]
         ),
         "connection_timeout": timeout,
         "read_timeout": timeout,
@@ -128,11 +135,14 @@ def queue_client(
 ) -> QueueClient:
     """A client of one queue; messages are plain text (the store seals what it puts there)."""
     account = _account(account)
-    options = {
+    options: dict[str, Any] = {
         "queue_name": queue,
         # The Queue SDK's default retry, like Blob's, waits 15 s (±3) before its first retry.
         "retry_policy": QueueRetry(
-            initial_backoff=0.2, increment_base=2, retry_total=1, random_jitter_range=0.1
+            initial_backoff=0.2,  # type: ignore[arg-type]  # typed int; slept as float seconds
+            increment_base=2,
+            retry_total=1,
+            random_jitter_range=0.1,  # type: ignore[arg-type]
         ),
         "connection_timeout": timeout,
         "read_timeout": timeout,

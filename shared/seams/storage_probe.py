@@ -38,7 +38,8 @@ class StorageProbe:
         backlog: Callable[[], Backlog] | None = None,
     ):
         self._table, self._container, self._timeout = table, container, timeout
-        self._backlog_of, self._backlog = backlog, None
+        self._backlog_of = backlog
+        self._backlog: Backlog | None = None
         self._credential, self._clock = credential, clock
         self._lock = threading.Lock()
         self._checked_at: float | None = None
@@ -71,6 +72,8 @@ class StorageProbe:
     def _read_backlog(self, **_: object) -> None:
         """Read the backlog for `check`, which words a failure from the storage error itself
         (refused the identity, answered 5xx, unreachable), as it does for Table and Blob."""
+        if self._backlog_of is None:
+            return
         try:
             self._backlog = self._backlog_of()
         except StoreUnavailable as exc:
@@ -106,6 +109,8 @@ class StorageProbe:
         return problems
 
     def _token_problem(self) -> str | None:
+        if self._credential is None:
+            return None
         future = self._submit("token", self._credential.get_token, STORAGE_SCOPE)
         try:
             future.result(timeout=self._timeout)

@@ -255,7 +255,8 @@ class _Observation:
         receipt, replayed = found
         status = str(receipt.get("status"))
         checks = {str(c.get("name")): str(c.get("result")) for c in receipt.get("checks", [])}
-        error = receipt.get("error") if isinstance(receipt.get("error"), dict) else {}
+        given = receipt.get("error")
+        error: dict = given if isinstance(given, dict) else {}
         span.update_name(PURCHASE_SPAN)
         span.set_attributes(
             {
@@ -325,8 +326,8 @@ def purchase_span(channel: str | None, method: str) -> Iterator[_Observation | _
 
 def _a2a_receipt(document: object) -> object:
     result = document.get("result") if isinstance(document, dict) else None
-    task = result.get("task", result) if isinstance(result, dict) else None
-    try:
+    task: Any = result.get("task", result) if isinstance(result, dict) else None
+    try:  # any shape but a finished task's ends in one of these
         return task["artifacts"][0]["parts"][0]["data"]
     except (KeyError, IndexError, TypeError):
         return None

@@ -44,7 +44,7 @@ def environment(*folders: Path, sandboxed: bool = False) -> jinja2.Environment:
 
 
 def _is_html(name: str | None) -> bool:
-    return bool(name) and name.endswith(".html")
+    return name is not None and name.endswith(".html")
 
 
 def _finalize():
