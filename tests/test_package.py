@@ -152,7 +152,7 @@ def test_the_package_holds_the_app_and_nothing_else(package_zip):
     assert {"function_app.py", "host.json", "requirements.txt"} <= names
     assert set(tracked) <= names
     assert modules <= names  # the ones not yet added to git too
-    app = r"shared/(\w+/)?\w+\.py|shared/seams/templates/\w+\.(html|txt|css)"
+    app = r"shared/(\w+/)*\w+\.py|shared/seams/templates/\w+\.(html|txt|css)"
     assert not [n for n in names if n not in package.REQUIRED and not re.fullmatch(app, n)]
 
 
