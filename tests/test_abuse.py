@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.purchase.fulfil import CONTACT_QUEUED
+from shared.purchase.fulfillment import CONTACT_QUEUED
 from tests.support import Buyer, drain_until_empty, unique_email, wait_for_contact
 
 

@@ -35,7 +35,7 @@ from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import COMPLETED, IdempotencyHandler
 from shared.purchase.call import Caller, Outcome, PurchaseCall, StoreConfig, scoped_key_hash, token_id
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
-from shared.purchase.fulfil import CONTACT_QUEUED
+from shared.purchase.fulfillment import CONTACT_QUEUED
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.receipt import signatures
 from shared.purchase.receipt.document import CHECK_NAMES, RECEIPT_ID_PATTERN, mask_email, sha256

@@ -25,9 +25,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from shared.config.errors import NotConfigured, StorefrontError, StoreUnavailable, UpstreamUnavailable
+from shared.config.errors import (
+    NotConfigured,
+    StorefrontError,
+    StoreUnavailable,
+    UpstreamError,
+    UpstreamUnavailable,
+)
 from shared.seams.brevo import BrevoClient, Pace
-from shared.seams.contact_queue import ContactQueue, Waiting
+from shared.seams.contact_queue import Contact, ContactQueue, Waiting
 from shared.seams.lease import TableLease
 
 log = logging.getLogger("storefront.contacts")
@@ -177,9 +183,10 @@ class ContactDrainer:
 
     def _import(self, batch: list[Waiting], done: Drained, deadline: float, pool: ThreadPoolExecutor) -> int:
         """The batch in one import call; its messages deleted once Brevo took it."""
-        contacts = {}
+        contacts: dict[str, tuple[str, str]] = {}
         for waiting in batch:  # one entry per address: the first buyer's name, as a create would keep
-            contacts.setdefault(waiting.contact.email.lower(), (waiting.contact.email, waiting.contact.name))
+            contact = _readable(waiting)
+            contacts.setdefault(contact.email.lower(), (contact.email, contact.name))
         while True:
             try:
                 pace = self._brevo.import_contacts(list(contacts.values()), self._list_id)
@@ -197,11 +204,14 @@ class ContactDrainer:
         refused this address and the message went to the poison queue)."""
         while True:
             try:
-                _, pace = self._brevo.create_contact(waiting.contact.email, waiting.contact.name)
+                contact = _readable(waiting)
+                _, pace = self._brevo.create_contact(contact.email, contact.name)
             except StorefrontError as exc:
                 if self._wait_out(exc, deadline):
                     continue
-                if getattr(exc, "upstream_status", 0) == 400:  # this address, not the account
+                if (
+                    isinstance(exc, UpstreamError) and exc.upstream_status == 400
+                ):  # this address, not the account
                     self._poison(waiting, f"refused by Brevo (400 {exc.upstream_code})", done)
                     return True
                 _stop(exc, done, "create")
@@ -264,3 +274,10 @@ def _pause_until(done: Drained, failures: int, now: float) -> float:
     if not done.failed:
         return 0.0
     return now + min(LONGEST_PAUSE_SECONDS, FIRST_PAUSE_SECONDS * 2 ** (failures - 1))
+
+
+def _readable(waiting: Waiting) -> Contact:
+    """The buyer a message holds: `_usable` sent every unreadable message to the poison queue."""
+    if waiting.contact is None:
+        raise ValueError(f"message {waiting.message_id} is unreadable and cannot be handed over")
+    return waiting.contact

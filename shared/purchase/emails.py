@@ -115,8 +115,9 @@ def _logged(exc: Exception) -> str:
 def _where(exc: Exception) -> str:
     """The template file and line a failure comes from: a syntax error says so itself, a failure
     while rendering is the innermost template frame of its traceback."""
-    if getattr(exc, "filename", None):
-        return f"{Path(exc.filename).name} line {exc.lineno}"
+    filename = getattr(exc, "filename", None)
+    if filename:
+        return f"{Path(filename).name} line {getattr(exc, 'lineno', '?')}"
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if frame.filename.endswith(TEMPLATES):
             return f"{Path(frame.filename).name} line {frame.lineno}"

@@ -3,7 +3,7 @@
     govern → validate (inside govern) → claim taken → contact → token → [recovery point "email"]
     → send → issue → [recovery point "receipt": the receipt rides on the claim] → record
 
-The steps live in `shared.purchase.guards` (govern, validate), `shared.purchase.fulfil` (contact,
+The steps live in `shared.purchase.guards` (govern, validate), `shared.purchase.fulfillment` (contact,
 token, send) and `shared.purchase.receipt.issue` (issue, record). This class reads the key, words what
 the executor says in the receipt's idempotency check, and hands the executor what it saves at each
 recovery point: the checks passed, the governance reservations taken (given back if the purchase
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from shared.config.errors import StorefrontError
 from shared.exactly_once import executor as once
-from shared.purchase import fulfil
+from shared.purchase import fulfillment
 from shared.purchase.call import (
     Attempt,
     Outcome,
@@ -136,17 +136,23 @@ class PurchaseOperation(once.Operation[Reservation]):
 
     def perform(self, run: once.Run) -> None:
         attempt, services = self.attempt, self._s
-        purchase: PurchaseInput = attempt.purchase
-        fulfil.configured(services.config)
-        signer = fulfil.signer(services)
-        fulfil.check_recordable(services, attempt, run.keyed)
-        fulfil.contact(services, attempt, purchase)
-        attempt.token = fulfil.token(signer, attempt, purchase)
+        purchase = self._validated()
+        fulfillment.configured(services.config)
+        signer = fulfillment.signer(services)
+        fulfillment.check_recordable(services, attempt, run.keyed)
+        fulfillment.contact(services, attempt, purchase)
+        attempt.token = token = fulfillment.token(signer, attempt, purchase)
         if not attempt.checks.has("fulfillment_email"):
             run.reached("email")
-            fulfil.send(services, attempt, purchase)
+            fulfillment.send(services, attempt, purchase, token)
         self._issuer.issue(attempt)
         run.reached("receipt")
+
+    def _validated(self) -> PurchaseInput:
+        """The purchase as the guards validated it: the executor runs `perform` after `guard`."""
+        if self.attempt.purchase is None:
+            raise ValueError("the purchase's effects ran before its guards validated it")
+        return self.attempt.purchase
 
     def progress(self) -> dict:
         attempt = self.attempt

@@ -34,7 +34,7 @@ TARGETS = (
     ),
     Target("purchase", "shared/purchase/operation.py", PURCHASE_TESTS, scope="PurchaseOperation", floor=90.0),
     Target("purchase_guards", "shared/purchase/guards.py", PURCHASE_TESTS, floor=90.0),
-    Target("purchase_fulfil", "shared/purchase/fulfil.py", PURCHASE_TESTS, floor=90.0),
+    Target("purchase_fulfillment", "shared/purchase/fulfillment.py", PURCHASE_TESTS, floor=90.0),
     Target("purchase_receipt", "shared/purchase/receipt/issue.py", PURCHASE_TESTS, floor=90.0),
     Target(
         "governance",

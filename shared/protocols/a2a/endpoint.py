@@ -161,9 +161,9 @@ def _dispatch(
         return _send(request_id, version, params, req, store, settings)
     if isinstance(params, ListQuery):
         return list_answer(request_id, params)
-    if operation == "get":
+    if isinstance(params, TaskQuery) and operation == "get":
         return task_answer(request_id, version, Outcome(200, _on_record(params, store)), None, wrapped=False)
-    if operation == "cancel":
+    if isinstance(params, TaskQuery) and operation == "cancel":
         _on_record(params, store)
         raise rpc_error(TASK_NOT_CANCELABLE, "the task is finished (completed) and cannot be canceled")
     code = PUSH_NOT_SUPPORTED if operation == "push" else UNSUPPORTED_OPERATION
@@ -237,7 +237,7 @@ def _refuse_follow_up(task_id: str, store: Storefront) -> None:
 
 
 def _catalog_answer(request_id: object, version: str, send: Send) -> Answer:
-    extra = sorted(k for k in send.data if k != "operation")
+    extra = sorted(k for k in send.data or {} if k != "operation")
     if extra:
         raise rpc_error(
             INVALID_PARAMS, f"list_bundles takes no arguments; got: {', '.join(extra)}", field="message.parts"

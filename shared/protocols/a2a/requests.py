@@ -301,7 +301,7 @@ def _json_text(part: dict, where: str) -> list[dict]:
         raise rpc_error(
             INVALID_PARAMS, f"{where} starts like a JSON object but is not valid JSON: {exc}", field=where
         ) from None
-    return [found]
+    return [found] if isinstance(found, dict) else []  # text from "{" parses to an object
 
 
 def _unfenced(text: str) -> str:

@@ -135,8 +135,9 @@ def _ask(question: _Question, problem: str | None) -> Ask:
             "description": "Used in the email's greeting.",
             "maxLength": NAME_MAX,
         }
+    named = f' "{bundle.title}"' if bundle else ""  # the arguments were checked: it is known
     message = (
-        f'To send the free bundle "{bundle.title}", the store needs the email address to send its '
+        f"To send the free bundle{named}, the store needs the email address to send its "
         "download link to. That address gets one email and is added to the store's contacts."
     )
     if problem:

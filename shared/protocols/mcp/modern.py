@@ -72,9 +72,10 @@ def respond(message: dict, req: Request, store: Storefront, settings: Settings) 
 def _check(message: dict, req: Request) -> dict:
     """The ladder above up to the method; returns the client's capabilities for this request."""
     request_id, method = message["id"], message["method"]
-    params = message.get("params")
+    given = message.get("params")
+    params: dict = given if isinstance(given, dict) else {}
     header_version = _header(req, "mcp-protocol-version")
-    meta = params.get("_meta") if isinstance(params, dict) else None
+    meta = params.get("_meta")
     if not isinstance(meta, dict) or VERSION_KEY not in meta or CAPABILITIES_KEY not in meta:
         if header_version is not None and header_version not in SUPPORTED_VERSIONS:
             raise _unsupported(request_id, header_version)

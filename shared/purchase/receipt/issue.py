@@ -61,6 +61,8 @@ class Issuer:
         repair in the Table before the ledger row names them. A receipt that a taker issued
         itself goes nowhere before Blob confirms no earlier one exists."""
         receipt_id, body = attempt.receipt_id, attempt.receipt_body
+        if body is None:
+            raise ValueError(f"receipt {receipt_id} is recorded before it was issued")
         receipt = json.loads(body)
         try:
             stored = self._s.receipts.write_once(receipt_id, body, ledger_day=receipt["issued_at"][:10])
@@ -122,7 +124,7 @@ class Issuer:
             ),
             "error": (
                 None
-                if fulfilled
+                if exc is None
                 else {
                     "code": exc.code,
                     "message": exc.message,

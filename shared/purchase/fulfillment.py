@@ -21,6 +21,7 @@ from shared.config.errors import (
     StorageDown,
     StorefrontError,
     StoreUnavailable,
+    UpstreamError,
     UpstreamUnavailable,
 )
 from shared.purchase import emails
@@ -96,8 +97,8 @@ def token(signer: TokenSigner, attempt: Attempt, purchase: PurchaseInput) -> Dow
     )
 
 
-def send(services: Services, attempt: Attempt, purchase: PurchaseInput) -> None:
-    """The fulfilment email, unless Brevo's log shows an earlier attempt's."""
+def send(services: Services, attempt: Attempt, purchase: PurchaseInput, token: DownloadToken) -> None:
+    """The fulfillment email, unless Brevo's log shows an earlier attempt's."""
     checks = attempt.checks
     attempt.email_attempted = True
     try:
@@ -107,7 +108,7 @@ def send(services: Services, attempt: Attempt, purchase: PurchaseInput) -> None:
             checks.record("fulfillment_email", "pass", detail)
             return
         message_id = services.brevo.send_email(
-            fulfilment_email(services.config, purchase, attempt), attempt.brevo_key
+            message(services.config, purchase, token, attempt.email_tag), attempt.brevo_key
         )
     except StorefrontError as exc:
         _refused(attempt, exc)
@@ -125,13 +126,15 @@ def _refused(attempt: Attempt, exc: StorefrontError) -> None:
     new purchase that counts once and sends once. A resumed attempt keeps them: its predecessor
     may have sent. The quota's refusal is the operator's to fix, so it is logged, once per
     refused purchase, naming no buyer."""
-    if getattr(exc, "not_sent", False) and not attempt.resumed:
+    if not isinstance(exc, UpstreamError):
+        return
+    if exc.not_sent and not attempt.resumed:
         attempt.email_attempted = False
-    if getattr(exc, "upstream_status", 0) == QUOTA_STATUS:
+    if exc.upstream_status == QUOTA_STATUS:
         log.error(
             "Brevo refused a fulfillment email for the account's sending quota or plan (402 %s): "
             "buyers are answered 503 until the plan allows more sends",
-            getattr(exc, "upstream_code", ""),
+            exc.upstream_code,
         )
 
 
@@ -155,8 +158,8 @@ def _earlier_send(services: Services, attempt: Attempt, purchase: PurchaseInput)
         ) from None
 
 
-def fulfilment_email(config: StoreConfig, purchase: PurchaseInput, attempt: Attempt) -> Email:
-    token = attempt.token
+def message(config: StoreConfig, purchase: PurchaseInput, token: DownloadToken, tag: str | None) -> Email:
+    """The fulfillment email as Brevo sends it: the content (`shared.purchase.emails`) addressed."""
     bundle = purchase.bundle
     content = emails.fulfillment_email(
         name=purchase.name,
@@ -173,5 +176,5 @@ def fulfilment_email(config: StoreConfig, purchase: PurchaseInput, attempt: Atte
         subject=content.subject,
         html=content.html,
         text=content.text,
-        tags=("storefront", bundle.id, *((attempt.email_tag,) if attempt.email_tag else ())),
+        tags=("storefront", bundle.id, *((tag,) if tag else ())),
     )
