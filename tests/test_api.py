@@ -18,7 +18,7 @@ from shared.config.errors import (
     InvalidRequest,
     InvalidToken,
     NotConfigured,
-    StoreUnavailable,
+    StorageOutage,
 )
 from shared.config.keys import KeySet
 from shared.config.settings import SECRET_SETTINGS, Settings
@@ -236,7 +236,7 @@ class _Receipts:
     def read(self, receipt_id: str) -> bytes | None:
         self.reads.append(receipt_id)
         if self.down:
-            raise StoreUnavailable("blob storage unavailable: ServiceRequestError")
+            raise StorageOutage("blob storage unavailable: ServiceRequestError")
         return self.stored.get(receipt_id)
 
 
@@ -573,7 +573,7 @@ def test_a_ledger_refusal_keeps_its_status_and_code():
 
 
 def test_a_ledger_outage_is_503_with_retry_after():
-    answer = day_listing({}, _Ledger(StoreUnavailable("ledger table unavailable: ServiceRequestError")))
+    answer = day_listing({}, _Ledger(StorageOutage("ledger table unavailable: ServiceRequestError")))
 
     assert answer.status == 503
     assert json.loads(answer.body)["error"]["code"] == "store_unavailable"

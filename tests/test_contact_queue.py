@@ -1,5 +1,5 @@
 """The contact queue on Azurite: sealed messages spread over shards, received invisible, back
-unless deleted, the poison queue, the backlog, and outages as StoreUnavailable."""
+unless deleted, the poison queue, the backlog, and outages as StorageOutage."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from azure.storage.queue import QueueClient
 
 from devstack.run import storage_connection
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.seams.contact_queue import ContactQueue
 from tests.support import free_port, own_queue, unique_email
 
@@ -114,9 +114,9 @@ def test_a_queue_that_does_not_answer_is_an_outage():
     nowhere = storage_connection(free_port(), free_port(), free_port())
     queue = own_queue(nowhere)
 
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         queue.enqueue(unique_email("down"), "")
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         queue.receive(0, 1, 30)
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         queue.backlog()

@@ -24,7 +24,7 @@ from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFo
 from azure.data.tables import TableClient, UpdateMode
 from azure.storage.blob import ContainerClient
 
-from shared.config.errors import KeyInUse, LimitExceeded, StorageDown, StorefrontError, StoreUnavailable
+from shared.config.errors import KeyInUse, LimitExceeded, StorageOutage, StorefrontError, StoreUnavailable
 from shared.exactly_once import executor as once
 from shared.exactly_once.executor import Done, ExactlyOnce, Key
 from shared.exactly_once.idempotency import IdempotencyHandler
@@ -84,7 +84,7 @@ class Quota:
                 raise LimitExceeded(f"{blob} holds its {QUOTA} lines")
             if self._bump(entity, +1):
                 return Slot(blob)
-        raise StorageDown("quota too contended", retry_after=1)
+        raise StoreUnavailable("quota too contended", retry_after=1)
 
     def give_back(self, slot: Slot) -> None:
         for _ in range(20):
@@ -125,7 +125,7 @@ class Archive:
         except ResourceNotFoundError:
             return None
         except AzureError as exc:
-            raise StoreUnavailable(str(exc)) from exc
+            raise StorageOutage(str(exc)) from exc
 
     def write_once(self, result_id: str, body: bytes) -> bytes:
         try:
@@ -227,7 +227,7 @@ class AppendLine(once.Operation[Slot]):
             self._env.wire.at("appending")
             blob.append_block(f"{tagged}\n".encode(), appendpos_condition=size)
         except AzureError as exc:
-            raise StorageDown(
+            raise StoreUnavailable(
                 f"the line's append went unanswered: {type(exc).__name__}", retry_after=1
             ) from exc
         self.appended = True
@@ -245,7 +245,7 @@ class AppendLine(once.Operation[Slot]):
         self._env.wire.at("record")
         try:
             return self._archive.write_once(self.result_id, self.body)
-        except (AzureError, StoreUnavailable):
+        except (AzureError, StorageOutage):
             return None
 
     def replay_until(self, claim) -> float | None:
@@ -456,7 +456,7 @@ def test_a_failure_before_any_effect_gives_the_slot_back_and_frees_the_key(env):
     k = key()
 
     def refused_upstream() -> None:
-        raise StorageDown("not now", retry_after=1)
+        raise StoreUnavailable("not now", retry_after=1)
 
     env.wire.on("before_append", refused_upstream)
     _, refused, first = env.run("free.txt", "x", k)
@@ -482,7 +482,7 @@ def test_a_keyed_run_fails_closed_when_the_claim_store_is_down(env):
     env.table.set("cut")
     _, refused, op = env.run("closed.txt", "no", key())
 
-    assert isinstance(refused, StorageDown) and refused.retry_after == 5
+    assert isinstance(refused, StoreUnavailable) and refused.retry_after == 5
     assert op.notes == [("fail", "toy: store_down")]
     assert env.lines("closed.txt") == [] and op.slots == []
 
@@ -509,7 +509,7 @@ def test_a_taker_that_fails_before_its_own_effect_keeps_the_claim_for_the_next(e
     env.clock.now += LEASE + 1
 
     def refused_upstream() -> None:
-        raise StorageDown("not now", retry_after=1)
+        raise StoreUnavailable("not now", retry_after=1)
 
     env.wire.on("before_append", refused_upstream)
     _, refused, taker = env.run("twice.txt", "once", k)

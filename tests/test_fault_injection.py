@@ -20,7 +20,7 @@ import pytest
 import requests
 from azure.storage.blob import ContainerClient
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import IdempotencyHandler
@@ -114,9 +114,9 @@ class WiredReceipts(BlobReceiptStore):
 class WiredLedger(TableLedger):
     wire: TripWire
 
-    def record(self, receipt: dict) -> None:
+    def add(self, receipt: dict) -> None:
         self.wire.at("ledger_write")
-        super().record(receipt)
+        super().add(receipt)
         self.wire.at("after_ledger")
 
 
@@ -515,7 +515,7 @@ def test_a_receipt_queued_while_blob_is_down_is_served_at_once_and_a_store_that_
     served_while_blob_down = shop.storefront.stored_receipt(receipt_id)
     shop.blob.set("pass")
     shop.table.set("cut")
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         shop.storefront.stored_receipt(receipt_id)  # not in Blob yet, and the queue cannot say
     shop.table.set("pass")
 
@@ -530,11 +530,11 @@ def test_a_repair_run_during_an_outage_fails_and_the_next_run_finishes_the_job(s
     answer = shop.buy(email, key)
     receipt = json.loads(answer[1])
 
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         shop.storefront.repair_receipts()  # Blob still down: the queued receipt stays queued
     shop.blob.set("pass")
     shop.table.set("cut")
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         shop.storefront.repair_receipts()  # now the Table is down
     shop.table.set("pass")
     repaired = shop.storefront.repair_receipts()

@@ -12,7 +12,7 @@ import pytest
 from azure.core.exceptions import AzureError, ServiceRequestError, ServiceResponseTimeoutError
 from azure.data.tables import TableClient
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.seams.storage import container_client, on_table, table_client
 from tests.faultproxy import FaultProxy, endpoint_port, proxied
 
@@ -111,7 +111,7 @@ def test_cut_resets_open_connections_and_refuses_new_ones_until_pass(store):
 
     store.switch("cut")
     outcomes = store.write(clients, 2)
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         on_table(clients[0], "table storage", lambda: clients[0].get_entity("p", "r"))
 
     assert refused_quickly(outcomes), outcomes

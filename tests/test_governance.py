@@ -14,7 +14,7 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import EdmType, EntityProperty
 
-from shared.config.errors import LimitExceeded, StoreUnavailable
+from shared.config.errors import LimitExceeded, StorageOutage
 from shared.config.hashing import Hasher
 from shared.protocols.client_address import client_address, client_ip
 from shared.purchase.governance import Governance, Limits
@@ -435,7 +435,7 @@ def test_concurrent_reservations_never_exceed_the_limit(table):
             outcome = "ok"
         except LimitExceeded:
             outcome = "limited"
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             outcome = f"unavailable: {exc}"
         with lock:
             results.append(outcome)
@@ -484,12 +484,12 @@ def dead_table():
 def test_unreachable_table_storage_raises_store_unavailable_for_the_rate_limit(dead_table):
     gov = governance(dead_table)
 
-    with pytest.raises(StoreUnavailable, match="governance table"):
+    with pytest.raises(StorageOutage, match="governance table"):
         gov.reserve_rate("203.0.113.1")
 
 
 def test_unreachable_table_storage_raises_store_unavailable_for_the_cost_ceiling(dead_table):
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         governance(dead_table).reserve_cost()
 
 
@@ -875,7 +875,7 @@ def test_recipient_limits_hold_across_instances_sharing_the_table(azurite):
 
 
 def test_unreachable_table_storage_raises_store_unavailable_for_the_recipient_limit(dead_table):
-    with pytest.raises(StoreUnavailable, match="governance table"):
+    with pytest.raises(StorageOutage, match="governance table"):
         recipient_governance(dead_table).reserve_recipient(VICTIM)
 
 
@@ -1115,5 +1115,5 @@ def test_a_counter_holding_something_else_than_a_count_is_an_outage_not_a_crash(
     key = Hasher("unit-test-secret").client_ip("203.0.113.2")
     table.create_entity({"PartitionKey": key, "RowKey": "rate-2030010110", "Count": stored})
 
-    with pytest.raises(StoreUnavailable, match="count"):
+    with pytest.raises(StorageOutage, match="count"):
         gov.reserve_rate("203.0.113.2")

@@ -14,7 +14,7 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import TableClient
 
-from shared.config.errors import LimitExceeded, StoreUnavailable
+from shared.config.errors import LimitExceeded, StorageOutage
 from shared.config.hashing import Hasher
 from shared.protocols.client_address import client_address
 from shared.purchase.governance import Governance, Limits
@@ -240,7 +240,7 @@ def test_a_counter_that_loses_every_race_is_an_outage_not_an_endless_loop(azurit
     gov.reserve_rate("203.0.113.20")  # the counter exists: each later attempt reads, then loses
 
     started = time.monotonic()
-    with pytest.raises(StoreUnavailable, match="^governance counter too contended$"):
+    with pytest.raises(StorageOutage, match="^governance counter too contended$"):
         gov.reserve_rate("203.0.113.20")
 
     assert time.monotonic() - started < 15
@@ -391,7 +391,7 @@ def test_a_counter_holding_no_count_is_reported_as_what_it_is(table, stored):
     table.create_entity({"PartitionKey": "store-cost-0", "RowKey": DAY, "Count": stored})
     gov = governed(table, limits(ceiling="0.01", cost="0.01", shards=1))
 
-    with pytest.raises(StoreUnavailable, match="^a governance counter holds something other than a count$"):
+    with pytest.raises(StorageOutage, match="^a governance counter holds something other than a count$"):
         gov.reserve_cost()
 
 
@@ -401,7 +401,7 @@ def test_an_unreachable_counter_table_is_named_in_the_outage(azurite):
     )
     gov = governed(table_client(dead, "nowhere", timeout=1), limits())
 
-    with pytest.raises(StoreUnavailable, match="^governance table unavailable: "):
+    with pytest.raises(StorageOutage, match="^governance table unavailable: "):
         gov.reserve_rate("203.0.113.50")
 
 

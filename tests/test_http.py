@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shared.config.errors import InvalidRequest, NotFound, PayloadTooLarge, StorageDown
+from shared.config.errors import InvalidRequest, NotFound, PayloadTooLarge, StoreUnavailable
 from shared.protocols.http import (
     MAX_BODY_BYTES,
     MAX_JSON_DEPTH,
@@ -200,7 +200,7 @@ def test_error_answer_is_a_json_error_object_with_its_class_status_and_extra_hea
 
 
 def test_error_answer_carries_the_errors_code_retry_after_and_extra_fields():
-    answer = error_answer(StorageDown("down", retry_after=5), hint="later")
+    answer = error_answer(StoreUnavailable("down", retry_after=5), hint="later")
 
     assert answer.status == 503
     assert json.loads(answer.body) == {

@@ -21,7 +21,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from shared.config.errors import ReceiptUnavailable, StoreUnavailable
+from shared.config.errors import ReceiptUnavailable, StorageOutage
 from shared.config.hashing import Hasher
 from shared.exactly_once.idempotency import (
     CARRY_LIMIT,
@@ -754,7 +754,7 @@ def test_begin_raises_store_unavailable_when_the_table_is_unreachable(receipts, 
         TableClaimStore(dead), receipts, lease_seconds=LEASE, ttl_seconds=TTL, clock=clock
     )
 
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         claim_step(handler, new_key(), FP, new_receipt_id())
     dead.close()
 

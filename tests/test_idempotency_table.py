@@ -1,6 +1,6 @@
 """shared.seams.claims: the Azure Table adapter of the idempotency store, against the
 session's Azurite, one table per test. Azure's answers must arrive as the interface's: None, ClaimLost
-or StoreUnavailable, never an Azure exception."""
+or StorageOutage, never an Azure exception."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import UpdateMode
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.exactly_once.idempotency import COMPLETED, PROCESSING
 from shared.purchase.receipt.document import new_receipt_id
@@ -373,17 +373,17 @@ def dead_store():
 def test_a_storage_outage_raises_store_unavailable_naming_the_table(dead_store, call):
     started = time.monotonic()
 
-    with pytest.raises(StoreUnavailable, match="idempotency table"):
+    with pytest.raises(StorageOutage, match="idempotency table"):
         call(dead_store)
 
     assert time.monotonic() - started < 10
 
 
 def test_an_outage_is_store_unavailable_caused_by_the_azure_error(dead_store):
-    with pytest.raises(StoreUnavailable) as caught:
+    with pytest.raises(StorageOutage) as caught:
         dead_store.get(new_claim().key_hash)
 
-    assert type(caught.value) is StoreUnavailable
+    assert type(caught.value) is StorageOutage
     assert caught.value.__cause__ is not None
     assert type(caught.value.__cause__).__module__.startswith("azure.")
 
@@ -404,7 +404,7 @@ def test_an_entity_this_version_cannot_read_is_an_outage_not_a_crash(table, stor
         }
     )
 
-    with pytest.raises(StoreUnavailable, match="unreadable claim"):
+    with pytest.raises(StorageOutage, match="unreadable claim"):
         store.get(key_hash)
 
 
@@ -413,7 +413,7 @@ def test_a_scoping_horizon_this_version_cannot_read_is_an_outage_not_a_crash(tab
     table.create_table()
     table.create_entity({"PartitionKey": SCOPING, "RowKey": SCOPING, **({"Until": until} if until else {})})
 
-    with pytest.raises(StoreUnavailable, match="unreadable scoping horizon"):
+    with pytest.raises(StorageOutage, match="unreadable scoping horizon"):
         store.scoping_horizon(1_900_000_000.0, 60.0)
 
 

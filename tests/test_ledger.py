@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
 
-from shared.config.errors import InvalidRequest, StoreUnavailable
+from shared.config.errors import InvalidRequest, StorageOutage
 from shared.purchase.receipt.document import new_receipt_id
 from shared.seams.ledger import MAX_PAGE_SIZE, SHARDS, DayListing, LedgerEntry, TableLedger, shard_of
 from shared.seams.repair import PARTITION as REPAIR_PARTITION
@@ -117,7 +117,7 @@ def cursor_of(value: object) -> str:
 def test_a_recorded_receipt_is_listed_on_its_day_with_the_days_totals(ledger):
     recorded = receipt(cost="0.01")
 
-    ledger.record(recorded)
+    ledger.add(recorded)
 
     listing = ledger.day(DAY)
     assert listing.receipts == [LedgerEntry.from_receipt(recorded)]
@@ -148,7 +148,7 @@ def test_the_first_record_creates_the_ledger_table(ledger, table):
     with pytest.raises(ResourceNotFoundError):
         table.get_table_access_policy()
 
-    ledger.record(receipt())
+    ledger.add(receipt())
 
     assert table.get_table_access_policy() == {}
 
@@ -156,7 +156,7 @@ def test_the_first_record_creates_the_ledger_table(ledger, table):
 def test_the_ledger_entity_holds_the_billing_figures_and_nothing_about_the_buyer(ledger, table):
     recorded = receipt(amount="4.50", currency="EUR", cost="0.02")
 
-    ledger.record(recorded)
+    ledger.add(recorded)
 
     entity = table.get_entity(shard_of(DAY, recorded["receipt_id"]), recorded["receipt_id"])
     assert dict(entity) == {
@@ -181,7 +181,7 @@ def test_totals_sum_every_receipt_of_the_day_per_currency(ledger):
         ("0.00", "EUR", "0.01"),
         ("3.05", "USD", "0.01"),
     ]:
-        ledger.record(receipt(amount=amount, currency=currency, cost=cost))
+        ledger.add(receipt(amount=amount, currency=currency, cost=cost))
 
     listing = ledger.day(DAY)
 
@@ -198,7 +198,7 @@ def test_totals_sum_every_receipt_of_the_day_per_currency(ledger):
 
 def test_totals_and_count_cover_the_whole_day_on_every_page(ledger):
     for cents in range(1, 8):
-        ledger.record(receipt(amount=f"0.{cents:02d}"))
+        ledger.add(receipt(amount=f"0.{cents:02d}"))
 
     pages = all_pages(ledger, DAY, page_size=2)
 
@@ -212,7 +212,7 @@ def test_totals_and_count_cover_the_whole_day_on_every_page(ledger):
 def test_following_the_cursor_visits_every_receipt_exactly_once(ledger, page_size):
     recorded = {receipt()["receipt_id"]: None for _ in range(11)}
     for receipt_id in recorded:
-        ledger.record({**receipt(), "receipt_id": receipt_id})
+        ledger.add({**receipt(), "receipt_id": receipt_id})
 
     pages = all_pages(ledger, DAY, page_size)
 
@@ -229,7 +229,7 @@ def test_a_day_is_listed_in_issue_order_then_receipt_id_across_pages(ledger):
     times = ["23:59:59", "00:00:00", "12:00:00", "00:00:01", "12:00:00", "09:30:00", "12:00:00"]
     recorded = [receipt(issued_at=f"{DAY}T{time}Z") for time in times]
     for one in recorded:
-        ledger.record(one)
+        ledger.add(one)
 
     pages = all_pages(ledger, DAY, page_size=3)
 
@@ -240,7 +240,7 @@ def test_a_day_is_listed_in_issue_order_then_receipt_id_across_pages(ledger):
 
 
 def test_a_cursor_from_the_listing_ordered_by_receipt_id_is_refused_saying_to_start_again(ledger):
-    ledger.record(receipt())
+    ledger.add(receipt())
     old_cursor = cursor_of({"PartitionKey": DAY, "RowKey": new_receipt_id()})
 
     with pytest.raises(InvalidRequest) as caught:
@@ -252,7 +252,7 @@ def test_a_cursor_from_the_listing_ordered_by_receipt_id_is_refused_saying_to_st
 
 def test_the_cursor_is_opaque_url_safe_text(ledger):
     for _ in range(3):
-        ledger.record(receipt())
+        ledger.add(receipt())
 
     cursor = ledger.day(DAY, page_size=1).next_cursor
 
@@ -261,7 +261,7 @@ def test_the_cursor_is_opaque_url_safe_text(ledger):
 
 def test_a_cursor_can_be_followed_again_with_the_same_result(ledger):
     for _ in range(5):
-        ledger.record(receipt())
+        ledger.add(receipt())
     cursor = ledger.day(DAY, page_size=2).next_cursor
 
     first, again = (ledger.day(DAY, page_size=2, cursor=cursor) for _ in range(2))
@@ -277,7 +277,7 @@ def test_receipts_of_other_days_are_not_listed(ledger):
         receipt(issued_at="2025-11-30T12:00:00Z"),
     ]
     for recorded in inside + outside:
-        ledger.record(recorded)
+        ledger.add(recorded)
 
     listing = ledger.day(DAY)
 
@@ -294,7 +294,7 @@ def test_receipts_of_other_days_are_not_listed(ledger):
 def test_a_days_receipts_land_on_many_shard_partitions_of_that_day(ledger, table):
     recorded = [receipt() for _ in range(40)]
     for one in recorded:
-        ledger.record(one)
+        ledger.add(one)
 
     found = partitions(table)
 
@@ -316,7 +316,7 @@ def test_a_day_lists_the_rows_of_every_shard_and_those_written_before_the_shards
     sharded = [receipt(issued_at=f"{DAY}T12:00:{n:02d}Z", amount="1.00") for n in range(12)]
     older = [receipt(issued_at=f"{DAY}T08:00:{n:02d}Z", amount="0.10", currency="EUR") for n in range(3)]
     for one in sharded:
-        ledger.record(one)
+        ledger.add(one)
     for one in older:
         record_before_shards(table, one)
 
@@ -334,9 +334,9 @@ def test_a_day_lists_the_rows_of_every_shard_and_those_written_before_the_shards
 
 def test_neighbouring_days_and_the_repair_queue_are_not_in_a_days_listing(ledger, table):
     inside = receipt(issued_at=f"{DAY}T12:00:00Z")
-    ledger.record(inside)
+    ledger.add(inside)
     for day in ("2026-11-29", "2026-12-01", "2025-11-30", "2027-11-30"):
-        ledger.record(receipt(issued_at=f"{day}T00:00:00Z"))
+        ledger.add(receipt(issued_at=f"{day}T00:00:00Z"))
         record_before_shards(table, receipt(issued_at=f"{day}T23:59:59Z"))
     RepairQueue(table).queue(new_receipt_id(), b'{"receipt_id": "queued"}')
 
@@ -350,7 +350,7 @@ def test_neighbouring_days_and_the_repair_queue_are_not_in_a_days_listing(ledger
 
 def test_has_finds_a_row_in_its_shard_with_one_point_read(ledger, counted):
     recorded = receipt()
-    ledger.record(recorded)
+    ledger.add(recorded)
     counted_ledger, trips = counted
 
     assert counted_ledger.has(DAY, recorded["receipt_id"]) is True
@@ -371,7 +371,7 @@ def test_has_finds_a_row_written_before_the_shards_on_its_days_partition(table, 
 @pytest.mark.parametrize("day", [DAY, "2026-11-29"], ids=["missing", "other-day"])
 def test_has_is_false_for_a_receipt_without_a_row_on_that_day(ledger, table, day):
     elsewhere = receipt(issued_at="2026-12-01T00:00:00Z")
-    ledger.record(elsewhere)
+    ledger.add(elsewhere)
     record_before_shards(table, receipt(issued_at="2026-12-01T00:00:00Z"))
 
     assert ledger.has(day, elsewhere["receipt_id"]) is False
@@ -381,8 +381,8 @@ def test_has_is_false_for_a_receipt_without_a_row_on_that_day(ledger, table, day
 def test_a_receipt_with_rows_in_both_layouts_is_listed_and_totalled_once(ledger, table):
     recorded = receipt(amount="2.00")
     record_before_shards(table, recorded, Amount="1.00")
-    ledger.record(recorded)
-    ledger.record(receipt(amount="0.50"))
+    ledger.add(recorded)
+    ledger.add(receipt(amount="0.50"))
 
     listing = ledger.day(DAY)
 
@@ -396,7 +396,7 @@ def test_the_cursor_pages_through_every_shard_and_the_older_rows_in_issue_order(
     times = [f"{DAY}T{hour:02d}:{minute:02d}:00Z" for hour in (23, 0, 12, 6) for minute in (30, 0, 30, 59)]
     recorded = [receipt(issued_at=time) for time in times]
     for one in recorded[:12]:
-        ledger.record(one)
+        ledger.add(one)
     for one in recorded[12:]:
         record_before_shards(table, one)
 
@@ -415,8 +415,8 @@ def test_the_cursor_pages_through_every_shard_and_the_older_rows_in_issue_order(
 def test_recording_the_same_receipt_twice_counts_it_once(ledger, table):
     recorded = receipt(amount="1.00")
 
-    ledger.record(recorded)
-    ledger.record(recorded)
+    ledger.add(recorded)
+    ledger.add(recorded)
 
     assert [e["RowKey"] for e in table.list_entities()] == [recorded["receipt_id"]]
     listing = ledger.day(DAY)
@@ -427,9 +427,9 @@ def test_recording_the_same_receipt_twice_counts_it_once(ledger, table):
 
 def test_a_second_record_of_a_receipt_replaces_its_entry(ledger):
     recorded = receipt(amount="1.00")
-    ledger.record(recorded)
+    ledger.add(recorded)
 
-    ledger.record({**recorded, "billing": {**recorded["billing"], "amount": "2.00"}})
+    ledger.add({**recorded, "billing": {**recorded["billing"], "amount": "2.00"}})
 
     listing = ledger.day(DAY)
     assert listing.count == 1
@@ -476,7 +476,7 @@ def test_a_date_that_does_not_exist_is_invalid_date(dead_ledger, date):
 
 
 def test_a_leap_day_is_a_valid_date(ledger):
-    ledger.record(receipt(issued_at="2028-02-29T12:00:00Z"))
+    ledger.add(receipt(issued_at="2028-02-29T12:00:00Z"))
 
     assert ledger.day("2028-02-29").count == 1
 
@@ -525,7 +525,7 @@ def test_a_garbage_cursor_is_invalid_cursor_before_storage_is_touched(dead_ledge
 )
 def test_a_cursor_shaped_like_an_object_but_not_issued_is_invalid_cursor(ledger, cursor):
     for _ in range(3):
-        ledger.record(receipt())
+        ledger.add(receipt())
 
     with pytest.raises(InvalidRequest) as caught:
         ledger.day(DAY, page_size=1, cursor=cursor)
@@ -544,7 +544,7 @@ def test_a_day_of_a_ledger_table_that_does_not_exist_is_an_empty_listing(ledger,
 
 
 def test_an_empty_day_of_an_existing_table_is_an_empty_listing(ledger):
-    ledger.record(receipt(issued_at="2026-11-29T12:00:00Z"))
+    ledger.add(receipt(issued_at="2026-11-29T12:00:00Z"))
 
     assert ledger.day(DAY) == DayListing(DAY, [], 0, {}, None)
 
@@ -552,17 +552,17 @@ def test_an_empty_day_of_an_existing_table_is_an_empty_listing(ledger):
 def test_recording_during_a_storage_outage_is_store_unavailable(dead_ledger):
     started = time.monotonic()
 
-    with pytest.raises(StoreUnavailable, match="ledger table unavailable"):
-        dead_ledger.record(receipt())
+    with pytest.raises(StorageOutage, match="ledger table unavailable"):
+        dead_ledger.add(receipt())
 
     assert time.monotonic() - started < 10
 
 
 def test_listing_during_a_storage_outage_is_store_unavailable(dead_ledger):
-    with pytest.raises(StoreUnavailable, match="ledger table unavailable"):
+    with pytest.raises(StorageOutage, match="ledger table unavailable"):
         dead_ledger.day(DAY)
 
 
 def test_looking_for_a_row_during_a_storage_outage_is_store_unavailable(dead_ledger):
-    with pytest.raises(StoreUnavailable, match="ledger table unavailable"):
+    with pytest.raises(StorageOutage, match="ledger table unavailable"):
         dead_ledger.has(DAY, new_receipt_id())

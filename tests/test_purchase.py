@@ -13,7 +13,7 @@ import pytest
 import requests
 from jose import jwt
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import COMPLETED, IdempotencyHandler
@@ -46,14 +46,14 @@ class Clock:
 
 
 class FlakyStore(TableClaimStore):
-    """The real Table store, whose next `fail_updates` updates raise StoreUnavailable."""
+    """The real Table store, whose next `fail_updates` updates raise StorageOutage."""
 
     fail_updates = 0
 
     def update(self, claim):
         if self.fail_updates:
             self.fail_updates -= 1
-            raise StoreUnavailable("injected outage")
+            raise StorageOutage("injected outage")
         return super().update(claim)
 
 

@@ -27,8 +27,8 @@ from shared.config.errors import (
     InvalidRequest,
     NotConfigured,
     PayloadTooLarge,
+    StorageOutage,
     StorefrontError,
-    StoreUnavailable,
 )
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
@@ -995,7 +995,7 @@ def test_a_receipt_lookup_with_both_stores_down_is_an_outage_not_a_missing_recei
     shop.blob.set("cut")
     shop.records.set("cut")
 
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StorageOutage):
         shop.storefront.stored_receipt(answer.receipt["receipt_id"])
 
 

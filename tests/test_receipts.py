@@ -19,7 +19,7 @@ from azure.storage.blob import ContainerClient
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from shared.config.errors import InvalidRequest, LimitExceeded, NotConfigured, StoreUnavailable
+from shared.config.errors import InvalidRequest, LimitExceeded, NotConfigured, StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.exactly_once.idempotency import IdempotencyHandler
@@ -145,9 +145,9 @@ def test_checks_start_as_skipped_in_the_documented_order():
 def test_recording_a_check_keeps_the_order_and_replaces_only_that_check():
     checks = Checks()
 
-    checks.record("fulfillment_email", "pass", "sent")
-    checks.record("idempotency", "degraded", "store down")
-    checks.record("idempotency", "fail", "bad key")
+    checks.set("fulfillment_email", "pass", "sent")
+    checks.set("idempotency", "degraded", "store down")
+    checks.set("idempotency", "fail", "bad key")
 
     listed = checks.as_list()
     assert [c["name"] for c in listed] == list(CHECK_NAMES)
@@ -161,7 +161,7 @@ def test_recording_an_unknown_check_or_result_is_refused(name, result):
     checks = Checks()
 
     with pytest.raises(ValueError):
-        checks.record(name, result, "detail")
+        checks.set(name, result, "detail")
 
     assert len(checks.as_list()) == 6
 
@@ -184,9 +184,9 @@ def test_nothing_is_recorded_or_had_before_a_check_is_recorded():
 def test_recorded_lists_only_the_recorded_checks_in_the_documented_order():
     checks = Checks()
 
-    checks.record("fulfillment_email", "pass", "sent")
-    checks.record("idempotency", "pass", "claimed")
-    checks.record("rate_limit", "degraded", "store down")
+    checks.set("fulfillment_email", "pass", "sent")
+    checks.set("idempotency", "pass", "claimed")
+    checks.set("rate_limit", "degraded", "store down")
 
     recorded = checks.recorded()
     assert recorded == {
@@ -200,8 +200,8 @@ def test_recorded_lists_only_the_recorded_checks_in_the_documented_order():
 def test_recorded_keeps_the_latest_result_of_a_check():
     checks = Checks()
 
-    checks.record("idempotency", "degraded", "store down")
-    checks.record("idempotency", "pass", "claimed")
+    checks.set("idempotency", "degraded", "store down")
+    checks.set("idempotency", "pass", "claimed")
 
     assert checks.recorded() == {"idempotency": ["pass", "claimed"]}
 
@@ -209,8 +209,8 @@ def test_recorded_keeps_the_latest_result_of_a_check():
 def test_has_is_true_only_for_recorded_checks_even_when_recorded_as_skipped():
     checks = Checks()
 
-    checks.record("idempotency", "skipped", "no key supplied")
-    checks.record("contact_upsert", "pass", "contact created in Brevo")
+    checks.set("idempotency", "skipped", "no key supplied")
+    checks.set("contact_upsert", "pass", "contact created in Brevo")
 
     assert [name for name in CHECK_NAMES if checks.has(name)] == ["idempotency", "contact_upsert"]
     assert not checks.has("refund")
@@ -218,7 +218,7 @@ def test_has_is_true_only_for_recorded_checks_even_when_recorded_as_skipped():
 
 def test_recorded_is_a_copy():
     checks = Checks()
-    checks.record("idempotency", "pass", "claimed")
+    checks.set("idempotency", "pass", "claimed")
 
     checks.recorded()["idempotency"][0] = "fail"
     checks.recorded()["rate_limit"] = ["pass", "forged"]
@@ -229,9 +229,9 @@ def test_recorded_is_a_copy():
 
 def test_restore_from_recorded_checks_round_trips_through_json():
     original = Checks()
-    original.record("idempotency", "pass", "claimed")
-    original.record("rate_limit", "pass", "within 5 per hour")
-    original.record("contact_upsert", "pass", "contact created in Brevo")
+    original.set("idempotency", "pass", "claimed")
+    original.set("rate_limit", "pass", "within 5 per hour")
+    original.set("contact_upsert", "pass", "contact created in Brevo")
     recovery_point = json.loads(json.dumps(original.recorded()))
 
     restored = Checks()
@@ -256,7 +256,7 @@ def test_a_check_recorded_after_restore_replaces_the_restored_result():
     checks = Checks()
     checks.restore({"idempotency": ["pass", "claimed"], "fulfillment_email": ["fail", "timed out"]})
 
-    checks.record("fulfillment_email", "pass", "sent")
+    checks.set("fulfillment_email", "pass", "sent")
 
     assert checks.recorded() == {
         "idempotency": ["pass", "claimed"],
@@ -504,12 +504,12 @@ def dead_store():
 
 
 def test_write_during_a_storage_outage_raises_store_unavailable(dead_store):
-    with pytest.raises(StoreUnavailable, match="blob storage"):
+    with pytest.raises(StorageOutage, match="blob storage"):
         dead_store.write(new_receipt_id(), b"{}")
 
 
 def test_read_during_a_storage_outage_raises_store_unavailable(dead_store):
-    with pytest.raises(StoreUnavailable, match="blob storage"):
+    with pytest.raises(StorageOutage, match="blob storage"):
         dead_store.read(new_receipt_id())
 
 
@@ -529,7 +529,7 @@ def test_blob_outage_is_reported_within_the_storage_timeout():
     worker.join(3)
 
     assert not worker.is_alive(), "a read from unreachable blob storage was still retrying after 3 s"
-    assert isinstance(outcome[0], StoreUnavailable)
+    assert isinstance(outcome[0], StorageOutage)
 
 
 def test_results_are_the_four_documented_values():

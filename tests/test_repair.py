@@ -44,7 +44,7 @@ def tagged_receipts(receipts: BlobReceiptStore, ledger: TableLedger, count: int,
         }
         assert receipts.write(ids[n], encode(receipt), ledger_day=DAY)
         if n < recorded:
-            ledger.record(receipt)
+            ledger.add(receipt)
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(write, range(count)))

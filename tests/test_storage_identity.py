@@ -18,7 +18,7 @@ from azure.data.tables import TableClient
 
 from devstack.seed_bundles import sample_bundle
 from shared import runtime
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.settings import Settings
 from shared.protocols.api import Services
@@ -392,7 +392,7 @@ def test_an_identity_endpoint_answering_garbage_makes_purchases_503_not_500(azur
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(azurite_tls.ca_bundle))
         services = build({**identity_settings(azurite_tls), "STOREFRONT_STORAGE_TIMEOUT_SECONDS": "2"})
         status, receipt = _buy(services)
-        with pytest.raises(StoreUnavailable):
+        with pytest.raises(StorageOutage):
             services.storefront.stored_receipt("rcpt_" + uuid.uuid4().hex)
     finally:
         garbage.close()

@@ -34,15 +34,16 @@ the envelope and transport only (`ProtocolError`), each with the status its spec
     │   └── UpstreamUnavailable          503  Brevo timed out, unreachable, 5xx, 429, or 402 (quota)
     ├── NotConfigured                    503  a production secret is missing
     ├── ReceiptUnavailable               503  a completed key's receipt cannot be read
-    ├── StorageDown                      503  storage cannot protect, record or read this now
+    ├── StoreUnavailable                 503  storage cannot protect, record or read this now
     ├── BundleUnavailable                503  the bundle's file is not in storage
     └── ProtocolError                    4xx  an MCP or A2A envelope or transport error, with its
                                               own status and JSON-RPC code (and the error's `data`
                                               where the revision defines one)
 
-`StoreUnavailable` is separate on purpose: it never reaches a caller. Storage adapters raise it for
-outages; the flow then decides: a keyed purchase fails closed (`StorageDown`, 503 + Retry-After),
-the governance counters and unkeyed purchases fail open and mark the check `degraded`.
+`StorageOutage` is separate on purpose: it never reaches a caller. Storage adapters raise it for
+outages; the flow then decides: a keyed purchase fails closed (`StoreUnavailable`, code
+`store_unavailable`, 503 + Retry-After), the governance counters and unkeyed purchases fail open
+and mark the check `degraded`.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class ReceiptUnavailable(StorefrontError):
     code = "receipt_unavailable"
 
 
-class StorageDown(StorefrontError):
+class StoreUnavailable(StorefrontError):
     status = 503
     code = "store_unavailable"
 
@@ -175,5 +176,5 @@ class ProtocolError(StorefrontError):
         self.field = field
 
 
-class StoreUnavailable(Exception):
+class StorageOutage(Exception):
     """Table or Blob storage could not be reached or answered with a server error."""

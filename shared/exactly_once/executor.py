@@ -15,7 +15,7 @@ have left. A completed claim carries the result's bytes, so a retry with the key
 what the first caller got.
 
 The policy is fail-closed: when the claim store cannot be reached as a keyed run starts, the run
-is refused (503, `StorageDown`) rather than run unprotected; `fail_open` (the setting
+is refused (503, `StoreUnavailable`) rather than run unprotected; `fail_open` (the setting
 `STOREFRONT_IDEMPOTENCY_FAIL_OPEN`) runs it without the claim instead, marked `degraded`. A run
 without a key runs once per request, under no claim.
 """
@@ -33,7 +33,7 @@ from shared.config.errors import (
     KeyInUse,
     KeyReused,
     LimitExceeded,
-    StorageDown,
+    StorageOutage,
     StorefrontError,
     StoreUnavailable,
 )
@@ -236,14 +236,14 @@ class _Held:
         except ClaimLost:
             self._claim = None
             raise KeyInUse(self._op.say(Turn.TAKEN_OVER), retry_after=1) from None
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             self._log.warning("recovery point not recorded (%s); the lease still holds the key", exc)
 
     def _begin(self, key: Key) -> Done | None:
         self._fingerprint = self._op.fingerprint()
         try:
             begun = self._claims.begin(key.hash, self._fingerprint, legacy_hash=key.legacy_hash)
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             self._store_down(exc)
             return None
         if isinstance(begun, Replay):
@@ -261,7 +261,7 @@ class _Held:
         self._hold(begun)
         return None
 
-    def _store_down(self, exc: StoreUnavailable) -> None:
+    def _store_down(self, exc: StorageOutage) -> None:
         """The claim store is unreachable as a keyed run starts: refuse (503), unless the operator
         chose to run keys unprotected."""
         if self._fail_open:
@@ -270,7 +270,7 @@ class _Held:
             self._say("degraded", Turn.UNPROTECTED)
             return
         message = self._say("fail", Turn.STORE_DOWN)
-        raise StorageDown(message + "; retry shortly", retry_after=5) from None
+        raise StoreUnavailable(message + "; retry shortly", retry_after=5) from None
 
     def _hold(self, claimed: Claimed) -> None:
         self._claim, self._vacant, self._passed = claimed.claim, None, True
@@ -289,14 +289,14 @@ class _Held:
             return
         try:
             claimed = self._claims.take(self._vacant, self._fingerprint, self._op.result_id, self._progress())
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             if self._fail_open:
                 self._store_down(exc)
                 self._vacant = None
                 return
             # The claim, with these reservations on it, may have landed: keep them counted.
             self._uncertain, self._passed = True, False
-            raise StorageDown(self._say("fail", Turn.CLAIM_UNCERTAIN), retry_after=5) from None
+            raise StoreUnavailable(self._say("fail", Turn.CLAIM_UNCERTAIN), retry_after=5) from None
         if claimed is None:
             self._give_back()
             self._passed = False
@@ -316,12 +316,12 @@ class _Held:
         body = self._op.record()
         if body is None:
             if self.keyed:
-                raise StorageDown(self._op.say(Turn.UNRECORDED), retry_after=5)
+                raise StoreUnavailable(self._op.say(Turn.UNRECORDED), retry_after=5)
             return Done(self._op.result() or b"", recorded=False)
         if self._claim is not None:
             try:
                 self._claims.complete(self._claim, body, not_after=self._op.replay_until(self._claim))
-            except (ClaimLost, StoreUnavailable) as exc:
+            except (ClaimLost, StorageOutage) as exc:
                 self._log.warning("claim not completed (%s); a retry after the lease will finish it", exc)
         return Done(body)
 

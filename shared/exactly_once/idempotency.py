@@ -19,7 +19,7 @@ claim). Some names predate that and stay, as the stored claims spell them: `rece
 of the operation's result, and the progress key `"receipt"` carries its bytes. `IdempotencyStore`
 is the persistence interface (get, create, update, delete, reap, and the horizon of claims from
 before keys were scoped); `shared.seams.claims` holds the claim record and its Azure Table
-adapter. Vendor errors stop there: the handler sees `None`, `ClaimLost` or `StoreUnavailable`,
+adapter. Vendor errors stop there: the handler sees `None`, `ClaimLost` or `StorageOutage`,
 never an Azure exception.
 """
 
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from shared.config.errors import ReceiptUnavailable, StoreUnavailable
+from shared.config.errors import ReceiptUnavailable, StorageOutage
 from shared.seams.claims import Claim, ClaimLost
 
 PROCESSING = "processing"
@@ -141,7 +141,7 @@ class IdempotencyHandler:
     def begin(self, key_hash: str, fingerprint: str, *, legacy_hash: str | None = None) -> Begin:
         """Say what a request with this key may do. `legacy_hash` names the key as claims written
         before keys were scoped to the buyer stored it: such a claim, while it lives, still
-        replays or resumes. Raises StoreUnavailable when the store is down."""
+        replays or resumes. Raises StorageOutage when the store is down."""
         for _ in range(5):
             now = self._clock()
             claim = self._store.get(key_hash)
@@ -174,7 +174,7 @@ class IdempotencyHandler:
 
     def take(self, vacant: Vacant, fingerprint: str, receipt_id: str, progress: dict) -> Claimed | None:
         """Claim a vacant key with the progress made before it (the guards taken); None when
-        another request took it first. Raises StoreUnavailable when the store is down."""
+        another request took it first. Raises StorageOutage when the store is down."""
         fresh = self._fresh(vacant.key_hash, fingerprint, receipt_id, self._clock(), progress)
         if vacant.etag:
             taken = self._take(replace(fresh, etag=vacant.etag), fresh, False)
@@ -192,7 +192,7 @@ class IdempotencyHandler:
         return None
 
     def checkpoint(self, claim: Claim, progress: dict) -> Claim:
-        """Record a recovery point and renew the lease. Raises ClaimLost or StoreUnavailable."""
+        """Record a recovery point and renew the lease. Raises ClaimLost or StorageOutage."""
         return self._store.update(replace(self._leased(claim, self._clock()), progress=progress))
 
     def complete(self, claim: Claim, body: bytes, *, not_after: float | None = None) -> Claim:
@@ -224,7 +224,7 @@ class IdempotencyHandler:
                 self._store.update(replace(claim, locked_until=now, expires_at=now + self._ttl))
             else:
                 self._store.delete(claim)
-        except (ClaimLost, StoreUnavailable):
+        except (ClaimLost, StorageOutage):
             return False
         return True
 
@@ -260,7 +260,7 @@ class IdempotencyHandler:
             return riding.encode()
         try:
             body = self._receipts.read(claim.receipt_id)
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             raise ReceiptUnavailable("receipt storage is unreachable; retry shortly", retry_after=5) from exc
         if body is None or sha256(body) != claim.receipt_sha256:
             raise ReceiptUnavailable("the stored receipt for this key is missing or altered")

@@ -20,7 +20,7 @@ from shared.config.errors import (
     MethodNotAllowed,
     NotConfigured,
     NotFound,
-    StorageDown,
+    StorageOutage,
     StorefrontError,
     StoreUnavailable,
 )
@@ -149,8 +149,8 @@ def receipt(req: Request, services: Services) -> Answer:
         return _not_found(req)
     try:
         body = services.storefront.stored_receipt(receipt_id)
-    except StoreUnavailable:
-        return error_answer(StorageDown("receipt storage is unreachable", retry_after=5))
+    except StorageOutage:
+        return error_answer(StoreUnavailable("receipt storage is unreachable", retry_after=5))
     if body is None:
         return _not_found(req)
     if req.wants_html():
@@ -188,8 +188,8 @@ def receipts_of_day(req: Request, services: Services, today: str) -> Answer:
         )
     except StorefrontError as exc:
         return error_answer(exc)
-    except StoreUnavailable:
-        return error_answer(StorageDown("ledger storage is unreachable", retry_after=5))
+    except StorageOutage:
+        return error_answer(StoreUnavailable("ledger storage is unreachable", retry_after=5))
     if req.wants_html():
         page = pages.day_page(listing, page_size, req.params.get("code"))
         return html_answer(200, page, {"Cache-Control": "private, no-store"})

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from jose import jws, jwt
 from jose.exceptions import JOSEError, JWTClaimsError
 
-from shared.config.errors import BundleUnavailable, Forbidden, InvalidToken, StoreUnavailable
+from shared.config.errors import BundleUnavailable, Forbidden, InvalidToken, StorageOutage
 from shared.config.keys import ALGORITHM, KeySet
 from shared.purchase.catalog import Bundle, find_bundle
 from shared.purchase.tokens import AUDIENCE
@@ -101,7 +101,7 @@ class Downloads:
     def _read(self, bundle: Bundle) -> bytes:
         try:
             body = self._files.read(bundle.id)
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             raise BundleUnavailable("bundle storage is unreachable; try again shortly") from exc
         if body is None:
             raise BundleUnavailable(f"the file for {bundle.title} is not available yet")

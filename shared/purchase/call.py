@@ -74,7 +74,7 @@ class StoreConfig:
 
 
 @dataclass(frozen=True)
-class Services:
+class PurchaseServices:
     """The stores and clients the purchase's steps call."""
 
     config: StoreConfig

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from shared.config.errors import (
     NotConfigured,
+    StorageOutage,
     StorefrontError,
-    StoreUnavailable,
     UpstreamError,
     UpstreamUnavailable,
 )
@@ -98,7 +98,7 @@ class ContactDrainer:
             return done
         try:
             state = self._lease.take()
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             done.stopped = f"the lease table is unreachable ({exc})"
             return done
         if state is None:
@@ -113,7 +113,7 @@ class ContactDrainer:
         with ThreadPoolExecutor(DELETERS, thread_name_prefix="contact-drain") as pool:
             try:
                 self._drain(done, deadline, pool)
-            except StoreUnavailable as exc:
+            except StorageOutage as exc:
                 done.stopped = f"the contact queue is unreachable ({exc})"
         failures = failures + 1 if done.failed else (0 if done.handed else failures)
         paused_until = _pause_until(done, failures, self._clock())

@@ -18,14 +18,14 @@ import logging
 
 from shared.config.errors import (
     NotConfigured,
-    StorageDown,
+    StorageOutage,
     StorefrontError,
     StoreUnavailable,
     UpstreamError,
     UpstreamUnavailable,
 )
 from shared.purchase import emails
-from shared.purchase.call import Attempt, Services, StoreConfig, iso
+from shared.purchase.call import Attempt, PurchaseServices, StoreConfig, iso
 from shared.purchase.schema import PurchaseInput
 from shared.purchase.tokens import DownloadToken, TokenSigner
 from shared.seams.brevo import IDEMPOTENCY_WINDOW_SECONDS, QUOTA_STATUS, Email
@@ -44,22 +44,22 @@ def configured(config: StoreConfig) -> None:
         )
 
 
-def signer(services: Services) -> TokenSigner:
+def signer(services: PurchaseServices) -> TokenSigner:
     config = services.config
     return TokenSigner(
         services.keys(), config.public_base_url, config.download_token_ttl_seconds, services.clock
     )
 
 
-def check_recordable(services: Services, attempt: Attempt, keyed: bool) -> None:
+def check_recordable(services: PurchaseServices, attempt: Attempt, keyed: bool) -> None:
     """An unkeyed purchase whose guards found the Table down sends nothing unless Blob can
     take its receipt: with both stores down, a receipt answered 200 could not be on record."""
     if keyed or "degraded" not in (attempt.checks.result(c) for c in ("rate_limit", "cost_ceiling")):
         return
     try:
         services.receipts.probe()
-    except StoreUnavailable:
-        raise StorageDown(
+    except StorageOutage:
+        raise StoreUnavailable(
             "table and blob storage are both unreachable, so this purchase could not be recorded; "
             "nothing was sent",
             retry_after=5,
@@ -69,7 +69,7 @@ def check_recordable(services: Services, attempt: Attempt, keyed: bool) -> None:
 CONTACT_QUEUED = "contact queued for Brevo: created once the queue drains, an existing contact left unchanged"
 
 
-def contact(services: Services, attempt: Attempt, purchase: PurchaseInput) -> None:
+def contact(services: PurchaseServices, attempt: Attempt, purchase: PurchaseInput) -> None:
     """The buyer on the contact queue, once, before anything is sent: a queue that cannot take
     it stops the purchase (503), so no buyer is served without becoming a contact."""
     checks = attempt.checks
@@ -77,14 +77,14 @@ def contact(services: Services, attempt: Attempt, purchase: PurchaseInput) -> No
         return
     try:
         services.contacts.enqueue(purchase.email, purchase.name)
-    except StoreUnavailable:
+    except StorageOutage:
         message = (
             "the buyer could not be queued to become a Brevo contact: storage is unreachable; "
             "no email was sent"
         )
-        checks.record("contact_upsert", "fail", message)
-        raise StorageDown(message, retry_after=5) from None
-    checks.record("contact_upsert", "pass", CONTACT_QUEUED)
+        checks.set("contact_upsert", "fail", message)
+        raise StoreUnavailable(message, retry_after=5) from None
+    checks.set("contact_upsert", "pass", CONTACT_QUEUED)
 
 
 def token(signer: TokenSigner, attempt: Attempt, purchase: PurchaseInput) -> DownloadToken:
@@ -97,7 +97,7 @@ def token(signer: TokenSigner, attempt: Attempt, purchase: PurchaseInput) -> Dow
     )
 
 
-def send(services: Services, attempt: Attempt, purchase: PurchaseInput, token: DownloadToken) -> None:
+def send(services: PurchaseServices, attempt: Attempt, purchase: PurchaseInput, token: DownloadToken) -> None:
     """The fulfillment email, unless Brevo's log shows an earlier attempt's."""
     checks = attempt.checks
     attempt.email_attempted = True
@@ -105,19 +105,19 @@ def send(services: Services, attempt: Attempt, purchase: PurchaseInput, token: D
         earlier = _earlier_send(services, attempt, purchase)
         if earlier is not None:
             detail = f"already accepted by Brevo as {earlier} before a restart (found in its log)"
-            checks.record("fulfillment_email", "pass", detail)
+            checks.set("fulfillment_email", "pass", detail)
             return
         message_id = services.brevo.send_email(
             message(services.config, purchase, token, attempt.email_tag), attempt.brevo_key
         )
     except StorefrontError as exc:
         _refused(attempt, exc)
-        checks.record("fulfillment_email", "fail", exc.message)
+        checks.set("fulfillment_email", "fail", exc.message)
         raise
     if message_id is None:
-        checks.record("fulfillment_email", "pass", "already accepted by Brevo before a restart")
+        checks.set("fulfillment_email", "pass", "already accepted by Brevo before a restart")
     else:
-        checks.record("fulfillment_email", "pass", f"accepted by Brevo as {message_id}")
+        checks.set("fulfillment_email", "pass", f"accepted by Brevo as {message_id}")
 
 
 def _refused(attempt: Attempt, exc: StorefrontError) -> None:
@@ -138,7 +138,7 @@ def _refused(attempt: Attempt, exc: StorefrontError) -> None:
         )
 
 
-def _earlier_send(services: Services, attempt: Attempt, purchase: PurchaseInput) -> str | None:
+def _earlier_send(services: PurchaseServices, attempt: Attempt, purchase: PurchaseInput) -> str | None:
     """For a resumed claim past Brevo's idempotency window, the message id of the email an
     earlier attempt got accepted, if Brevo's log shows one. Inside the window the key covers the
     resend and the log is not asked; past it, only the log can tell, so a failed lookup stops the

@@ -4,7 +4,7 @@ ceiling for the store.
 All are counters in Azure Table storage (`shared.seams.counters`), so they hold across any number
 of function instances. A reservation is taken before the effects run and released if the
 purchase fails for a reason that is not the caller's (so an outage does not burn an agent's quota).
-Outages raise `StoreUnavailable`; the purchase flow then proceeds and marks the check `degraded`.
+Outages raise `StorageOutage`; the purchase flow then proceeds and marks the check `degraded`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from shared.config.errors import LimitExceeded, StoreUnavailable
+from shared.config.errors import LimitExceeded, StorageOutage
 from shared.config.hashing import Hasher
 from shared.purchase.mailbox import mailbox
 from shared.seams.counters import Reservation, TableCounters, split_budget
@@ -145,7 +145,7 @@ class Governance:
 
     def release(self, reservation: Reservation) -> None:
         """Give a reservation back; best effort, an outage here only leaves the counter high."""
-        with contextlib.suppress(StoreUnavailable):
+        with contextlib.suppress(StorageOutage):
             self._counters.add(replace(reservation, amount=-reservation.amount), limit=None)
 
 

@@ -10,7 +10,7 @@ import functools
 import logging
 from collections.abc import Callable
 
-from shared.config.errors import LimitExceeded, StorefrontError, StoreUnavailable
+from shared.config.errors import LimitExceeded, StorageOutage, StorefrontError
 from shared.config.hashing import Hasher
 from shared.purchase.call import Attempt
 from shared.purchase.governance import Governance
@@ -58,7 +58,7 @@ class Guards:
         limits = self._governance.limits
         reserve = functools.partial(self._governance.reserve_recipient, email)
         if _reserve(attempt, "rate_limit", reserve) and attempt.checks.result("rate_limit") == "pass":
-            attempt.checks.record(
+            attempt.checks.set(
                 "rate_limit",
                 "pass",
                 f"within {limits.rate_limit_per_hour} per hour from this client and "
@@ -68,7 +68,7 @@ class Guards:
     def _guard(self, attempt: Attempt, check: str, reserve: Callable[[], Reservation], within: str) -> None:
         """Take one governance reservation, unless a predecessor's is on the claim."""
         if not attempt.checks.has(check) and _reserve(attempt, check, reserve):
-            attempt.checks.record(check, "pass", within)
+            attempt.checks.set(check, "pass", within)
 
 
 def _reserve(attempt: Attempt, check: str, reserve: Callable[[], Reservation]) -> bool:
@@ -77,11 +77,11 @@ def _reserve(attempt: Attempt, check: str, reserve: Callable[[], Reservation]) -
     try:
         attempt.reservations.append(reserve())
     except LimitExceeded as exc:
-        attempt.checks.record(check, "fail", exc.message)
+        attempt.checks.set(check, "fail", exc.message)
         raise
-    except StoreUnavailable as exc:
+    except StorageOutage as exc:
         log.warning("%s not enforced: %s", check, exc)
-        attempt.checks.record(check, "degraded", "counter store unreachable; not enforced")
+        attempt.checks.set(check, "degraded", "counter store unreachable; not enforced")
         return False
     return True
 
@@ -91,9 +91,9 @@ def validate(attempt: Attempt, hasher: Hasher) -> PurchaseInput:
     try:
         purchase = validate_arguments(attempt.call.arguments)
     except StorefrontError as exc:
-        attempt.checks.record("input_schema", "fail", exc.message)
+        attempt.checks.set("input_schema", "fail", exc.message)
         raise
-    attempt.checks.record("input_schema", "pass", "arguments match the input schema")
+    attempt.checks.set("input_schema", "pass", "arguments match the input schema")
     attempt.purchase = purchase
     attempt.bundle = purchase.bundle
     attempt.buyer = {"id": hasher.email(purchase.email), "hint": mask_email(purchase.email)}
@@ -105,5 +105,5 @@ def check_input_shape(attempt: Attempt) -> None:
     try:
         check_shape(attempt.call.arguments)
     except StorefrontError as exc:
-        attempt.checks.record("input_schema", "fail", exc.message)
+        attempt.checks.set("input_schema", "fail", exc.message)
         raise

@@ -23,7 +23,7 @@ from shared.purchase.call import (
     Attempt,
     Outcome,
     PurchaseCall,
-    Services,
+    PurchaseServices,
     brevo_idempotency_key,
     scoped_key_hash,
     token_id,
@@ -72,7 +72,7 @@ class PurchaseOperation(once.Operation[Reservation]):
 
     recovery_points = ("email", "receipt")
 
-    def __init__(self, call: PurchaseCall, services: Services, guards: Guards, issuer: Issuer):
+    def __init__(self, call: PurchaseCall, services: PurchaseServices, guards: Guards, issuer: Issuer):
         self.attempt = Attempt(call)
         self._s = services
         self._guards = guards
@@ -88,7 +88,7 @@ class PurchaseOperation(once.Operation[Reservation]):
         try:
             key = read_idempotency_key(call.arguments, call.header_key)
         except StorefrontError as exc:
-            self.attempt.checks.record("idempotency", "fail", exc.message)
+            self.attempt.checks.set("idempotency", "fail", exc.message)
             raise
         if key is None:
             return None
@@ -101,7 +101,7 @@ class PurchaseOperation(once.Operation[Reservation]):
         """The turn in the purchase's words (`WORDS`), noted as the receipt's idempotency check."""
         detail = WORDS[turn]
         if result is not None:
-            self.attempt.checks.record("idempotency", result, detail)
+            self.attempt.checks.set("idempotency", result, detail)
         return detail
 
     def fingerprint(self) -> str:

@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from shared.config.errors import StorefrontError, StoreUnavailable
+from shared.config.errors import StorageOutage, StorefrontError
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
 from shared.exactly_once.executor import ExactlyOnce
@@ -36,7 +36,7 @@ from shared.exactly_once.idempotency import IdempotencyHandler
 from shared.purchase.call import (
     Outcome,
     PurchaseCall,
-    Services,
+    PurchaseServices,
     StoreConfig,
 )
 from shared.purchase.governance import Governance
@@ -68,7 +68,7 @@ class Storefront:
         contacts: ContactQueue,
         clock: Callable[[], float] = time.time,
     ):
-        self._services = Services(
+        self._services = PurchaseServices(
             config, hasher, governance, receipts, brevo, keys, ledger, repairs, contacts, clock
         )
         self._idempotency = idempotency
@@ -81,11 +81,11 @@ class Storefront:
 
     def stored_receipt(self, receipt_id: str) -> bytes | None:
         """A receipt on record: its blob, or the bytes queued for it while Blob was down (so its
-        `receipt_url` answers before the repair timer has run). Raises StoreUnavailable when
+        `receipt_url` answers before the repair timer has run). Raises StorageOutage when
         neither store can say."""
         try:
             body = self._services.receipts.read(receipt_id)
-        except StoreUnavailable:
+        except StorageOutage:
             body = None
         return body if body is not None else self._services.repairs.queued(receipt_id)
 
@@ -108,5 +108,5 @@ class Storefront:
         """A failure receipt for a request that could not even be read (body not JSON, too large) or
         that the buyer would not complete (an MCP form for the email declined): nothing counted."""
         operation = PurchaseOperation(call, self._services, self._guards, self._issuer)
-        operation.attempt.checks.record("input_schema", "fail", exc.message)
+        operation.attempt.checks.set("input_schema", "fail", exc.message)
         return operation.refusal(exc)

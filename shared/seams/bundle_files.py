@@ -14,7 +14,7 @@ class BlobBundleFiles:
         self._container = container
 
     def read(self, bundle_id: str) -> bytes | None:
-        """The bundle's file, or None when none is uploaded; `StoreUnavailable` when Blob fails."""
+        """The bundle's file, or None when none is uploaded; `StorageOutage` when Blob fails."""
         try:
             return self._container.download_blob(f"{bundle_id}.zip").readall()
         except ResourceNotFoundError:

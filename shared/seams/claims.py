@@ -5,7 +5,7 @@ One more entity, `~scoping`, holds the time until which claims written before ke
 the buyer may still matter. Azure's conditional answers become the interface's: an existing entity
 on insert → None, an ETag mismatch (412) on update or delete, or a vanished entity on update →
 `ClaimLost` (deleting a vanished entity succeeds quietly, as the SDK ignores 404 there). Anything
-else, including an entity this version cannot read, is an outage → `StoreUnavailable`.
+else, including an entity this version cannot read, is an outage → `StorageOutage`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from azure.core.exceptions import (
 )
 from azure.data.tables import TableClient, UpdateMode
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.seams.storage import on_table, outage
 
 WHAT = "idempotency table"
@@ -155,7 +155,7 @@ class TableClaimStore:
             except ResourceNotFoundError as exc:
                 raise outage(exc, WHAT) from exc
             return until
-        raise StoreUnavailable(f"{WHAT}: scoping horizon unreadable")
+        raise StorageOutage(f"{WHAT}: scoping horizon unreadable")
 
     def _holds_claims(self) -> bool:
         try:
@@ -177,7 +177,7 @@ def _until(entity) -> float:
         return float(entity["Until"])
     except (KeyError, TypeError, ValueError) as exc:
         # Not written by this version: an outage (503, retried), never a crash.
-        raise StoreUnavailable(f"{WHAT} holds an unreadable scoping horizon ({type(exc).__name__})") from None
+        raise StorageOutage(f"{WHAT} holds an unreadable scoping horizon ({type(exc).__name__})") from None
 
 
 def _entity(claim: Claim) -> dict:
@@ -200,7 +200,7 @@ def _claim(entity) -> Claim:
         return _parse(entity)
     except (KeyError, TypeError, ValueError) as exc:
         # Not written by this version: treat like an outage (fail open, logged), never a crash.
-        raise StoreUnavailable(f"{WHAT} holds an unreadable claim ({type(exc).__name__})") from None
+        raise StorageOutage(f"{WHAT} holds an unreadable claim ({type(exc).__name__})") from None
 
 
 def _parse(entity) -> Claim:

@@ -9,7 +9,7 @@ backlog's age loses no contact. A message is received invisible for a while and 
 deleted, so a drainer that dies mid-batch loses nothing; its contacts are handed to Brevo again,
 which leaves a contact it already has unchanged.
 
-Outages raise `StoreUnavailable`; a missing queue is created and the call made once more.
+Outages raise `StorageOutage`; a missing queue is created and the call made once more.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFo
 from azure.core.pipeline.transport import HttpTransport
 from azure.storage.queue import QueueClient, QueueMessage
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.config.sealing import Sealer, Unreadable
 from shared.seams.storage import Account, is_gone_message, is_missing_queue, outage, queue_client
 
@@ -119,7 +119,7 @@ class ContactQueue:
         self._sealer.check()
 
     def enqueue(self, email: str, name: str) -> None:
-        """Put the buyer on a random shard, sealed, never to expire. Raises StoreUnavailable."""
+        """Put the buyer on a random shard, sealed, never to expire. Raises StorageOutage."""
         text = self._sealer.seal({"email": email, "name": name})
         queue = random.choice(self._shards)
         self._call(queue, lambda: queue.send_message(text, time_to_live=-1))
@@ -194,7 +194,7 @@ class ContactQueue:
                 _create(queue)
             except AzureError as exc:
                 raise outage(exc, WHAT) from exc
-        raise StoreUnavailable(f"{WHAT} could not be created")
+        raise StorageOutage(f"{WHAT} could not be created")
 
 
 def _create(queue: QueueClient) -> None:

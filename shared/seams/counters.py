@@ -1,7 +1,7 @@
 """Integer counters in Azure Table storage, changed with ETag-conditional writes, so they hold across
 any number of function instances: the seam under the store's rate, recipient and cost limits
 (`shared.purchase.governance`). Lost races are retried after a jittered back-off; Azure's errors
-stop here (an outage is `StoreUnavailable`)."""
+stop here (an outage is `StorageOutage`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from azure.core.exceptions import (
 )
 from azure.data.tables import EntityProperty, TableClient, UpdateMode
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.seams.storage import is_missing_table, on_table
 
 _MAX_ATTEMPTS = 60
@@ -54,18 +54,18 @@ def _number(stored: object) -> int:
     (EntityProperty) an earlier version wrote. Anything else is a counter the store cannot read."""
     value = stored.value if isinstance(stored, EntityProperty) else stored
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise StoreUnavailable("a governance counter holds something other than a count")
+        raise StorageOutage("a governance counter holds something other than a count")
     try:
         return int(value)
     except ValueError:
-        raise StoreUnavailable("a governance counter holds something other than a count") from None
+        raise StorageOutage("a governance counter holds something other than a count") from None
 
 
 def _etag(metadata: Mapping[str, object]) -> str:
     """An entity's ETag, which Table storage returns with every entity it reads."""
     etag = metadata.get("etag")
     if not isinstance(etag, str):
-        raise StoreUnavailable("the governance table returned an entity without an ETag")
+        raise StorageOutage("the governance table returned an entity without an ETag")
     return etag
 
 
@@ -164,7 +164,7 @@ class TableCounters:
             except (ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
                 # Lost an ETag race, or the counter vanished under an update: read again.
                 _back_off(attempt)
-        raise StoreUnavailable("governance counter too contended")
+        raise StorageOutage("governance counter too contended")
 
     def _read_shards(self, partition: str, name: str) -> dict[int, tuple[int, str]]:
         """Every shard of one counter, one query over their partitions: shard → (count, ETag).

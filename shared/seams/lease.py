@@ -19,7 +19,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.seams.storage import on_table
 
 PARTITION = "lease"
@@ -40,7 +40,7 @@ class TableLease:
 
     def take(self) -> dict | None:
         """The lease's state fields when this instance now holds it; None when another does.
-        Raises StoreUnavailable."""
+        Raises StorageOutage."""
         now = self._clock()
         try:
             entity = on_table(self._table, WHAT, lambda: self._table.get_entity(PARTITION, self._name))
@@ -62,7 +62,7 @@ class TableLease:
         lost lease leaves it to run out)."""
         if self._etag is None:
             return
-        with contextlib.suppress(StoreUnavailable, ResourceModifiedError, ResourceNotFoundError):
+        with contextlib.suppress(StorageOutage, ResourceModifiedError, ResourceNotFoundError):
             self._put({"Holder": "", "Until": 0.0, **(fields or {})}, self._etag)
         self._etag = None
 

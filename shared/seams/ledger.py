@@ -105,7 +105,7 @@ class TableLedger:
     def __init__(self, table: TableClient):
         self._table = table
 
-    def record(self, receipt: dict) -> None:
+    def add(self, receipt: dict) -> None:
         entry = LedgerEntry.from_receipt(receipt)
         entity = {
             "PartitionKey": shard_of(entry.issued_at[:10], entry.receipt_id),
@@ -119,7 +119,7 @@ class TableLedger:
 
     def has(self, date: str, receipt_id: str) -> bool:
         """Whether the receipt has its row on that day: one point read on its shard, and only when
-        that misses, one on the day's partition from before the shards. Raises StoreUnavailable."""
+        that misses, one on the day's partition from before the shards. Raises StorageOutage."""
         return self._found(shard_of(date, receipt_id), receipt_id) or self._found(date, receipt_id)
 
     def _found(self, partition: str, receipt_id: str) -> bool:

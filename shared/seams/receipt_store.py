@@ -9,7 +9,7 @@ from typing import TypeVar
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient, ContentSettings
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.seams.storage import is_missing_container, outage
 
 T = TypeVar("T")
@@ -51,7 +51,7 @@ class BlobReceiptStore:
                 self._create_container()
             except AzureError as exc:
                 raise outage(exc, "blob storage") from exc
-        raise StoreUnavailable("receipts container could not be created")
+        raise StorageOutage("receipts container could not be created")
 
     def write_once(self, receipt_id: str, body: bytes, *, ledger_day: str | None = None) -> bytes:
         """The bytes on record under this id: `body`, or those an earlier writer stored first
@@ -69,7 +69,7 @@ class BlobReceiptStore:
 
     def awaiting_ledger(self) -> Iterator[tuple[str, str]]:
         """(receipt id, ledger day) of each receipt still tagged as awaiting its ledger row, page
-        by page as Blob's tag index returns them. Raises StoreUnavailable as it goes."""
+        by page as Blob's tag index returns them. Raises StorageOutage as it goes."""
         query = f"\"{LEDGER_TAG}\" >= '0'"
         try:
             for blob in self._container.find_blobs_by_tags(query):

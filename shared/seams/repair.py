@@ -35,7 +35,7 @@ class RepairQueue:
         self._table = table
 
     def queue(self, receipt_id: str, body: bytes) -> None:
-        """Keep a receipt's bytes until its blob is written. Raises StoreUnavailable."""
+        """Keep a receipt's bytes until its blob is written. Raises StorageOutage."""
         entity = {"PartitionKey": PARTITION, "RowKey": receipt_id, "Body": body.decode()}
         try:
             on_table(self._table, WHAT, lambda: self._table.upsert_entity(entity, mode=UpdateMode.REPLACE))
@@ -43,7 +43,7 @@ class RepairQueue:
             raise outage(exc, WHAT) from exc
 
     def queued(self, receipt_id: str) -> bytes | None:
-        """The bytes queued for this receipt, if any. Raises StoreUnavailable."""
+        """The bytes queued for this receipt, if any. Raises StorageOutage."""
         try:
             entity = self._table.get_entity(PARTITION, receipt_id)
         except ResourceNotFoundError:
@@ -55,7 +55,7 @@ class RepairQueue:
     def run(self, receipts: BlobReceiptStore, ledger: TableLedger, *, budget_seconds: float = BUDGET) -> int:
         """Finish every queued receipt and every receipt still tagged as awaiting its ledger row,
         taking no new page of tagged receipts after `budget_seconds`; returns how many needed it.
-        Raises StoreUnavailable when a store is still down (the next run goes on)."""
+        Raises StorageOutage when a store is still down (the next run goes on)."""
         until = time.monotonic() + budget_seconds
         return self._drain_blob_queue(receipts, ledger) + _drain_ledger_tags(receipts, ledger, until)
 
@@ -69,7 +69,7 @@ class RepairQueue:
         for entity in entities:
             receipt_id = entity["RowKey"]
             body = receipts.write_once(receipt_id, str(entity["Body"]).encode())
-            ledger.record(json.loads(body))
+            ledger.add(json.loads(body))
             try:
                 self._table.delete_entity(PARTITION, receipt_id)
             except AzureError as exc:
@@ -100,7 +100,7 @@ def _settle(receipts: BlobReceiptStore, ledger: TableLedger, receipt_id: str, da
         body = receipts.read(receipt_id)
         if body is None:
             return 0
-        ledger.record(json.loads(body))
+        ledger.add(json.loads(body))
         missing = 1
     receipts.ledger_recorded(receipt_id)
     return missing

@@ -24,7 +24,7 @@ from azure.storage.blob import ContainerClient, ExponentialRetry
 from azure.storage.queue import ExponentialRetry as QueueRetry
 from azure.storage.queue import QueueClient
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.config.settings import MANAGED_IDENTITY
 
 ANSWERS = (ResourceExistsError, ResourceNotFoundError, ResourceModifiedError)
@@ -203,8 +203,8 @@ def _error_code(exc: BaseException) -> str:
     return next((word for word in words if word in str(exc)), "")
 
 
-def outage(exc: AzureError, what: str) -> StoreUnavailable:
-    return StoreUnavailable(f"{what} unavailable: {type(exc).__name__}")
+def outage(exc: AzureError, what: str) -> StorageOutage:
+    return StorageOutage(f"{what} unavailable: {type(exc).__name__}")
 
 
 def on_table(table: TableClient, what: str, operation: Callable[[], T]) -> T:
@@ -222,7 +222,7 @@ def on_table(table: TableClient, what: str, operation: Callable[[], T]) -> T:
             raise
         except AzureError as exc:
             raise outage(exc, what) from exc
-    raise StoreUnavailable(f"{what} could not be created")
+    raise StorageOutage(f"{what} could not be created")
 
 
 def create_table(table: TableClient) -> None:

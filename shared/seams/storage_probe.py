@@ -18,7 +18,7 @@ from azure.core.exceptions import AzureError
 from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient
 
-from shared.config.errors import StoreUnavailable
+from shared.config.errors import StorageOutage
 from shared.seams.contact_queue import Backlog
 from shared.seams.storage import STORAGE_SCOPE, check
 
@@ -76,7 +76,7 @@ class StorageProbe:
             return
         try:
             self._backlog = self._backlog_of()
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             self._backlog = None
             cause = exc.__cause__
             raise cause if isinstance(cause, AzureError) else AzureError(str(exc)) from None

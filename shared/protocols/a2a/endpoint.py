@@ -48,7 +48,7 @@ import hashlib
 import json
 from dataclasses import replace
 
-from shared.config.errors import ProtocolError, StoreUnavailable
+from shared.config.errors import ProtocolError, StorageOutage
 from shared.config.settings import Settings
 from shared.protocols.a2a.answers import (
     data_part,
@@ -197,7 +197,7 @@ def _stored(task_id: str, store: Storefront) -> bytes | None:
         return None
     try:
         return store.stored_receipt(task_id)
-    except StoreUnavailable:
+    except StorageOutage:
         raise rpc_error(
             INTERNAL_ERROR, "receipt storage is unreachable; retry shortly", retry_after=5
         ) from None

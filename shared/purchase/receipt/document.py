@@ -45,7 +45,7 @@ class Checks:
         self._checks = {name: ("skipped", "not reached") for name in CHECK_NAMES}
         self._recorded: set[str] = set()
 
-    def record(self, name: str, result: str, detail: str) -> None:
+    def set(self, name: str, result: str, detail: str) -> None:
         if name not in self._checks or result not in RESULTS:
             raise ValueError(f"unknown check {name!r} or result {result!r}")
         self._checks[name] = (result, detail)
@@ -64,7 +64,7 @@ class Checks:
 
     def restore(self, recorded: dict[str, list[str]]) -> None:
         for name, (result, detail) in recorded.items():
-            self.record(name, result, detail)
+            self.set(name, result, detail)
 
     def as_list(self) -> list[dict[str, str]]:
         return [{"name": n, "result": r, "detail": d} for n, (r, d) in self._checks.items()]

@@ -10,8 +10,8 @@ import json
 import logging
 import time
 
-from shared.config.errors import NotConfigured, StorageDown, StorefrontError, StoreUnavailable
-from shared.purchase.call import OPERATION, Attempt, Outcome, Services, iso
+from shared.config.errors import NotConfigured, StorageOutage, StorefrontError, StoreUnavailable
+from shared.purchase.call import OPERATION, Attempt, Outcome, PurchaseServices, iso
 from shared.purchase.receipt import signatures
 from shared.purchase.receipt.document import RECEIPT_VERSION, encode
 from shared.seams.ledger import money
@@ -20,7 +20,7 @@ log = logging.getLogger("storefront.purchase")
 
 
 class Issuer:
-    def __init__(self, services: Services):
+    def __init__(self, services: PurchaseServices):
         self._s = services
 
     def issue(self, attempt: Attempt) -> None:
@@ -32,8 +32,8 @@ class Issuer:
         if attempt.resumed:
             try:
                 queued = self._s.repairs.queued(attempt.receipt_id)
-            except StoreUnavailable:
-                raise StorageDown(
+            except StorageOutage:
+                raise StoreUnavailable(
                     "the receipt an earlier attempt may have issued cannot be looked up yet; retry "
                     "with the same idempotency key",
                     retry_after=5,
@@ -66,21 +66,21 @@ class Issuer:
         receipt = json.loads(body)
         try:
             stored = self._s.receipts.write_once(receipt_id, body, ledger_day=receipt["issued_at"][:10])
-        except StoreUnavailable as exc:
+        except StorageOutage as exc:
             log.warning("receipt %s not in Blob yet: %s", receipt_id, exc)
             if attempt.resumed and not attempt.inherited_receipt:
                 return None
             try:
                 self._s.repairs.queue(receipt_id, body)
-            except StoreUnavailable as exc:
+            except StorageOutage as exc:
                 log.warning("receipt %s not queued for repair either: %s", receipt_id, exc)
                 return None
         else:
             if stored != body:
                 body, receipt = stored, json.loads(stored)
         try:
-            self._s.ledger.record(receipt)
-        except StoreUnavailable as exc:
+            self._s.ledger.add(receipt)
+        except StorageOutage as exc:
             log.warning("receipt %s not in the ledger yet (the repair timer adds it): %s", receipt_id, exc)
         return body
 
