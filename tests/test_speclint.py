@@ -8,10 +8,10 @@ import json
 import pytest
 
 from shared.protocols.mcp_tools import TOOLS
-from speclint.behaviour import IDEMPOTENCY_KEY_NAMES, check_annotations
 from speclint.findings import RULE_BY_ID
-from speclint.rules import lint
-from speclint.schema_rules import check_bounds, check_local_models
+from speclint.rules.behaviour import IDEMPOTENCY_KEY_NAMES, check_annotations
+from speclint.rules.input_schema import check_bounds, check_local_models
+from speclint.rules.lint import lint
 from tests.speclint_support import load, object_schema, pre_idempotency_tool, run, run_cli, triples
 
 # ---------------------------------------------------------------- the rules

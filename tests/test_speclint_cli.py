@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from speclint.output import SARIF_LEVEL
-from speclint.rules import lint
+from speclint.rules.lint import lint
 from tests.speclint_support import FIXTURES, load, object_schema, run, run_cli
 from tests.support import ROOT, free_port
 

@@ -1,4 +1,4 @@
-"""The real-world corpus in tests/fixtures/speclint_corpus (dumped by speclint.corpus): the dumps are
+"""The real-world corpus in tests/fixtures/speclint_corpus (dumped by speclint.corpus.dump): the dumps are
 well-formed, every tool carries one side-effect label, and today's speclint reads every real schema."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from speclint import peers as speclint_peers
 from speclint.cli import main
-from speclint.corpus import SERVERS
+from speclint.corpus import peers as speclint_peers
+from speclint.corpus.dump import SERVERS
 from speclint.findings import Finding
 from speclint.load import tools_from
-from speclint.rules import lint
+from speclint.rules.lint import lint
 from tests.support import ROOT
 
 CORPUS = Path(__file__).parent / "fixtures" / "speclint_corpus"
@@ -184,10 +184,10 @@ def test_the_peer_files_speclint_column_is_todays_speclint():
         hits = speclint_peers.speclint_hits(document, path)
         if PEERS["servers"][document["server"]]["speclint"] != speclint_peers.tally(hits):
             stale[document["server"]] = speclint_peers.tally(hits)
-    refresh = "python -m speclint.peers --speclint-only"
+    refresh = "python -m speclint.corpus.peers --speclint-only"
     assert stale == {}, f"run `{refresh}` to refresh docs/speclint-peers.json"
 
 
 def test_docs_show_the_table_the_peer_file_makes():
     page = (ROOT / "docs" / "speclint.md").read_text()
-    assert speclint_peers.summary_table(PEERS) in page, "paste `python -m speclint.peers --table`"
+    assert speclint_peers.summary_table(PEERS) in page, "paste `python -m speclint.corpus.peers --table`"

@@ -1,4 +1,4 @@
-"""The engines' compiles under a budget (speclint.engine_child): a schema built to blow up a
+"""The engines' compiles under a budget (speclint.engines.child): a schema built to blow up a
 compile is a finding naming the engine and its budget, the rest of the list is still compiled,
 and the run's --timeout holds, engine compiles included.
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 import json
 
-from speclint.engines import LLGUIDANCE, OUTLINES
+from speclint.engines.nodes import LLGUIDANCE, OUTLINES
 from speclint.limits import Deadline, Limits
-from speclint.rules import lint
+from speclint.rules.lint import lint
 from tests.speclint_support import FIXTURES, load, object_schema, run_bounded
 
 BLOWUP = load("compile_blowup.json")[0]

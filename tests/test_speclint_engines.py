@@ -13,18 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from speclint.engine_runs import probe_pattern
-from speclint.engines import (
-    ENGINES,
-    LLAMA_CPP,
-    LLGUIDANCE,
-    OUTLINES,
-    REJECTED,
-    WEAKENED,
-    builtin_problems,
-    engine_problems,
-    installed_engines,
-)
+from speclint.engines.builtin import builtin_problems
+from speclint.engines.nodes import ENGINES, LLAMA_CPP, LLGUIDANCE, OUTLINES, REJECTED, WEAKENED
+from speclint.engines.runs import engine_problems, installed_engines, probe_pattern
 from tests.support import fresh_python
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -184,7 +175,7 @@ def test_engines_option_finishes_on_every_schema_here_including_free_form_values
     schemas_file = tmp_path / "schemas.json"
     code = (
         "import json, pathlib\n"
-        "from speclint.engines import engine_problems\n"
+        "from speclint.engines.runs import engine_problems\n"
         f"schemas = json.loads(pathlib.Path({str(schemas_file)!r}).read_text())\n"
         "print(sum(1 for schema in schemas if engine_problems(schema)))\n"
     )
@@ -203,7 +194,7 @@ def test_engine_problems_finish_on_patterns_whose_dfa_explodes():
     """Index on '^([a-z]{1,100} ?){1,100}$' ran for minutes and took gigabytes; the probe clamps
     counts (keeping their order), so this finishes, in a fresh interpreter with a time limit."""
     code = (
-        "from speclint.engines import engine_problems\n"
+        "from speclint.engines.runs import engine_problems\n"
         "for pattern in ('^([a-z]{1,100} ?){1,100}$', '^(a{1,200}){1,200}$', '^[ab]*a[ab]{20}$'):\n"
         "    schema = {'type': 'object', 'properties': {'q': {'type': 'string', 'pattern': pattern}},"
         " 'required': ['q']}\n"
@@ -238,7 +229,8 @@ def test_builtin_rules_stay_linear_on_wide_schemas(tmp_path):
     stay llguidance's: distinct constants prove a oneOf, a repeated one does not."""
     code = """
 import json, sys
-from speclint.engines import LLGUIDANCE, builtin_problems
+from speclint.engines.builtin import builtin_problems
+from speclint.engines.nodes import LLGUIDANCE
 
 def one_of(branches):
     schema = {"type": "object", "properties": {"q": {"oneOf": branches}}, "required": ["q"]}

@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from speclint.findings import __version__
-from speclint.modern import headers as modern_headers
-from speclint.streamable_http import HttpWire
+from speclint.protocol.modern import headers as modern_headers
+from speclint.transports.streamable_http import HttpWire
 from tests.speclint_support import load, run, run_cli
 from tests.support import ROOT, free_port, start_process
 

@@ -1,4 +1,4 @@
-"""speclint.instructions (SL008): tool text that speaks to the model. Crafted poisoned descriptions
+"""speclint.rules.instructions (SL008): tool text that speaks to the model. Crafted poisoned descriptions
 (tests/fixtures/speclint_poisoned.json: secrets passed as arguments, concealment, overrides, hidden
 characters, model markup, shadowing) are caught at their severity; benign look-alikes and the real
 servers' descriptions are not."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from speclint.instructions import check_instructions
-from speclint.rules import lint
+from speclint.rules.instructions import check_instructions
+from speclint.rules.lint import lint
 from tests.speclint_support import object_schema, run
 
 CASES = json.loads(

@@ -1,4 +1,4 @@
-"""speclint.patterns: the ECMA-262 (u flag) checker agrees with Node's own RegExp on every pattern
+"""speclint.schema.patterns: the ECMA-262 (u flag) checker agrees with Node's own RegExp on every pattern
 of the table, and Python's verdict is re.compile's."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from devstack.node import NODE22
-from speclint import patterns, unicode_properties
+from speclint.schema import patterns, unicode_properties
 
 NODE = NODE22
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from speclint import negotiate
-from speclint import stdio as speclint_stdio
 from speclint.findings import __version__
 from speclint.load import Server, Unreadable
-from speclint.stdio import list_tools
+from speclint.protocol import negotiate
+from speclint.transports import stdio as speclint_stdio
+from speclint.transports.stdio import list_tools
 from tests.support import ROOT, run_module
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "speclint_stdio"

@@ -1,10 +1,10 @@
-"""speclint.words: the verb tables and what they infer from a tool's name and description."""
+"""speclint.rules.words: the verb tables and what they infer from a tool's name and description."""
 
 from __future__ import annotations
 
 import pytest
 
-from speclint import words
+from speclint.rules import words
 
 
 @pytest.mark.parametrize(

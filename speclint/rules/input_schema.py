@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import re
 
-from speclint import engine_child, patterns, words
-from speclint import engines as oracle
+from speclint.engines.builtin import builtin_problems
+from speclint.engines.child import Compiled, compile_schemas
+from speclint.engines.nodes import LLAMA_CPP, REJECTED
+from speclint.engines.runs import installed_engines, joined, located
 from speclint.findings import Finding
-from speclint.schema import pointer, schema_types, text, walk
+from speclint.rules import words
+from speclint.schema import patterns
+from speclint.schema.walk import declared_types, pointer, text, walk
 
 TOOL_NAME_PATTERN = "^[a-zA-Z0-9_-]{1,64}$"
 _TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -25,7 +29,7 @@ def check_bounds(tool: dict, name: str) -> list[Finding]:
     for path, node, _ in walk(schema, "/inputSchema"):
         if not isinstance(node, dict):
             continue
-        types = schema_types(node)
+        types = declared_types(node)
         bounded_values = "enum" in node or "const" in node
         bounded_pattern = patterns.bounds_length(node.get("pattern"))
         if "string" in types and "maxLength" not in node and not bounded_values and not bounded_pattern:
@@ -80,7 +84,7 @@ def check_bounds(tool: dict, name: str) -> list[Finding]:
 
 
 def check_local_models(
-    tool: dict, name: str, engines: bool = False, compiled: engine_child.Compiled | None = None
+    tool: dict, name: str, engines: bool = False, compiled: Compiled | None = None
 ) -> list[Finding]:
     """SL004: what an engine local runtimes constrain generation with rejects (high) or silently
     weakens (medium) in the input schema. Built-in rules mirror the engines' measured verdicts;
@@ -93,11 +97,11 @@ def check_local_models(
         return []
     if engines:
         if compiled is None:
-            (compiled,) = engine_child.compile_schemas([schema], oracle.installed_engines())
-        ran = oracle.located(compiled.problems, oracle.builtin_problems(schema)) + compiled.stopped
-        problems = oracle.joined(ran + oracle.builtin_problems(schema, engines=(oracle.LLAMA_CPP,)))
+            (compiled,) = compile_schemas([schema], installed_engines())
+        ran = located(compiled.problems, builtin_problems(schema)) + compiled.stopped
+        problems = joined(ran + builtin_problems(schema, engines=(LLAMA_CPP,)))
     else:
-        problems = oracle.builtin_problems(schema)
+        problems = builtin_problems(schema)
     return [
         Finding(
             "SL004",
@@ -105,7 +109,7 @@ def check_local_models(
             problem.path,
             problem.message,
             problem.fix,
-            "high" if problem.impact == oracle.REJECTED else "medium",
+            "high" if problem.impact == REJECTED else "medium",
         )
         for problem in problems
     ]
@@ -322,7 +326,7 @@ def check_sensitive_strings(tool: dict, name: str) -> list[Finding]:
             description = f"{description} {outer}"
         else:
             continue
-        if "string" not in schema_types(node) or any(key in node for key in ("enum", "const", "pattern")):
+        if "string" not in declared_types(node) or any(key in node for key in ("enum", "const", "pattern")):
             continue
         named = set(words.words(parameter))
         if named & NOT_A_PATH:  # sort_dir, order_dir: a direction

@@ -1,8 +1,8 @@
 """Run speclint's peers on the corpus, offline, and put their findings next to speclint's.
 
-    python -m speclint.peers --venv DIR [--out docs/speclint-peers.json]
-    python -m speclint.peers --speclint-only      # refresh speclint's column only
-    python -m speclint.peers --table              # the table docs/speclint.md shows
+    python -m speclint.corpus.peers --venv DIR [--out docs/speclint-peers.json]
+    python -m speclint.corpus.peers --speclint-only      # refresh speclint's column only
+    python -m speclint.corpus.peers --table              # the table docs/speclint.md shows
 
 Each peer is installed at a pinned version into its own virtualenv under DIR and run under
 ``unshare --net`` (a network namespace with nothing in it) on every dump of
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fixtures" / "speclint_corpus"
 RUN_TIMEOUT = 600
 
@@ -169,7 +169,7 @@ def stub_command(dump: Path) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--serve", str(dump)]
 
 
-STUB_TEMPLATE = ["python", "speclint/peers.py", "--serve", "$DUMP"]
+STUB_TEMPLATE = ["python", "speclint/corpus/peers.py", "--serve", "$DUMP"]
 
 
 def pip(venv: Path, *args: str) -> str:
@@ -215,7 +215,7 @@ def run(peer: Peer, venv: Path, dump: Path) -> list[Hit]:
 def speclint_hits(document: dict, dump: Path) -> list[Hit]:
     # Imported here: the stub server runs this file as a script, where `tools` is not importable.
     from speclint.load import tools_from
-    from speclint.rules import lint
+    from speclint.rules.lint import lint
 
     findings = lint(tools_from(document, str(dump)))
     return [Hit(f.tool, f.rule_id, f.severity, f"{f.path}: {f.message}") for f in findings]
@@ -225,7 +225,7 @@ def speclint_source() -> dict:
     """The commit speclint ran from, and its files that differ from it (the column counts those)."""
     git = ["git", "-C", str(ROOT)]
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    files = ["speclint", ":!speclint/peers.py", ":!speclint/corpus.py"]
+    files = ["speclint", ":!speclint/corpus"]
     status = subprocess.run([*git, "status", "--porcelain", "--", *files], capture_output=True, text=True)
     return {"commit": commit.strip(), "uncommitted": sorted(line[3:] for line in status.stdout.splitlines())}
 
@@ -349,7 +349,7 @@ def compare(venvs: Path) -> dict:
             every[name] += found
     tools = sum(row["tools"] for row in servers.values())
     return {
-        "generated_by": "python -m speclint.peers",
+        "generated_by": "python -m speclint.corpus.peers",
         "corpus": str(CORPUS.relative_to(ROOT)),
         "network": "none: every peer ran under `unshare --net`",
         "stub_server": shlex.join(STUB_TEMPLATE),

@@ -1,6 +1,6 @@
 """A live server as the protocol revisions see it: one JSON-RPC request at a time over stdio or
 Streamable HTTP, and the ways an answer can fail. How a failure is classed decides whether a
-``server/discover`` probe falls back to ``initialize`` (``speclint.negotiate``):
+``server/discover`` probe falls back to ``initialize`` (``speclint.protocol.negotiate``):
 
     Unreadable          the target cannot be read (speclint.load); a failure of its own:
                         no server reached, the whole exchange out of time

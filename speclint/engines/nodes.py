@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from speclint.schema.walk import declared_types
+
 LLGUIDANCE = "llguidance"
 OUTLINES = "outlines-core"
 LLAMA_CPP = "llama.cpp"
@@ -136,16 +138,6 @@ def outlines_reads_pattern(node: Node) -> bool:
         and "minLength" not in schema
         and "maxLength" not in schema
     )
-
-
-def declared_types(schema: dict) -> set[str]:
-    """The types `schema` names in "type" (speclint's rules use it too)."""
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    return set()
 
 
 def is_count(value: object) -> bool:

@@ -5,7 +5,7 @@ carries the negotiated version in ``MCP-Protocol-Version`` (the transport keeps 
 from __future__ import annotations
 
 from speclint.load import Unreadable, one_line, text_field
-from speclint.wire import CLIENT_INFO, Wire
+from speclint.protocol.wire import CLIENT_INFO, Wire
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 OFFERED = VERSIONS[-1]

@@ -1,7 +1,7 @@
 """The rule set: each tool checked by every rule in order, and one finding per root cause.
 
 SL001 mutating-without-idempotency-key [high]: a tool declared mutating (hints set, readOnlyHint not
-    true) or, without hints, inferred mutating from its words (``speclint.words``), that is
+    true) or, without hints, inferred mutating from its words (``speclint.rules.words``), that is
     not idempotentHint and takes no key named as in ``behaviour.IDEMPOTENCY_KEY_NAMES``. High when
     its words say each call adds another effect, medium when they say nothing either way, none when
     they say a repeat is harmless.
@@ -25,14 +25,14 @@ SL007 unconstrained-sensitive-string [medium]: a string parameter named or descr
 SL008 instructions-to-the-model [high]: a description or title that hides text or tells the model
     to keep things from the user, ignore its instructions or pass a secret on (high); markup
     addressed to the model, talk of its earlier guidance, a secret's path alone, or another tool
-    of the list named with a directive (medium). See ``speclint.instructions``.
+    of the list named with a directive (medium). See ``speclint.rules.instructions``.
 
-SL001, SL002 and SL005 live in ``speclint.behaviour``, SL008 in ``speclint.instructions``, the schema
-rules in ``speclint.schema_rules``;
-the records and severities in ``speclint.findings``.
+SL001, SL002 and SL005 live in ``speclint.rules.behaviour``, SL008 in ``speclint.rules.instructions``,
+the schema rules in ``speclint.rules.input_schema``; the records and severities in
+``speclint.findings``.
 
 ``lint`` keeps to a deadline: the engines' compiles run in a child process killed at its budget
-or the deadline (``speclint.engine_child``), and the rules look at the deadline before each
+or the deadline (``speclint.engines.child``), and the rules look at the deadline before each
 tool, whose size ``speclint.limits`` caps.
 """
 
@@ -41,19 +41,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from speclint import engine_child
-from speclint.behaviour import check_annotations, check_idempotency_key, check_side_effects
-from speclint.engines import installed_engines
+from speclint.engines.child import Compiled, compile_schemas
+from speclint.engines.runs import installed_engines
 from speclint.findings import RANK, Finding
-from speclint.instructions import check_instructions
 from speclint.limits import Deadline, Limits
 from speclint.load import Unreadable
-from speclint.schema_rules import (
+from speclint.rules.behaviour import check_annotations, check_idempotency_key, check_side_effects
+from speclint.rules.input_schema import (
     check_bounds,
     check_local_models,
     check_schema_validity,
     check_sensitive_strings,
 )
+from speclint.rules.instructions import check_instructions
 
 CHECKS: tuple[Callable[[dict, str], list[Finding]], ...] = (
     check_idempotency_key,
@@ -94,12 +94,12 @@ def lint(
 
 def _compiled(
     tools: list[dict], labels: list[str], limits: Limits | None, deadline: Deadline | None
-) -> dict[int, engine_child.Compiled]:
+) -> dict[int, Compiled]:
     """Each input schema compiled by the installed engines in one child process, by tool index."""
     at = [index for index, tool in enumerate(tools) if isinstance(tool.get("inputSchema"), dict)]
     schemas = [tools[index]["inputSchema"] for index in at]
     names = [repr(labels[index][:80]) for index in at]
-    compiled = engine_child.compile_schemas(schemas, installed_engines(), limits, deadline, names)
+    compiled = compile_schemas(schemas, installed_engines(), limits, deadline, names)
     return dict(zip(at, compiled, strict=True))
 
 

@@ -11,16 +11,16 @@ more, when they are all revisions it does not speak it stops there. An ``initial
 -32022 naming 2026-07-28 (a slow server that answered the probe after speclint gave up on it and
 now serves that revision) is probed once more too. Failing to reach the server at all is not a
 verdict on its revision and ends the exchange. A stdio server that exits on the probe is started
-again for the handshake (``speclint.stdio``)."""
+again for the handshake (``speclint.transports.stdio``)."""
 
 from __future__ import annotations
 
-from speclint import legacy, modern
-from speclint.legacy import Legacy
 from speclint.limits import Limits
 from speclint.load import Listing, Server, Unreadable, all_pages, one_line
-from speclint.modern import Modern
-from speclint.wire import Garbled, Refused, TimedOut, Wire
+from speclint.protocol import legacy, modern
+from speclint.protocol.legacy import Legacy
+from speclint.protocol.modern import Modern
+from speclint.protocol.wire import Garbled, Refused, TimedOut, Wire
 
 PROBE_SECONDS = 10.0  # the official Python SDK's wait for server/discover
 PROBE_SHARE = 1 / 3  # of the whole exchange's time, at most, so a silent probe leaves time to fall back

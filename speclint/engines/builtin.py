@@ -1,6 +1,6 @@
 """The built-in rules: what the engines were measured to reject or weaken in a schema, found without
 running them (``tests/fixtures/speclint_hostile.json`` holds the measurements). Patterns are judged
-in ``speclint.engine_patterns``."""
+in ``speclint.engines.patterns``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import math
 from collections.abc import Iterator
 
-from speclint.engine_nodes import (
+from speclint.engines.nodes import (
     ENGINES,
     LLAMA_CPP,
     LLAMA_MAX_REPETITION,
@@ -21,7 +21,6 @@ from speclint.engine_nodes import (
     Node,
     Problem,
     Verdict,
-    declared_types,
     escape,
     every_object,
     is_count,
@@ -29,7 +28,8 @@ from speclint.engine_nodes import (
     one_line,
     outlines_reads_pattern,
 )
-from speclint.engine_patterns import pattern_verdicts
+from speclint.engines.patterns import pattern_verdicts
+from speclint.schema.walk import declared_types
 
 # llguidance answers 'Unimplemented keys: [...]' for these (parser/src/json/schema.rs keeps the
 # list of keywords it implements; these validation keywords are not in it).

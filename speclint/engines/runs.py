@@ -3,7 +3,7 @@ outlines-core) and report their own messages. Engines are imported lazily, only 
 
 ``engine_problems`` compiles in this process, with no limit of time or memory: a schema built to
 blow up a compile holds it. speclint's command line and ``speclint.rules.lint`` compile through
-``speclint.engine_child`` instead, which runs ``run_engine`` in a child process under a budget."""
+``speclint.engines.child`` instead, which runs ``run_engine`` in a child process under a budget."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 
-from speclint.engine_nodes import (
+from speclint.engines.nodes import (
     ENGINES,
     LLGUIDANCE,
     OUTLINES,
     REJECTED,
     WEAKENED,
     Problem,
-    declared_types,
     is_count,
     nodes,
     one_line,
     outlines_reads_pattern,
 )
-from speclint.patterns import repetition_count
+from speclint.schema.patterns import repetition_count
+from speclint.schema.walk import declared_types
 
 
 def installed_engines() -> list[str]:

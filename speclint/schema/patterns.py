@@ -16,7 +16,7 @@ import re
 import unicodedata
 import warnings
 
-from speclint.unicode_properties import is_property
+from speclint.schema.unicode_properties import is_property
 
 SYNTAX_CHARACTERS = set("^$\\.*+?()[]{}|/")
 CONTROL_ESCAPES = set("fnrtv")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from speclint.engine_nodes import (
+from speclint.engines.nodes import (
     LLAMA_CPP,
     LLAMA_MAX_REPETITION,
     LLGUIDANCE,
@@ -15,7 +15,7 @@ from speclint.engine_nodes import (
     WEAKENED,
     Verdict,
 )
-from speclint.patterns import repetition_count
+from speclint.schema.patterns import repetition_count
 
 _LOOKAROUND_RE = re.compile(r"\(\?(?:=|!|<=|<!|>)")
 # llama.cpp's gbnf_escape_length: the escapes its grammar literals and classes can hold.

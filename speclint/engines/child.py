@@ -30,17 +30,17 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from speclint.engine_nodes import REJECTED, Problem, one_line
-from speclint.engine_runs import MODULES, Said, merged, run_engine
+from speclint.engines.nodes import REJECTED, Problem, one_line
+from speclint.engines.runs import MODULES, Said, merged, run_engine
 from speclint.limits import Deadline, Limits, human
 from speclint.load import Unreadable
-from speclint.stdio import Tail, exit_status
+from speclint.transports.stdio import Tail, exit_status
 
 BASE = "/inputSchema"
 MEMORY_EXIT = 3  # the child's status when Python itself runs out of memory
 MESSAGE_CHARS = 2000  # of one engine message, as the child sends it
 IDLE_SECONDS = 60.0  # the child's start-up and the reading of a schema, when no deadline is nearer
-_BOOT = "import sys; sys.path[:] = sys.argv[2:]; from speclint.engine_child import serve; serve(sys.argv[1])"
+_BOOT = "import sys; sys.path[:] = sys.argv[2:]; from speclint.engines.child import serve; serve(sys.argv[1])"
 _FIX = (
     "make the schema cheap to compile: a pattern whose free-form part ([ab]*, .*) comes before a "
     "long fixed run ([ab][ab][ab]…) needs an automaton that doubles with each character of the "

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from speclint import engines
-
 # Keywords whose value is one schema, a list of schemas, or a name -> schema map.
 SCHEMA_KEYWORDS = (
     "items",
@@ -53,7 +51,14 @@ def walk(schema: object, path: str, keyword: str | None = None) -> Iterator[tupl
                 yield from walk(sub, path + pointer(kw, name), kw)
 
 
-schema_types = engines.declared_types
+def declared_types(schema: dict) -> set[str]:
+    """The types `schema` names in "type"."""
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return {t for t in declared if isinstance(t, str)}
+    return set()
 
 
 def root_schema(tool: dict) -> dict:

@@ -1,8 +1,8 @@
 """speclint's client for the Streamable HTTP transport: one POST a JSON-RPC message, answered
 with JSON or an event stream, all within one deadline however the server trickles its bytes.
 
-The revision decides the headers (``speclint.legacy``, ``speclint.modern``); this module keeps
-what the handshake revisions add to the transport: the ``Mcp-Session-Id`` an ``initialize``
+The revision decides the headers (``speclint.protocol.legacy``, ``speclint.protocol.modern``); this
+module keeps what the handshake revisions add to the transport: the ``Mcp-Session-Id`` an ``initialize``
 answer assigns is sent on every later request, and the session is deleted at the end. A
 2026-07-28 exchange never initializes, so it never has one.
 
@@ -23,11 +23,11 @@ import requests
 import requests.adapters
 import urllib3
 
-from speclint import negotiate
 from speclint.findings import __version__
 from speclint.limits import Limits, human
 from speclint.load import Listing, Unreadable, parse_json, rpc_error_text
-from speclint.wire import Garbled, Refused, TimedOut
+from speclint.protocol import negotiate
+from speclint.protocol.wire import Garbled, Refused, TimedOut
 
 MAX_BODY_BYTES = 64 << 20  # one answer; a bigger one is refused, never buffered whole
 METHOD_NOT_FOUND = -32601

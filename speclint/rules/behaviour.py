@@ -2,16 +2,16 @@
 tool), SL002 (annotations present and true to the tool's words) and SL005 (side effects disclosed).
 
 A tool mutates when its annotations say so, or, without annotations, when its words do
-(``speclint.words``).
+(``speclint.rules.words``).
 """
 
 from __future__ import annotations
 
 import re
 
-from speclint import words
 from speclint.findings import Finding
-from speclint.schema import root_schema, text
+from speclint.rules import words
+from speclint.schema.walk import root_schema, text
 
 # Root input-schema property names that count as an idempotency key (compared case-insensitively).
 IDEMPOTENCY_KEY_NAMES = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 
 from speclint.load import CACHE_SCOPES, server_stamp
-from speclint.wire import CLIENT_INFO, Refused, Wire
+from speclint.protocol.wire import CLIENT_INFO, Refused, Wire
 
 VERSION = "2026-07-28"
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"

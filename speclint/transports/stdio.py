@@ -1,7 +1,7 @@
 """speclint's stdio client: start an MCP server as a child process, list its tools, stop it.
 
 The MCP stdio transport is newline-delimited JSON-RPC 2.0 on the server's stdin and stdout; its
-stderr is a log. speclint speaks the revision ``speclint.negotiate`` settles on (``server/discover``
+stderr is a log. speclint speaks the revision ``speclint.protocol.negotiate`` settles on (``server/discover``
 and 2026-07-28, else ``initialize``) and lists every ``tools/list`` page, all within one deadline,
 then shuts the server down as the transport spec asks: close its stdin, wait, SIGTERM, wait,
 SIGKILL, each sent to the server's whole process group so that the children of ``npx`` or a shell
@@ -33,10 +33,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from speclint import negotiate
 from speclint.limits import Limits, human
 from speclint.load import Listing, NotFinite, Unreadable, loads, one_line, rpc_error_text
-from speclint.wire import Ended, Garbled, Refused, TimedOut
+from speclint.protocol import negotiate
+from speclint.protocol.wire import Ended, Garbled, Refused, TimedOut
 
 MAX_LINE_BYTES = 16 << 20  # one message; a longer line is an error, never an ever-growing buffer
 MAX_NOISE_BYTES = 1 << 20  # stdout that is not JSON-RPC, skipped before giving up
