@@ -1,12 +1,11 @@
 """The built-in rules: what the engines were measured to reject or weaken in a schema, found without
 running them (``tests/fixtures/speclint_hostile.json`` holds the measurements). Patterns are judged
-in ``speclint.engines.patterns``."""
+in ``speclint.engines.patterns``, schemas no value satisfies in ``speclint.engines.unsatisfiable``
+and oneOf in ``speclint.engines.one_of``."""
 
 from __future__ import annotations
 
 import functools
-import json
-import math
 from collections.abc import Iterator
 
 from speclint.engines.nodes import (
@@ -17,18 +16,23 @@ from speclint.engines.nodes import (
     OUTLINES,
     OUTLINES_KEYS,
     REJECTED,
+    TYPES,
     WEAKENED,
     Node,
     Problem,
     Verdict,
+    as_number,
     escape,
     every_object,
     is_count,
     nodes,
     one_line,
     outlines_reads_pattern,
+    possible_types,
 )
+from speclint.engines.one_of import one_of_findings
 from speclint.engines.patterns import pattern_verdicts
+from speclint.engines.unsatisfiable import unsatisfiable_findings
 from speclint.schema.walk import declared_types
 
 # llguidance answers 'Unimplemented keys: [...]' for these (parser/src/json/schema.rs keeps the
@@ -60,7 +64,6 @@ LLG_FORMATS = frozenset(
 )
 OUTLINES_FORMATS = frozenset({"date-time", "date", "time", "uuid", "email", "uri"})
 
-TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
 COUNT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
 
 # Bounds past these make llguidance fail to build its number regex ("Failed to generate regex for
@@ -125,8 +128,8 @@ def _schema_findings(node: Node, root: _Root) -> Iterator[Verdict]:
     yield from _count_findings(schema, path)
     yield from _string_findings(schema, node)
     yield from _number_findings(schema, path)
-    yield from _unsatisfiable_findings(schema, node)
-    yield from _one_of_findings(schema, path)
+    yield from unsatisfiable_findings(schema, node)
+    yield from one_of_findings(schema, path)
 
 
 def _keyword_findings(schema: dict, path: str) -> Iterator[Verdict]:
@@ -220,7 +223,7 @@ def _type_findings(schema: dict, path: str) -> Iterator[Verdict]:
 
 
 def _count_findings(schema: dict, path: str) -> Iterator[Verdict]:
-    types = _types(schema)
+    types = possible_types(schema)
     for kw in COUNT_KEYWORDS:
         if kw in schema and not is_count(schema[kw]):
             engines = {LLGUIDANCE: REJECTED}
@@ -252,7 +255,7 @@ def _count_findings(schema: dict, path: str) -> Iterator[Verdict]:
 
 
 def _string_findings(schema: dict, node: Node) -> Iterator[Verdict]:
-    path, types = node.path, _types(schema)
+    path, types = node.path, possible_types(schema)
     if "string" not in types:
         return
     fmt = schema.get("format")
@@ -287,7 +290,7 @@ def _string_findings(schema: dict, node: Node) -> Iterator[Verdict]:
 
 def _number_findings(schema: dict, path: str) -> Iterator[Verdict]:
     types = declared_types(schema)
-    low, high = _number(schema.get("minimum")), _number(schema.get("maximum"))
+    low, high = as_number(schema.get("minimum")), as_number(schema.get("maximum"))
     if "integer" in types:
         for kw, value, beyond in (
             ("minimum", low, low is not None and (low >= I64_MAX or low <= -I64_MAX)),
@@ -322,176 +325,6 @@ def _number_findings(schema: dict, path: str) -> Iterator[Verdict]:
                     f"rejects number {kw} {value!r}: it cannot build a regex for a float range that wide",
                     f"drop {kw} or keep it within ±9.2e18",
                 )
-
-
-def _unsatisfiable_findings(schema: dict, node: Node) -> Iterator[Verdict]:
-    """Schemas no value satisfies; llguidance rejects them where a valid value must hold one."""
-    for kw, why, always in _unsatisfiable(schema):
-        engines = dict.fromkeys(always, REJECTED)
-        if node.required:
-            engines[LLGUIDANCE] = REJECTED
-        if engines:
-            yield (
-                f"{node.path}/{kw}",
-                engines,
-                f"reject a schema no value satisfies ({why})",
-                "fix the bounds or the types so that some value fits",
-            )
-    names = schema.get("required")
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    if node.required and isinstance(names, list) and schema.get("additionalProperties") is False:
-        missing = [n for n in names if isinstance(n, str) and n not in props]
-        if missing:
-            yield (
-                f"{node.path}/required",
-                {LLGUIDANCE: REJECTED},
-                f"rejects required {missing[0]!r}: it is not in properties and additionalProperties "
-                "is false, so no value can hold it",
-                f"declare {missing[0]!r} under properties or drop it from required",
-            )
-
-
-def _unsatisfiable(schema: dict) -> Iterator[tuple[str, str, tuple[str, ...]]]:
-    """(keyword, why, engines that reject it even where it is optional)."""
-    types = _types(schema)
-    lo, hi = schema.get("minLength"), schema.get("maxLength")
-    if is_count(lo) and is_count(hi) and lo > hi and "string" in types:
-        yield "minLength", f"minLength {lo} > maxLength {hi}", (OUTLINES, LLAMA_CPP)
-    lo, hi = schema.get("minItems"), schema.get("maxItems")
-    if is_count(lo) and is_count(hi) and lo > hi:
-        yield "minItems", f"minItems {lo} > maxItems {hi}", (OUTLINES,)
-    if types & {"integer", "number"} and _empty_range(schema, "integer" in types and "number" not in types):
-        yield "minimum", "the bounds leave no number", ()
-    for kw in ("enum", "anyOf", "oneOf"):
-        if schema.get(kw) == []:
-            yield kw, f"{kw} is empty", (LLAMA_CPP,)
-    if schema.get("type") == []:
-        yield "type", "type is an empty list", (LLAMA_CPP,)
-    declared = declared_types(schema)
-    for kw in ("enum", "const"):
-        values = schema.get("enum") if kw == "enum" else [schema["const"]] if "const" in schema else None
-        if (
-            declared
-            and isinstance(values, list)
-            and values
-            and not any(_json_type(v) & declared for v in values)
-        ):
-            yield kw, f"no {kw} value is of type {'/'.join(sorted(declared))}", ()
-    branches = (
-        [b for b in schema.get("allOf", []) if isinstance(b, dict)]
-        if isinstance(schema.get("allOf"), list)
-        else []
-    )
-    sets = [s for s in [declared, *(declared_types(b) for b in branches)] if s]
-    if len(sets) > 1 and not set.intersection(*(_widen(s) for s in sets)):
-        yield "allOf", "its allOf branches declare types no value has at once", ()
-
-
-def _one_of_findings(schema: dict, path: str) -> Iterator[Verdict]:
-    branches = schema.get("oneOf")
-    if not isinstance(branches, list) or len(branches) < 2:
-        return
-    if _all_disjoint(branches) is False:
-        yield (
-            f"{path}/oneOf",
-            {LLGUIDANCE: REJECTED},
-            "rejects oneOf whose branches it cannot prove disjoint (it cannot generate 'exactly one')",
-            "use anyOf, or make the branches differ by type or by a const discriminator property",
-        )
-
-
-MAX_COMPARISONS = 50_000  # of branch pairs and their shared properties, for one oneOf
-
-
-class _OverBudget(Exception):
-    """Proving a oneOf's branches disjoint pair by pair would take more than MAX_COMPARISONS."""
-
-
-def _all_disjoint(branches: list) -> bool | None:
-    """Whether llguidance proves every pair of `branches` disjoint; None when that is past
-    MAX_COMPARISONS. llguidance compares every pair; this mirror proves the two shapes a
-    oneOf of hundreds of branches takes at once (distinct literals, or one required property
-    whose literals are distinct: a discriminator), and compares pair by pair otherwise. Past the
-    budget it gives no verdict (--engines asks llguidance itself)."""
-    if any(not isinstance(b, dict) or "$ref" in b for b in branches):
-        return False
-    budget = [MAX_COMPARISONS]
-    try:
-        literals = [_literals(b) for b in branches]
-        if all(literal is not None for literal in literals):
-            # Branches sharing no literal are disjoint: only those that share one need a look.
-            return all(_disjoint(branches[i], branches[j], budget) for i, j in _sharing(literals))
-        if _discriminated(branches):
-            return True
-        pairs = ((a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
-        return all(_disjoint(a, b, budget) for a, b in pairs)
-    except _OverBudget:
-        return None
-
-
-def _sharing(literals: list[set[str]]) -> Iterator[tuple[int, int]]:
-    """The pairs of indices whose literal sets share a value."""
-    holders: dict[str, list[int]] = {}
-    for index, values in enumerate(literals):
-        for value in values:
-            holders.setdefault(value, []).append(index)
-    seen: set[tuple[int, int]] = set()
-    for indices in holders.values():
-        for n, i in enumerate(indices):
-            for j in indices[n + 1 :]:
-                if (i, j) not in seen:
-                    seen.add((i, j))
-                    yield i, j
-
-
-def _discriminated(branches: list[dict]) -> bool:
-    """Whether one property is required in every branch, with literals no two branches share."""
-    required = [_required(b) for b in branches]
-    properties = [_properties(b) for b in branches]
-    for name in sorted(required[0] & set(properties[0])):
-        subs = [
-            props.get(name) if name in names else None
-            for props, names in zip(properties, required, strict=True)
-        ]
-        if not all(isinstance(sub, dict) and "$ref" not in sub for sub in subs):
-            continue
-        literals = [_literals(sub) for sub in subs]
-        if all(literal is not None for literal in literals) and next(_sharing(literals), None) is None:
-            return True
-    return False
-
-
-def _disjoint(a: object, b: object, budget: list[int]) -> bool:
-    """Mirrors llguidance's is_verifiably_disjoint_from: types, literal sets, a const discriminator."""
-    _spend(budget, 1)
-    if not isinstance(a, dict) or not isinstance(b, dict) or "$ref" in a or "$ref" in b:
-        return False
-    ta, tb = declared_types(a), declared_types(b)
-    if ta and tb and not (_widen(ta) & _widen(tb)):
-        return True
-    la, lb = _literals(a), _literals(b)
-    if la is not None and lb is not None and not (la & lb):
-        return True
-    pa, pb = _properties(a), _properties(b)
-    shared = set(pa) & set(pb)
-    _spend(budget, len(shared))
-    ra, rb = _required(a), _required(b)
-    return any(name in ra and name in rb and _disjoint(pa[name], pb[name], budget) for name in shared)
-
-
-def _spend(budget: list[int], comparisons: int) -> None:
-    budget[0] -= comparisons
-    if budget[0] < 0:
-        raise _OverBudget
-
-
-def _properties(schema: dict) -> dict:
-    return schema["properties"] if isinstance(schema.get("properties"), dict) else {}
-
-
-def _required(schema: dict) -> set[str]:
-    names = schema.get("required")
-    return {name for name in names if isinstance(name, str)} if isinstance(names, list) else set()
 
 
 # ---------------------------------------------------------------- helpers
@@ -536,58 +369,3 @@ def _resolves(root: dict, ref: str) -> bool:
         else:
             return False
     return True
-
-
-def _types(schema: dict) -> set[str]:
-    """The types a schema may take: declared, or all of them when it declares none."""
-    return declared_types(schema) or set(TYPES)
-
-
-def _widen(types: set[str]) -> set[str]:
-    return types | {"number"} if "integer" in types else types | {"integer"} if "number" in types else types
-
-
-def _json_type(value: object) -> set[str]:
-    if value is None:
-        return {"null"}
-    if isinstance(value, bool):
-        return {"boolean"}
-    if isinstance(value, int):
-        return {"integer", "number"}
-    if isinstance(value, float):
-        return {"number", "integer"} if value.is_integer() else {"number"}
-    if isinstance(value, str):
-        return {"string"}
-    return {"array"} if isinstance(value, list) else {"object"}
-
-
-def _literals(schema: dict) -> set[str] | None:
-    if "const" in schema:
-        return {json.dumps(schema["const"], sort_keys=True)}
-    if isinstance(schema.get("enum"), list):
-        return {json.dumps(v, sort_keys=True) for v in schema["enum"]}
-    return None
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return value
-
-
-def _empty_range(schema: dict, integer: bool) -> bool:
-    low, high = _number(schema.get("minimum")), _number(schema.get("maximum"))
-    xlow, xhigh = _number(schema.get("exclusiveMinimum")), _number(schema.get("exclusiveMaximum"))
-    if integer:
-        bounds = [math.ceil(low) if low is not None else None, math.floor(high) if high is not None else None]
-        if xlow is not None:
-            bounds[0] = max(b for b in (bounds[0], math.floor(xlow) + 1) if b is not None)
-        if xhigh is not None:
-            bounds[1] = min(b for b in (bounds[1], math.ceil(xhigh) - 1) if b is not None)
-        return None not in bounds and bounds[0] > bounds[1]
-    lows = [(v, x) for v, x in ((low, False), (xlow, True)) if v is not None]
-    highs = [(v, x) for v, x in ((high, False), (xhigh, True)) if v is not None]
-    if not lows or not highs:
-        return False
-    (lo, lo_x), (hi, hi_x) = max(lows), min(highs)
-    return lo > hi or lo == hi and (lo_x or hi_x)

@@ -15,6 +15,7 @@ ENGINES = (LLGUIDANCE, OUTLINES, LLAMA_CPP)
 REJECTED = "rejected"
 WEAKENED = "weakened"
 MESSAGE_LIMIT = 300
+TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,21 @@ def outlines_reads_pattern(node: Node) -> bool:
         and "minLength" not in schema
         and "maxLength" not in schema
     )
+
+
+def possible_types(schema: dict) -> set[str]:
+    """The types a schema may take: declared, or all of them when it declares none."""
+    return declared_types(schema) or set(TYPES)
+
+
+def widen(types: set[str]) -> set[str]:
+    return types | {"number"} if "integer" in types else types | {"integer"} if "number" in types else types
+
+
+def as_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
 
 
 def is_count(value: object) -> bool:
