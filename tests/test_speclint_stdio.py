@@ -19,7 +19,7 @@ import pytest
 from speclint.findings import __version__
 from speclint.load import Server, Unreadable
 from speclint.protocol import negotiate
-from speclint.transports import stdio as speclint_stdio
+from speclint.transports import processes
 from speclint.transports.stdio import list_tools
 from tests.support import ROOT, run_module
 
@@ -163,7 +163,7 @@ def test_a_server_that_fails_at_start_up_reports_its_status_and_the_end_of_its_s
     before, _, stderr = message.partition("; stderr: ")
     assert before.endswith("exited with status 1 before answering initialize")
     assert stderr.endswith("x GITHUB_PERSONAL_ACCESS_TOKEN is not set")
-    assert len(stderr) == speclint_stdio.STDERR_TAIL_CHARS
+    assert len(stderr) == processes.STDERR_TAIL_CHARS
 
 
 def test_a_server_that_never_answers_times_out_on_time_and_its_process_group_is_gone(tmp_path):
@@ -173,7 +173,7 @@ def test_a_server_that_never_answers_times_out_on_time_and_its_process_group_is_
 
     message = unreadable(["sh", "-c", f"{server}; true"], timeout=0.5)
 
-    assert 0.5 <= time.monotonic() - started < 0.5 + speclint_stdio.CLOSE_GRACE_SECONDS
+    assert 0.5 <= time.monotonic() - started < 0.5 + processes.CLOSE_GRACE_SECONDS
     assert message.endswith("did not answer tools/list in time (0.5s for the whole exchange)")
     server_pid, wrapper_pid = pids(pidfile)
     assert reaped(wrapper_pid)
@@ -181,9 +181,9 @@ def test_a_server_that_never_answers_times_out_on_time_and_its_process_group_is_
 
 
 def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_with_its_child(tmp_path, monkeypatch):
-    monkeypatch.setattr(speclint_stdio, "CLOSE_GRACE_SECONDS", 0.2)
-    monkeypatch.setattr(speclint_stdio, "TERM_GRACE_SECONDS", 0.2)
-    monkeypatch.setattr(speclint_stdio, "KILL_WAIT_SECONDS", 2.0)
+    monkeypatch.setattr(processes, "CLOSE_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(processes, "TERM_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(processes, "KILL_WAIT_SECONDS", 2.0)
     pidfile = tmp_path / "pids"
     started = time.monotonic()
 
@@ -206,8 +206,8 @@ def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_with_its_chil
 def test_a_child_that_left_the_process_group_is_killed_too(tmp_path, monkeypatch, mode):
     """setsid takes a process out of the group a signal to the group reaches; speclint finds it
     among the server's descendants before each step of stopping it and signals it by pid."""
-    monkeypatch.setattr(speclint_stdio, "CLOSE_GRACE_SECONDS", 0.5)
-    monkeypatch.setattr(speclint_stdio, "TERM_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(processes, "CLOSE_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(processes, "TERM_GRACE_SECONDS", 0.2)
     pidfile = tmp_path / "pids"
 
     tools = list_tools([*RAW_SERVER, mode, str(pidfile)], timeout=10).tools
@@ -226,7 +226,7 @@ def test_a_server_that_runs_out_the_clock_and_ignores_sigterm_is_not_waited_for_
 
     message = unreadable([*RAW_SERVER, "deaf", str(pidfile)], timeout=0.5)
 
-    full_graces = speclint_stdio.CLOSE_GRACE_SECONDS + speclint_stdio.TERM_GRACE_SECONDS
+    full_graces = processes.CLOSE_GRACE_SECONDS + processes.TERM_GRACE_SECONDS
     assert time.monotonic() - started < 0.5 + full_graces / 2
     assert "did not answer tools/list in time" in message
     server_pid, _ = pids(pidfile)

@@ -34,7 +34,7 @@ from speclint.engines.nodes import REJECTED, Problem, one_line
 from speclint.engines.runs import MODULES, Said, merged, run_engine
 from speclint.limits import Deadline, Limits, human
 from speclint.load import Unreadable
-from speclint.transports.stdio import Tail, exit_status
+from speclint.transports.processes import Tail, exit_status
 
 BASE = "/inputSchema"
 MEMORY_EXIT = 3  # the child's status when Python itself runs out of memory
