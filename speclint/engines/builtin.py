@@ -16,7 +16,6 @@ from speclint.engines.nodes import (
     OUTLINES,
     OUTLINES_KEYS,
     REJECTED,
-    TYPES,
     WEAKENED,
     Node,
     Problem,
@@ -33,7 +32,7 @@ from speclint.engines.nodes import (
 from speclint.engines.one_of import one_of_findings
 from speclint.engines.patterns import pattern_verdicts
 from speclint.engines.unsatisfiable import unsatisfiable_findings
-from speclint.schema.walk import declared_types
+from speclint.schema.walk import JSON_TYPES, declared_types
 
 # llguidance answers 'Unimplemented keys: [...]' for these (parser/src/json/schema.rs keeps the
 # list of keywords it implements; these validation keywords are not in it).
@@ -213,12 +212,12 @@ def _type_findings(schema: dict, path: str) -> Iterator[Verdict]:
     declared = schema.get("type")
     names = declared if isinstance(declared, list) else [declared] if isinstance(declared, str) else []
     for name in names:
-        if isinstance(name, str) and name not in TYPES:
+        if isinstance(name, str) and name not in JSON_TYPES:
             yield (
                 f"{path}/type",
                 dict.fromkeys(ENGINES, REJECTED),
                 f"reject type {name!r}, which JSON Schema does not have",
-                f"use one of {', '.join(sorted(TYPES))}",
+                f"use one of {', '.join(sorted(JSON_TYPES))}",
             )
 
 

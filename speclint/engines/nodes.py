@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from speclint.schema.walk import declared_types
+from speclint.schema.walk import JSON_TYPES, declared_types
 
 LLGUIDANCE = "llguidance"
 OUTLINES = "outlines-core"
@@ -15,7 +15,6 @@ ENGINES = (LLGUIDANCE, OUTLINES, LLAMA_CPP)
 REJECTED = "rejected"
 WEAKENED = "weakened"
 MESSAGE_LIMIT = 300
-TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ def outlines_reads_pattern(node: Node) -> bool:
 
 def possible_types(schema: dict) -> set[str]:
     """The types a schema may take: declared, or all of them when it declares none."""
-    return declared_types(schema) or set(TYPES)
+    return declared_types(schema) or set(JSON_TYPES)
 
 
 def widen(types: set[str]) -> set[str]:

@@ -19,6 +19,7 @@ from speclint.findings import __version__
 from speclint.load import Unreadable
 
 CLIENT_INFO = {"name": "speclint", "version": __version__}
+METHOD_NOT_FOUND = -32601  # the JSON-RPC error code
 
 
 class Refused(Unreadable):

@@ -13,7 +13,7 @@ from speclint.engines.runs import installed_engines, joined, located
 from speclint.findings import Finding
 from speclint.rules import words
 from speclint.schema import patterns
-from speclint.schema.walk import declared_types, pointer, text, walk
+from speclint.schema.walk import JSON_TYPES, declared_types, pointer, text, walk
 
 TOOL_NAME_PATTERN = "^[a-zA-Z0-9_-]{1,64}$"
 _TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -115,7 +115,6 @@ def check_local_models(
     ]
 
 
-JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 # (lower bound, upper bound): a schema with lower > upper accepts nothing.
 BOUND_PAIRS = (
     ("minLength", "maxLength"),

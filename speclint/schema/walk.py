@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 # Keywords whose value is one schema, a list of schemas, or a name -> schema map.
 SCHEMA_KEYWORDS = (
     "items",

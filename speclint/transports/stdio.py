@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from speclint.limits import Limits, human
 from speclint.load import Listing, NotFinite, Unreadable, loads, one_line, rpc_error_text
 from speclint.protocol import negotiate
-from speclint.protocol.wire import Ended, Garbled, Refused, TimedOut
+from speclint.protocol.wire import METHOD_NOT_FOUND, Ended, Garbled, Refused, TimedOut
 from speclint.transports.processes import (
     CLOSE_GRACE_SECONDS,
     PIPE_CHUNK_BYTES,
@@ -47,7 +47,6 @@ from speclint.transports.processes import (
 
 MAX_LINE_BYTES = 16 << 20  # one message; a longer line is an error, never an ever-growing buffer
 MAX_NOISE_BYTES = 1 << 20  # stdout that is not JSON-RPC, skipped before giving up
-METHOD_NOT_FOUND = -32601
 
 
 def list_tools(

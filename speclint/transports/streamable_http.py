@@ -27,10 +27,9 @@ from speclint.findings import __version__
 from speclint.limits import Limits, human
 from speclint.load import Listing, Unreadable, parse_json, rpc_error_text
 from speclint.protocol import negotiate
-from speclint.protocol.wire import Garbled, Refused, TimedOut
+from speclint.protocol.wire import METHOD_NOT_FOUND, Garbled, Refused, TimedOut
 
 MAX_BODY_BYTES = 64 << 20  # one answer; a bigger one is refused, never buffered whole
-METHOD_NOT_FOUND = -32601
 CLOSE_SECONDS = 2.0  # for the DELETE that ends a session, within what is left of the deadline
 
 
