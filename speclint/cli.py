@@ -3,20 +3,10 @@
     python -m speclint [--format text|json|sarif] [--fail-on LEVEL] [--engines] TARGET
     python -m speclint [options] -- COMMAND [ARG ...]
 
-TARGET is an MCP endpoint URL (``speclint.transports.streamable_http``; ``--header`` adds request headers), a
-JSON file holding a ``tools/list`` result (or a bare list, or a JSON-RPC response with one), or
-``-`` for standard input. After ``--``, a command that starts a stdio server (``speclint.transports.stdio``).
-A live server is spoken to in MCP 2026-07-28 when it speaks it, else through ``initialize``
-(``speclint.protocol.negotiate``); the report names the revision. The rules are listed in
-``speclint.rules.lint``.
-
-``--timeout`` bounds the whole run, engine compiles included, and what is read is capped
-(``--max-tools``, ``--max-bytes``, ``--max-tool-bytes``; ``speclint.limits``).
-
-Output: text, ``--format json`` or ``--format sarif`` (2.1.0). Exit status: 0 when nothing is at or
-above ``--fail-on`` (default high), 1 when something is, 2 when the target could not be read, is
-over a cap or the run ran out of time (one line on stderr). docs/speclint.md has the tables, the
-measurements and the peers.
+TARGET is an MCP endpoint URL, a JSON file holding a tools/list result, or - for standard input;
+after --, a command that starts a stdio server. Exit status 0 when nothing is at or above
+--fail-on, 1 when something is, 2 when the target could not be read, is over a cap or the run ran
+out of time. docs/speclint.md has the targets, limits, formats and exit statuses in full.
 """
 
 from __future__ import annotations

@@ -4,17 +4,9 @@
     python -m speclint.corpus.peers --speclint-only      # refresh speclint's column only
     python -m speclint.corpus.peers --table              # the table docs/speclint.md shows
 
-Each peer is installed at a pinned version into its own virtualenv under DIR and run under
-``unshare --net`` (a network namespace with nothing in it) on every dump of
-tests/fixtures/speclint_corpus. mcp-lint and mcplint-cli only scan live servers, and cisco's file mode
-(``mcp-scanner static --tools``) runs only YARA and the $ref check of its offline analyzers, so each
-peer gets the dump from a stub stdio server (this file with ``--serve DUMP``) answering ``tools/list``.
-Only analyzers that need nothing remote run: no LLM, no vendor API, no CVE look-up. speclint runs
-in-process, so a re-run after a speclint change refreshes its column. The counts go to a JSON file,
-the table to standard output. CI never runs this.
-
-Left out: mcplint-sec 0.6.0 lints MCP client configs and agent instruction files, never a tool list
-(``mcplint scan DUMP --json`` answers ``"configs": []`` and no findings).
+Each peer runs from its own virtualenv under ``unshare --net``, reading each dump from a stub stdio
+server (this file with ``--serve DUMP``); docs/speclint.md, "Measured on real servers", says how
+and what was left out. CI never runs this.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The engines' compiles in a child process, under a budget of time and memory.
 
-A schema can be built to blow up a compile: a pattern that spells out a repeat by hand
-(``^[ab]*a[ab][ab]…[ab]$``, no ``{m,n}`` count to clamp) doubles outlines-core's automaton with
-each repeat, so 368 bytes cost 28 s and 2 GB. Native code cannot be interrupted from Python,
-so the compiles run here: one child process compiles every schema of a run, one engine at a
-time (``speclint.engine_runs.run_engine``), and says on stdout where it is. The parent kills it
-when a compile outlasts ``Limits.engine_seconds`` or the run's deadline passes; the child caps
-its own address space at ``Limits.engine_memory`` (RLIMIT_AS), so a compile that needs more
-dies in it. A compile stopped by its budget, out of memory or crashing is a problem of that
-tool's schema (SL004, high: a local runtime compiling it stalls or fails the same way), and a
-fresh child goes on with the next compile. A deadline that passes ends the run (``Unreadable``).
-
-The child is ``sys.executable -c`` given the parent's ``sys.path``, so it imports the very
-speclint and engines the parent would, from a checkout, an installed package or its console
-script alike. POSIX only (resource limits, select on a pipe).
+Native code cannot be interrupted from Python, and a schema can be built to blow up a compile, so
+one child (``sys.executable -c`` with the parent's ``sys.path``) compiles every schema of a run and
+says on stdout where it is. The parent kills it when a compile outlasts ``Limits.engine_seconds``
+or the deadline passes; the child caps its own address space (RLIMIT_AS). A compile stopped,
+out of memory or crashing is an SL004 problem of that schema, and a fresh child goes on; a
+deadline that passes is ``Unreadable``. docs/speclint.md, "Limits", has the why. POSIX only.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Which protocol revision to speak: 2026-07-28 when the server does, else the ``initialize``
-handshake, decided as the official SDKs' auto mode does (mcp 2.x, ``mode="auto"``).
-
-speclint probes with ``server/discover``. A DiscoverResult naming 2026-07-28 settles it: the
-server is spoken to in that revision from then on, and a later failure is reported, never
-retried another way. Anything else is no evidence and falls back to ``initialize``: a JSON-RPC
-error of any code, an HTTP error status, an answer that is not a DiscoverResult or names no
-2026-07-28, no answer within ``PROBE_SECONDS``. The exception is UnsupportedProtocolVersionError
-(-32022), which names the server's versions: when they include 2026-07-28 speclint probes once
-more, when they are all revisions it does not speak it stops there. An ``initialize`` refused with
--32022 naming 2026-07-28 (a slow server that answered the probe after speclint gave up on it and
-now serves that revision) is probed once more too. Failing to reach the server at all is not a
-verdict on its revision and ends the exchange. A stdio server that exits on the probe is started
-again for the handshake (``speclint.transports.stdio``)."""
+handshake, decided as the official SDKs' auto mode does (mcp 2.x, ``mode="auto"``): a
+``server/discover`` probe first, and what each answer to it means is the table in
+docs/speclint.md, "Protocol revisions"."""
 
 from __future__ import annotations
 

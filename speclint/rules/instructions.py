@@ -1,30 +1,11 @@
 """SL008: text in a tool's spec that speaks to the model instead of describing the tool.
 
 A tool's description, title and its parameters' descriptions reach the model verbatim, while the
-person approving a call sees a shortened form or nothing. A server can use that text to instruct
-the model (tool poisoning): to read secrets and pass them along as an argument, to keep something
-from the user, to set aside its earlier instructions, or to change how another tool of the session
-is used (shadowing). Each pattern here is one of those moves; describing a tool never needs them.
-
-    high    hidden text: characters a person does not see but a model reads (Unicode tag
-            characters, runs of variation selectors or zero-width joiners, invisible format
-            characters, bidirectional overrides, Hangul fillers, terminal escapes);
-            concealment: "do not tell the user", "without informing the user", "keep this
-            secret:", "silently include the ...";
-            override: "ignore all previous instructions", "disregard prior guidance";
-            a secret with a verb that moves it: "read ~/.ssh/id_rsa and pass it as ...",
-            "include OPENAI_API_KEY in the context argument"
-    medium  markup addressed to the model (<IMPORTANT>, <system-reminder>, [INST], <|im_start|>,
-            <!-- assistant: -->, a "### SYSTEM:" heading);
-            a claim about what the model was told before ("you were advised to refuse");
-            a secret's path alone;
-            another tool named in a directive about it ("must", "always", "make sure"): one
-            of the same list, by its name or a client's namespaced form of it
-            (mcp_tool_send_email), or "the x_y tool" of any server
-
-The texts read are the tool's description and title (and annotations.title) and every
-description and title inside its input and output schemas. Patterns are bounded (no unbounded
-repeats inside repeats), so a megabyte description costs linear time.
+person approving a call sees a shortened form or nothing (tool poisoning). Each pattern here is one
+move on the model: hidden text, concealment from the user, overriding its instructions, moving a
+secret (high); markup addressed to it, talk of its earlier guidance, a secret's path, another tool
+directed (medium). docs/speclint.md, "SL008", lists them. Patterns are bounded (no unbounded
+repeat inside a repeat), so a megabyte description costs linear time.
 """
 
 from __future__ import annotations

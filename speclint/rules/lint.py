@@ -1,39 +1,10 @@
 """The rule set: each tool checked by every rule in order, and one finding per root cause.
 
-SL001 mutating-without-idempotency-key [high]: a tool declared mutating (hints set, readOnlyHint not
-    true) or, without hints, inferred mutating from its words (``speclint.rules.words``), that is
-    not idempotentHint and takes no key named as in ``behaviour.IDEMPOTENCY_KEY_NAMES``. High when
-    its words say each call adds another effect, medium when they say nothing either way, none when
-    they say a repeat is harmless.
-SL002 annotations-missing-or-contradicting [medium]: no behaviour hints; readOnlyHint true on a tool
-    whose name or description uses a mutating verb; idempotentHint true with an optional key.
-SL003 unbounded-input [medium]: strings without maxLength (or enum/const, or an anchored pattern
-    with bounded repeats), arrays without maxItems, open objects; numbers without a minimum or
-    maximum at low.
-SL004 local-model-incompatible-schema [high]: what llguidance, outlines-core or llama.cpp's
-    converter rejects (high) or silently weakens (medium), from ``speclint.engines``'s
-    built-in rules or, with ``--engines``, the installed engines themselves.
-SL005 undisclosed-side-effects [low]: a mutating tool whose description uses none of
-    ``behaviour.SIDE_EFFECT_WORDS``; a tool without outputSchema.
-SL006 invalid-or-unsatisfiable-schema [high]: a tool name outside ``schema_rules.TOOL_NAME_PATTERN``,
-    no input schema or a root that is not an object, an unknown type, bounds no value meets, a
-    required property that may not be given, a pattern invalid in ECMA-262 (or only in Python:
-    medium), a parameter without a type (medium). Where SL004 points at the same place, one SL006
-    finding.
-SL007 unconstrained-sensitive-string [medium]: a string parameter named or described as a path,
-    URL or command with no pattern, enum or const.
-SL008 instructions-to-the-model [high]: a description or title that hides text or tells the model
-    to keep things from the user, ignore its instructions or pass a secret on (high); markup
-    addressed to the model, talk of its earlier guidance, a secret's path alone, or another tool
-    of the list named with a directive (medium). See ``speclint.rules.instructions``.
-
-SL001, SL002 and SL005 live in ``speclint.rules.behaviour``, SL008 in ``speclint.rules.instructions``,
-the schema rules in ``speclint.rules.input_schema``; the records and severities in
-``speclint.findings``.
-
-``lint`` keeps to a deadline: the engines' compiles run in a child process killed at its budget
-or the deadline (``speclint.engines.child``), and the rules look at the deadline before each
-tool, whose size ``speclint.limits`` caps.
+The rules live in ``speclint.rules.behaviour`` (SL001, SL002, SL005), ``speclint.rules.input_schema``
+(SL003, SL004, SL006, SL007) and ``speclint.rules.instructions`` (SL008); docs/speclint.md, "Rules",
+says what each flags. ``lint`` keeps to a deadline: the engines' compiles run in a child process
+killed at its budget or the deadline (``speclint.engines.child``), and the rules look at the
+deadline before each tool, whose size ``speclint.limits`` caps.
 """
 
 from __future__ import annotations

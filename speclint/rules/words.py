@@ -1,30 +1,11 @@
 """What a tool does, read from its name and description: speclint's verb tables and inference.
 
-Speclint asks two questions of every tool. Does it change anything (reads or mutates)? And if it
-does, is a repeated call harmless (retry-safe) or does every call add another effect (retry-unsafe)?
-Declared annotations answer the first question when a server sets them; the words answer the rest.
-
-    effect  reads    a read verb in the name (get_issue, list_tables, search_code, schedule_get),
-                     or a query run with SELECT or "read-only" in its words (run_select_query)
-            mutates  a mutating verb in the name, or in the description's first verb when the
-                     name has none or ends in what a read returns (create_issue,
-                     slack_post_message; run_status and deploy_logs ask the description)
-            unknown  neither (sequentialthinking): nothing is inferred
-    retry   unsafe   an append verb (send, post, reply, append, push, toggle, edit, execute,
-                     deploy, retry, ...) in the name or in a verb position of the description, a
-                     create verb (create, add, new, make, ...) whose object is a record that every
-                     call adds anew (issue, comment, message, review, row, ...), or "start" with a
-                     run as its object (start_build, start_workflow_run)
-            safe     a verb that sets a state (update, delete, move, merge, checkout, ...) or a
-                     create verb whose object is a named resource a repeat collides with (branch,
-                     repository, directory, table, ...), and no append verb anywhere
-            unknown  anything else (add_reaction, create_pull_request, git_commit)
-
-Words are whole words, case-insensitive; names split on ``_``, ``-``, spaces and camelCase. In a
-description a verb counts only in a verb position: the start of a sentence or clause, or after a
-subject, modal or "and" ("it sends", "can delete", "and posts"), so "progress updates",
-"branches or commits" and "the latest changes" are nouns. A verb under a negation ("does not
-create or delete") is denied.
+Two questions of every tool: does it change anything (reads, mutates or unknown), and if it does,
+is a repeated call harmless (retry safe), does every call add another effect (unsafe), or neither
+(unknown)? Declared annotations answer the first when a server sets them; the words answer the
+rest. Words are whole words, case-insensitive; names split on ``_``, ``-``, spaces and camelCase;
+in a description a verb counts only in a verb position, and not under a negation. The table of
+what each kind of verb infers is docs/speclint.md, "One finding per root cause: what a tool does".
 """
 
 from __future__ import annotations

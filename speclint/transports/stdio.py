@@ -1,22 +1,11 @@
 """speclint's stdio client: start an MCP server as a child process, list its tools, stop it.
 
-The MCP stdio transport is newline-delimited JSON-RPC 2.0 on the server's stdin and stdout; its
-stderr is a log. speclint speaks the revision ``speclint.protocol.negotiate`` settles on (``server/discover``
-and 2026-07-28, else ``initialize``) and lists every ``tools/list`` page, all within one deadline,
-then shuts the server down as the transport spec asks: close its stdin, wait, SIGTERM, wait,
-SIGKILL, each sent to the server's whole process group so that the children of ``npx`` or a shell
-wrapper go too, and to any descendant that left the group (found in /proc on Linux). The waits
-fit in what is left of the deadline. POSIX only.
-
-Servers are not all tidy, so on stdout speclint skips lines that are not JSON-RPC (banners, JSON
-logs; at most ``MAX_NOISE_BYTES``), skips notifications and late answers to a probe it gave up
-on, and answers the server's own requests (``ping`` with ``{}``, anything else with "method not
-found"). Some servers exit on any request before ``initialize``; one that ends on the probe is
-started again for the handshake. Whatever goes wrong raises ``speclint.Unreadable`` with a
-one-line message: the command cannot start, the server exits or closes stdout before answering
-(with its exit status and the tail of its stderr), no answer before the deadline, a JSON-RPC
-error, a line over ``MAX_LINE_BYTES``, more than ``--max-bytes`` on stdout in all, more tools
-than ``--max-tools``, pagination that does not end.
+Newline-delimited JSON-RPC 2.0 on the server's stdin and stdout, in the revision
+``speclint.protocol.negotiate`` settles on, every ``tools/list`` page within one deadline; then
+the server is stopped with its process group (``speclint.transports.processes``). Lines that are
+not JSON-RPC (up to ``MAX_NOISE_BYTES``), notifications and late answers to an abandoned probe are
+skipped; the server's own requests are answered. A server that ends on the probe is started again
+for the handshake. Whatever goes wrong is one ``Unreadable`` line (docs/speclint.md).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """speclint's client for the Streamable HTTP transport: one POST a JSON-RPC message, answered
 with JSON or an event stream, all within one deadline however the server trickles its bytes.
 
-The revision decides the headers (``speclint.protocol.legacy``, ``speclint.protocol.modern``); this
-module keeps what the handshake revisions add to the transport: the ``Mcp-Session-Id`` an ``initialize``
-answer assigns is sent on every later request, and the session is deleted at the end. A
-2026-07-28 exchange never initializes, so it never has one.
-
-urllib3's read timeout runs afresh for every read, so a server that sends its headers a byte at
-a time would never reach it: every connection is watched, and shut when a request's deadline
-passes, whatever stage the answer is at."""
+The revision decides the headers (``speclint.protocol``); this module keeps the ``Mcp-Session-Id``
+an ``initialize`` answer assigns, sends it on every later request and deletes the session at the
+end. urllib3's read timeout runs afresh for every read, so a server sending its headers a byte at
+a time would never reach it: every connection is watched, and shut at the request's deadline."""
 
 from __future__ import annotations
 
