@@ -270,7 +270,7 @@ def _read_pipe(fd: int, limit: int, deadline: Deadline | None, source: str) -> b
         ready.register(fd, selectors.EVENT_READ)
         while len(data) <= limit:
             left = None if deadline is None else deadline.left()
-            if left is not None and left <= 0:
+            if deadline is not None and left is not None and left <= 0:
                 raise Unreadable(f"{source}: " + deadline.missed("its writer did not finish"))
             if not ready.select(left):
                 continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from speclint.schema.walk import JSON_TYPES, declared_types
 
@@ -73,7 +74,8 @@ def _walk(
     yield Node(path, schema, keyword, required, engines)
     if not isinstance(schema, dict):
         return
-    listed = schema.get("required") if isinstance(schema.get("required"), list) else []
+    required_names = schema.get("required")
+    listed = required_names if isinstance(required_names, list) else []
     names = {name for name in listed if isinstance(name, str)}  # a set: 40,000 names fit in a tool
     for kw in _MAP:
         if isinstance(schema.get(kw), dict):
@@ -130,6 +132,8 @@ def every_object(value: object) -> Iterator[dict]:
 def outlines_reads_pattern(node: Node) -> bool:
     """outlines-core compiles a pattern only on a typed string without minLength or maxLength."""
     schema = node.schema
+    if not isinstance(schema, dict):  # no pattern to read: the callers pass only object schemas
+        return False
     first = next((k for k in OUTLINES_KEYS if k in schema), None)
     return (
         OUTLINES in node.engines
@@ -155,7 +159,7 @@ def as_number(value: object) -> float | None:
     return value
 
 
-def is_count(value: object) -> bool:
+def is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -42,9 +42,10 @@ def _all_disjoint(branches: list) -> bool | None:
     budget = [MAX_COMPARISONS]
     try:
         literals = [_literals(b) for b in branches]
-        if all(literal is not None for literal in literals):
+        known = [literal for literal in literals if literal is not None]
+        if len(known) == len(literals):
             # Branches sharing no literal are disjoint: only those that share one need a look.
-            return all(_disjoint(branches[i], branches[j], budget) for i, j in _sharing(literals))
+            return all(_disjoint(branches[i], branches[j], budget) for i, j in _sharing(known))
         if _discriminated(branches):
             return True
         pairs = ((a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
@@ -77,10 +78,12 @@ def _discriminated(branches: list[dict]) -> bool:
             props.get(name) if name in names else None
             for props, names in zip(properties, required, strict=True)
         ]
-        if not all(isinstance(sub, dict) and "$ref" not in sub for sub in subs):
+        schemas = [sub for sub in subs if isinstance(sub, dict) and "$ref" not in sub]
+        if len(schemas) != len(subs):
             continue
-        literals = [_literals(sub) for sub in subs]
-        if all(literal is not None for literal in literals) and next(_sharing(literals), None) is None:
+        literals = [_literals(sub) for sub in schemas]
+        known = [literal for literal in literals if literal is not None]
+        if len(known) == len(literals) and next(_sharing(known), None) is None:
             return True
     return False
 

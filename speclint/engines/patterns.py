@@ -154,9 +154,12 @@ def _llama_pattern(pattern: str) -> tuple[str, str]:
             if i == len(body) - 1:
                 return REJECTED, "trailing backslash"
             nxt = body[i + 1]
-            if nxt not in _LLAMA_LITERAL_ESCAPES and not _GBNF_ESCAPE_RE.match(body, i):
+            if nxt in _LLAMA_LITERAL_ESCAPES:
+                i += 2
+            elif escape := _GBNF_ESCAPE_RE.match(body, i):
+                i = escape.end()
+            else:
                 return WEAKENED, f"unsupported escape: \\{nxt}"
-            i += 2 if nxt in _LLAMA_LITERAL_ESCAPES else _GBNF_ESCAPE_RE.match(body, i).end() - i
             can_repeat = True
             continue
         if c in "]}":

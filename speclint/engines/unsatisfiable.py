@@ -35,7 +35,8 @@ def unsatisfiable_findings(schema: dict, node: Node) -> Iterator[Verdict]:
                 "fix the bounds or the types so that some value fits",
             )
     names = schema.get("required")
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    listed = schema.get("properties")
+    props = listed if isinstance(listed, dict) else {}
     if node.required and isinstance(names, list) and schema.get("additionalProperties") is False:
         missing = [n for n in names if isinstance(n, str) and n not in props]
         if missing:
@@ -102,12 +103,13 @@ def _empty_range(schema: dict, integer: bool) -> bool:
     low, high = as_number(schema.get("minimum")), as_number(schema.get("maximum"))
     xlow, xhigh = as_number(schema.get("exclusiveMinimum")), as_number(schema.get("exclusiveMaximum"))
     if integer:
-        bounds = [math.ceil(low) if low is not None else None, math.floor(high) if high is not None else None]
+        first = math.ceil(low) if low is not None else None
+        last = math.floor(high) if high is not None else None
         if xlow is not None:
-            bounds[0] = max(b for b in (bounds[0], math.floor(xlow) + 1) if b is not None)
+            first = max(b for b in (first, math.floor(xlow) + 1) if b is not None)
         if xhigh is not None:
-            bounds[1] = min(b for b in (bounds[1], math.ceil(xhigh) - 1) if b is not None)
-        return None not in bounds and bounds[0] > bounds[1]
+            last = min(b for b in (last, math.ceil(xhigh) - 1) if b is not None)
+        return first is not None and last is not None and first > last
     lows = [(v, x) for v, x in ((low, False), (xlow, True)) if v is not None]
     highs = [(v, x) for v, x in ((high, False), (xhigh, True)) if v is not None]
     if not lows or not highs:

@@ -22,7 +22,8 @@ _SENTINEL = ("=?base64?", "?=")
 
 def envelope(params: dict) -> dict:
     """`params` with the request metadata 2026-07-28 requires; speclint declares no capability."""
-    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    given = params.get("_meta")
+    meta = given if isinstance(given, dict) else {}
     stamp = {PROTOCOL_VERSION_KEY: VERSION, CLIENT_CAPABILITIES_KEY: {}, CLIENT_INFO_KEY: CLIENT_INFO}
     return {**params, "_meta": {**meta, **stamp}}
 

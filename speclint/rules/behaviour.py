@@ -83,7 +83,7 @@ _SIDE_EFFECT_RE = re.compile(
 )
 
 
-def annotations(tool: dict) -> dict:
+def annotations_of(tool: dict) -> dict:
     hints = tool.get("annotations")
     return hints if isinstance(hints, dict) else {}
 
@@ -98,7 +98,7 @@ def idempotency_keys(tool: dict) -> list[str]:
 
 def declares_behaviour(tool: dict) -> bool:
     """Whether the tool's annotations set any of the four behaviour hints."""
-    return any(key in annotations(tool) for key in HINT_KEYS)
+    return any(key in annotations_of(tool) for key in HINT_KEYS)
 
 
 def mutation(tool: dict) -> tuple[str, words.Inference]:
@@ -108,7 +108,7 @@ def mutation(tool: dict) -> tuple[str, words.Inference]:
     name (or else the description) uses a mutating verb. "" when it is read-only or unknown."""
     inference = words.infer(text(tool, "name"), text(tool, "description"))
     if declares_behaviour(tool):
-        if annotations(tool).get("readOnlyHint") is True:
+        if annotations_of(tool).get("readOnlyHint") is True:
             return "", inference
         retry, evidence = words.retry_of(text(tool, "name"), text(tool, "description"))
         return "declared", words.Inference("mutates", retry, evidence)
@@ -122,7 +122,7 @@ def check_idempotency_key(tool: dict, name: str) -> list[Finding]:
     medium when they say nothing either way; nothing when they say a repeat is harmless
     (update, delete, create_branch, ...) or it declares idempotentHint: true."""
     how, inference = mutation(tool)
-    if not how or annotations(tool).get("idempotentHint") is True or idempotency_keys(tool):
+    if not how or annotations_of(tool).get("idempotentHint") is True or idempotency_keys(tool):
         return []
     if inference.retry == "safe":
         return []
@@ -176,7 +176,7 @@ def check_annotations(tool: dict, name: str) -> list[Finding]:
                 "set the four behaviour hints to what the tool really does",
             )
         )
-    hints = annotations(tool)
+    hints = annotations_of(tool)
     if hints.get("readOnlyHint") is True:
         verb = words.name_verb(words.words(text(tool, "name")))
         where = "name"

@@ -5,6 +5,7 @@ and SL007 (paths, URLs and commands constrained)."""
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 from speclint.engines.builtin import builtin_problems
 from speclint.engines.child import Compiled, compile_schemas
@@ -148,7 +149,7 @@ def _unsatisfiable(node: dict) -> list[tuple[str, str]]:
     return problems
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -219,7 +220,8 @@ def check_schema_validity(tool: dict, name: str) -> list[Finding]:
         for key, why in _unsatisfiable(node):
             add(path + pointer(key), f"unsatisfiable bounds: {why}, so no call is valid", "fix the bounds")
         required = node.get("required")
-        properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        declared_properties = node.get("properties")
+        properties = declared_properties if isinstance(declared_properties, dict) else {}
         closed = node.get("additionalProperties") is False and not node.get("patternProperties")
         if isinstance(required, list) and closed:
             missing = [r for r in required if isinstance(r, str) and r not in properties]
@@ -316,7 +318,8 @@ def check_sensitive_strings(tool: dict, name: str) -> list[Finding]:
     for path, node, keyword in walk(schema, "/inputSchema"):
         if not isinstance(node, dict):
             continue
-        description = node.get("description") if isinstance(node.get("description"), str) else ""
+        own_description = node.get("description")
+        description = own_description if isinstance(own_description, str) else ""
         if keyword == "properties":
             parameter = path.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")
             parents[path] = (parameter, description)

@@ -48,7 +48,9 @@ def lint(
     names = frozenset(t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
     labels = [_label(tool, index) for index, tool in enumerate(tools)]
     compiled = _compiled(tools, labels, limits, deadline) if engines else {}
-    options = {check_instructions: {"others": names}}
+    options: dict[Callable[..., list[Finding]], dict[str, frozenset[str]]] = {
+        check_instructions: {"others": names}
+    }
     checks = [functools.partial(check, **options.get(check, {})) for check in CHECKS]
     local_models = CHECKS.index(check_local_models)
     findings = []

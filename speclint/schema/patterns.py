@@ -15,6 +15,7 @@ import functools
 import re
 import unicodedata
 import warnings
+from typing import NoReturn
 
 from speclint.schema.unicode_properties import is_property
 
@@ -116,7 +117,7 @@ class _EcmaChecker:
         self.named_refs: list[str] = []
         self.assertions: list[bool] = []  # per open group: is it a lookaround?
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str) -> NoReturn:
         raise _Invalid(f"{why} at position {self.i}")
 
     def check(self) -> None:
@@ -244,6 +245,8 @@ class _EcmaChecker:
             return False
         if c.isdigit() and c != "0":
             match = re.compile(r"\d+").match(self.p, self.i)
+            if match is None:  # a digit that is no decimal digit (², a superscript): no backreference
+                self.fail(f"invalid escape \\{c}")
             self.backrefs.append(repetition_count(match.group(0)))
             self.i = match.end()
             return True
