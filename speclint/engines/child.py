@@ -26,7 +26,7 @@ from speclint.engines.nodes import REJECTED, Problem, one_line
 from speclint.engines.runs import MODULES, Said, merged, run_engine
 from speclint.limits import Deadline, Limits, human
 from speclint.load import Unreadable
-from speclint.transports.processes import Tail, exit_status
+from speclint.transports.processes import Tail, exit_status, pipe
 
 BASE = "/inputSchema"
 MEMORY_EXIT = 3  # the child's status when Python itself runs out of memory
@@ -120,10 +120,11 @@ class _Child:
             )
         except OSError as exc:
             raise Unreadable(f"cannot start the engines' process: {exc.strerror or exc}") from None
-        self.stderr = Tail(self.process.stderr)
+        self.stdout = pipe(self.process.stdout)
+        self.stderr = Tail(pipe(self.process.stderr))
         self.buffer = bytearray()
         self.ready = selectors.DefaultSelector()
-        self.ready.register(self.process.stdout, selectors.EVENT_READ)
+        self.ready.register(self.stdout, selectors.EVENT_READ)
 
     def run(self, results: list[Compiled], labels: list[str]) -> tuple[int, int] | None:
         """Read the child until it is done (None) or a compile is stopped: then the (schema,
@@ -151,8 +152,9 @@ class _Child:
                 wrote = one_line(line[:80].decode(errors="replace"))
                 raise Unreadable(f"the engines' process wrote {wrote!r}, not its report") from None
             if "at" in message:
-                same = at is not None and (at.tool, at.engine) == (tool, engine)
-                at = _At(tool, engine, message["at"], at.since if same else heard)
+                # the same compile still under way keeps its start; a new one starts now
+                since = at.since if at is not None and (at.tool, at.engine) == (tool, engine) else heard
+                at = _At(tool, engine, message["at"], since)
             else:
                 results[tool].said.extend((self.engines[engine], tuple(said)) for said in message["said"])
                 at = None
@@ -204,7 +206,7 @@ class _Child:
             if left <= 0:
                 return None
             if self.ready.select(left):
-                chunk = os.read(self.process.stdout.fileno(), 1 << 16)
+                chunk = os.read(self.stdout.fileno(), 1 << 16)
                 if not chunk:
                     return b""
                 self.buffer += chunk
@@ -214,8 +216,8 @@ class _Child:
             self.process.kill()
         self.process.wait()
         with contextlib.suppress(OSError, ValueError, KeyError):
-            self.ready.unregister(self.process.stdout)
-            self.process.stdout.close()
+            self.ready.unregister(self.stdout)
+            self.stdout.close()
 
 
 # ---------------------------------------------------------------- the child's side

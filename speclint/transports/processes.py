@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from speclint.load import Unreadable, one_line
 
@@ -25,14 +26,14 @@ PIPE_CHUNK_BYTES = 1 << 16  # one read from a pipe
 class Tail:
     """Drains a stream on its own thread and keeps its end: a chatty server never fills the pipe."""
 
-    def __init__(self, stream, keep: int = 4096):
+    def __init__(self, stream: IO[bytes], keep: int = 4096):
         self._data = bytearray()
         self._keep = keep
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
         self._thread.start()
 
-    def _drain(self, stream) -> None:
+    def _drain(self, stream: IO[bytes]) -> None:
         with stream:
             while chunk := stream.read(PIPE_CHUNK_BYTES):
                 with self._lock:
@@ -48,7 +49,14 @@ class Tail:
         return f"; stderr: {tail}" if tail else ""
 
 
-def start(command: list[str], env: dict[str, str] | None, name: str) -> subprocess.Popen:
+def pipe(stream: IO[bytes] | None) -> IO[bytes]:
+    """A pipe of a process started with it set to subprocess.PIPE, which Popen types as optional."""
+    if stream is None:
+        raise ValueError("the process was started without this pipe")
+    return stream
+
+
+def start(command: list[str], env: dict[str, str] | None, name: str) -> subprocess.Popen[bytes]:
     """The server as the leader of a new process group (its pid is the group's id)."""
     try:
         return subprocess.Popen(
@@ -139,7 +147,7 @@ def start_time(pid: int) -> str | None:
 
 def running(pid: int) -> bool:
     fields = _stat(pid)
-    return bool(fields) and fields[0] not in "ZX"
+    return bool(fields and fields[0] not in "ZX")
 
 
 def descendants_outside_group(leader: int) -> dict[int, str]:

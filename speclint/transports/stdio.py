@@ -30,6 +30,7 @@ from speclint.transports.processes import (
     Tail,
     descendants_outside_group,
     exit_status,
+    pipe,
     start,
     stop_group,
 )
@@ -79,12 +80,13 @@ class StdioServer:
         self._until = self.deadline  # the current request's own deadline
         self._abandoned: set[int] = set()  # requests given up on, whose late answers are skipped
         self.process = start(command, env, self.name)
-        self.stderr = Tail(self.process.stderr)
-        os.set_blocking(self.process.stdin.fileno(), False)
+        self._stdin, self._stdout = pipe(self.process.stdin), pipe(self.process.stdout)
+        self.stderr = Tail(pipe(self.process.stderr))
+        os.set_blocking(self._stdin.fileno(), False)
         self._readable = selectors.DefaultSelector()
-        self._readable.register(self.process.stdout, selectors.EVENT_READ)
+        self._readable.register(self._stdout, selectors.EVENT_READ)
         self._writable = selectors.DefaultSelector()
-        self._writable.register(self.process.stdin, selectors.EVENT_WRITE)
+        self._writable.register(self._stdin, selectors.EVENT_WRITE)
         self._buffer = bytearray()
         self._read = 0  # bytes of stdout's lines in all, at most max_bytes
         self._max_bytes = Limits().bytes if max_bytes is None else max_bytes
@@ -150,7 +152,7 @@ class StdioServer:
         none of it runs. Each wait is cut to what is left of the deadline, but never below
         SHUTDOWN_FLOOR_SECONDS: a server that ran out the clock gets a moment, not two seconds."""
         escaped = descendants_outside_group(self.process.pid)
-        for closable in (self.process.stdin, self.process.stdout, self._readable, self._writable):
+        for closable in (self._stdin, self._stdout, self._readable, self._writable):
             with contextlib.suppress(OSError):
                 closable.close()
         stop_group(self.process, escaped, self.deadline)
@@ -169,7 +171,7 @@ class StdioServer:
         while data:
             self._writable.select(self._remaining(method))
             try:
-                data = data[os.write(self.process.stdin.fileno(), data) :]
+                data = data[os.write(self._stdin.fileno(), data) :]
             except BlockingIOError:
                 continue
             except BrokenPipeError:
@@ -219,7 +221,7 @@ class StdioServer:
                 return line
             scanned = len(self._buffer)
             if self._readable.select(remaining):
-                chunk = os.read(self.process.stdout.fileno(), PIPE_CHUNK_BYTES)
+                chunk = os.read(self._stdout.fileno(), PIPE_CHUNK_BYTES)
                 if not chunk:
                     raise self._ended(method)
                 self._buffer += chunk

@@ -269,7 +269,7 @@ class HttpWire:
         return None
 
 
-class _KeepsConnections:
+class _WatchedPool(urllib3.HTTPConnectionPool):
     """A pool that keeps every connection it opens, so they can be shut from another thread."""
 
     def __init__(self, *args, **kwargs):
@@ -282,12 +282,9 @@ class _KeepsConnections:
         return connection
 
 
-class _WatchedPool(_KeepsConnections, urllib3.HTTPConnectionPool):
-    pass
-
-
-class _WatchedTlsPool(_KeepsConnections, urllib3.HTTPSConnectionPool):
-    pass
+class _WatchedTlsPool(_WatchedPool, urllib3.HTTPSConnectionPool):
+    """The same over TLS: HTTPSConnectionPool comes before HTTPConnectionPool in its MRO, so its
+    connections, scheme and _new_conn are the ones kept."""
 
 
 _POOLS = {"http": _WatchedPool, "https": _WatchedTlsPool}
