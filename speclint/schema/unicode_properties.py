@@ -3,7 +3,7 @@
 Anything else is a syntax error in JavaScript ("Invalid property name"), and names are
 case-sensitive: `\\p{Lowercase}` compiles, `\\p{lower}` does not. The lists are ECMA-262's tables
 (General_Category values, Script values, binary properties, with their aliases) as Node 22 accepts
-them; tests/test_speclint_patterns.py compiles every name here with Node's RegExp.
+them; tests/speclint/test_schema_patterns.py compiles every name here with Node's RegExp.
 """
 
 from __future__ import annotations

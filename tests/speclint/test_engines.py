@@ -18,7 +18,7 @@ from speclint.engines.nodes import ENGINES, LLAMA_CPP, LLGUIDANCE, OUTLINES, REJ
 from speclint.engines.runs import engine_problems, installed_engines, probe_pattern
 from tests.support import fresh_python
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 HOSTILE = json.loads((FIXTURES / "speclint_hostile.json").read_text(encoding="utf-8"))["schemas"]
 CORPUS = [
     (f"{path.stem}/{tool['name']}", tool["inputSchema"])

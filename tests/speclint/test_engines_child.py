@@ -15,7 +15,7 @@ import json
 from speclint.engines.nodes import LLGUIDANCE, OUTLINES
 from speclint.limits import Deadline, Limits
 from speclint.rules.lint import lint
-from tests.speclint_support import FIXTURES, load, object_schema, run_bounded
+from tests.speclint.support import FIXTURES, load, object_schema, run_bounded
 
 BLOWUP = load("compile_blowup.json")[0]
 PATTERN = "/inputSchema/properties/code/pattern"

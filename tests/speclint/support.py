@@ -13,7 +13,7 @@ from speclint.cli import main
 from speclint.findings import Finding
 from tests.support import ROOT, run_module
 
-FIXTURES = Path(__file__).parent / "fixtures" / "speclint"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "speclint"
 
 
 def load(name: str) -> list[dict]:

@@ -12,7 +12,7 @@ import pytest
 
 from speclint.output import SARIF_LEVEL
 from speclint.rules.lint import lint
-from tests.speclint_support import FIXTURES, load, object_schema, run, run_cli
+from tests.speclint.support import FIXTURES, load, object_schema, run, run_cli
 from tests.support import ROOT, free_port
 
 # ---------------------------------------------------------------- output formats

@@ -23,7 +23,7 @@ from speclint.transports import processes
 from speclint.transports.stdio import list_tools
 from tests.support import ROOT, run_module
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "speclint_stdio"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "speclint_stdio"
 SDK_SERVER = [sys.executable, str(FIXTURES / "sdk_server.py")]
 RAW_SERVER = [sys.executable, str(FIXTURES / "raw_server.py")]
 

@@ -16,7 +16,7 @@ from speclint.load import tools_from
 from speclint.rules.lint import lint
 from tests.support import ROOT
 
-CORPUS = Path(__file__).parent / "fixtures" / "speclint_corpus"
+CORPUS = Path(__file__).parents[1] / "fixtures" / "speclint_corpus"
 LABELS = json.loads((CORPUS / "labels.json").read_text())
 LABEL_CLASSES = {"reads-only", "retry-safe", "retry-unsafe"}
 DUMPS = sorted(p for p in CORPUS.glob("*.json") if p.name != "labels.json")
@@ -135,7 +135,7 @@ def test_every_high_sl001_finding_is_a_retry_unsafe_tool():
 
 def test_no_other_rule_is_high_on_the_corpus():
     """SL004 is high only for what an engine rejects (none of these schemas; see
-    test_speclint_engines), SL006 only for a schema no call can satisfy or no client can compile:
+    tests/speclint/test_engines.py), SL006 only for a schema no call can satisfy or no client can compile:
     a new high finding here must be checked by hand and its tool added to this test."""
     others = [
         (s, f.rule_id, f.tool, f.path)

@@ -12,7 +12,7 @@ from speclint.findings import RULE_BY_ID
 from speclint.rules.behaviour import IDEMPOTENCY_KEY_NAMES, check_annotations
 from speclint.rules.input_schema import check_bounds, check_local_models
 from speclint.rules.lint import lint
-from tests.speclint_support import load, object_schema, pre_idempotency_tool, run, run_cli, triples
+from tests.speclint.support import load, object_schema, pre_idempotency_tool, run, run_cli, triples
 
 # ---------------------------------------------------------------- the rules
 

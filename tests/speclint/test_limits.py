@@ -16,7 +16,7 @@ import pytest
 
 from speclint.limits import MAX_TOOLS, Limits, human, size
 from speclint.load import Unreadable, within_limits
-from tests.speclint_support import BOUND_SECONDS, FIXTURES, object_schema, run_bounded
+from tests.speclint.support import BOUND_SECONDS, FIXTURES, object_schema, run_bounded
 from tests.support import ROOT
 
 RAW_SERVER = [sys.executable, str(ROOT / "tests" / "fixtures" / "speclint_stdio" / "raw_server.py")]

@@ -19,7 +19,7 @@ import pytest
 from speclint.findings import __version__
 from speclint.protocol.modern import headers as modern_headers
 from speclint.transports.streamable_http import HttpWire
-from tests.speclint_support import load, run, run_cli
+from tests.speclint.support import load, run, run_cli
 from tests.support import ROOT, free_port, start_process
 
 # ---------------------------------------------------------------- the MCP client

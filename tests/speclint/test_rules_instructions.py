@@ -12,12 +12,12 @@ import pytest
 
 from speclint.rules.instructions import check_instructions
 from speclint.rules.lint import lint
-from tests.speclint_support import object_schema, run
+from tests.speclint.support import object_schema, run
 
 CASES = json.loads(
-    (Path(__file__).parent / "fixtures" / "speclint_poisoned.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[1] / "fixtures" / "speclint_poisoned.json").read_text(encoding="utf-8")
 )
-CORPUS = Path(__file__).parent / "fixtures" / "speclint_corpus"
+CORPUS = Path(__file__).parents[1] / "fixtures" / "speclint_corpus"
 
 
 def sl008(description: str) -> list[tuple[str, str]]:
