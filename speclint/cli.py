@@ -3,19 +3,10 @@
     python -m speclint [--format text|json|sarif] [--fail-on LEVEL] [--engines] TARGET
     python -m speclint [options] -- COMMAND [ARG ...]
 
-TARGET is an MCP endpoint URL (``speclint.streamable_http``; ``--header`` adds request headers), a
-JSON file holding a ``tools/list`` result (or a bare list, or a JSON-RPC response with one), or
-``-`` for standard input. After ``--``, a command that starts a stdio server (``speclint.stdio``).
-A live server is spoken to in MCP 2026-07-28 when it speaks it, else through ``initialize``
-(``speclint.negotiate``); the report names the revision. The rules are listed in ``speclint.rules``.
-
-``--timeout`` bounds the whole run, engine compiles included, and what is read is capped
-(``--max-tools``, ``--max-bytes``, ``--max-tool-bytes``; ``speclint.limits``).
-
-Output: text, ``--format json`` or ``--format sarif`` (2.1.0). Exit status: 0 when nothing is at or
-above ``--fail-on`` (default high), 1 when something is, 2 when the target could not be read, is
-over a cap or the run ran out of time (one line on stderr). docs/speclint.md has the tables, the
-measurements and the peers.
+TARGET is an MCP endpoint URL, a JSON file holding a tools/list result, or - for standard input;
+after --, a command that starts a stdio server. Exit status 0 when nothing is at or above
+--fail-on, 1 when something is, 2 when the target could not be read, is over a cap or the run ran
+out of time. docs/speclint.md has the targets, limits, formats and exit statuses in full.
 """
 
 from __future__ import annotations
@@ -24,14 +15,14 @@ import argparse
 import shlex
 import sys
 
-from speclint import engines as oracle
 from speclint import limits as caps
-from speclint import stdio, streamable_http
+from speclint.engines.runs import installed_engines
 from speclint.findings import SEVERITIES, fails
 from speclint.limits import MAX_TIMEOUT_SECONDS, TIMEOUT_SECONDS, Deadline, Limits
 from speclint.load import Listing, Unreadable, one_line, read_target
 from speclint.output import render_json, render_sarif, render_text
-from speclint.rules import lint
+from speclint.rules.lint import lint
+from speclint.transports import stdio, streamable_http
 
 
 def header(value: str) -> tuple[str, str]:
@@ -146,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         args.timeout, tools=args.max_tools, bytes=args.max_bytes, tool_bytes=args.max_tool_bytes
     )
     try:
-        if args.engines and not oracle.installed_engines():
+        if args.engines and not installed_engines():
             raise Unreadable(
                 "--engines needs llguidance or outlines-core where speclint runs "
                 "(pip install llguidance outlines-core)"

@@ -3,7 +3,7 @@
 ``--timeout`` bounds the whole run: reading the target, the rules and the engines' compiles.
 What is read is capped (bytes in all, tools, one tool's size): the rules take time in proportion
 to what they read and look at the deadline before each tool, so a run ends within one capped
-tool of it. Each engine compile runs in a child process (``speclint.engine_child``) that is
+tool of it. Each engine compile runs in a child process (``speclint.engines.child``) that is
 killed at its own budget of time and memory, or at the deadline. This module imports nothing
 of speclint's; whoever finds a limit passed raises ``speclint.load.Unreadable``.
 """

@@ -4,8 +4,8 @@ and what the report says about the server that sent it. Whatever goes wrong on t
 
 MCP 2026-07-28 results carry ``resultType`` (absent means ``"complete"``: older servers send
 none), the caching hints ``ttlMs`` and ``cacheScope``, and a ``serverInfo`` stamp in ``_meta``;
-a result of any other ``resultType`` is no tools list. The live clients are ``speclint.stdio``
-and ``speclint.streamable_http``; ``speclint.negotiate`` picks the protocol revision."""
+a result of any other ``resultType`` is no tools list. The live clients are ``speclint.transports.stdio``
+and ``speclint.transports.streamable_http``; ``speclint.protocol.negotiate`` picks the protocol revision."""
 
 from __future__ import annotations
 
@@ -270,7 +270,7 @@ def _read_pipe(fd: int, limit: int, deadline: Deadline | None, source: str) -> b
         ready.register(fd, selectors.EVENT_READ)
         while len(data) <= limit:
             left = None if deadline is None else deadline.left()
-            if left is not None and left <= 0:
+            if deadline is not None and left is not None and left <= 0:
                 raise Unreadable(f"{source}: " + deadline.missed("its writer did not finish"))
             if not ready.select(left):
                 continue

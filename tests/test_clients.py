@@ -27,7 +27,7 @@ from devstack import processes
 from devstack.node import NODE22, with_node22
 from shared.purchase.catalog import listing
 from shared.purchase.receipt.document import CHECK_NAMES
-from speclint import schema_rules as speclint
+from speclint.rules import input_schema as speclint
 from tests.support import ROOT, unique_email, unique_key
 
 CLIENTS_DOC = (ROOT / "docs" / "clients.md").read_text()

@@ -95,20 +95,20 @@ SNIPPETS = (
         "docs/speclint.md",
         "-m speclint http://localhost:7071/api/a2a/mcp",
         (
-            "tests/test_speclint.py::test_live_dev_host_passes_with_fail_on_low",
-            "tests/test_speclint_http.py::test_url_target_follows_next_cursor_and_carries_the_session",
-            "tests/test_speclint_stdio.py::test_lists_every_page_of_a_python_sdk_server",
-            "tests/test_speclint_cli.py::test_accepted_file_shapes",
-            "tests/test_speclint_cli.py::test_dash_reads_standard_input",
+            "tests/speclint/test_rules.py::test_live_dev_host_passes_with_fail_on_low",
+            "tests/speclint/test_transports_http.py::test_url_target_follows_next_cursor_and_carries_the_session",
+            "tests/speclint/test_transports_stdio.py::test_lists_every_page_of_a_python_sdk_server",
+            "tests/speclint/test_cli.py::test_accepted_file_shapes",
+            "tests/speclint/test_cli.py::test_dash_reads_standard_input",
         ),
     ),
     Snippet(
         "docs/speclint.md",
         '"$MCP_URL"',
         (
-            "tests/test_speclint_http.py::test_url_target_follows_next_cursor_and_carries_the_session",
-            "tests/test_speclint_cli.py::test_fail_on_thresholds_with_a_high_finding",
-            "tests/test_speclint_cli.py::test_sarif_output_is_sarif_2_1_0",
+            "tests/speclint/test_transports_http.py::test_url_target_follows_next_cursor_and_carries_the_session",
+            "tests/speclint/test_cli.py::test_fail_on_thresholds_with_a_high_finding",
+            "tests/speclint/test_cli.py::test_sarif_output_is_sarif_2_1_0",
         ),
     ),
 )

@@ -18,7 +18,7 @@ from shared.purchase.schema import (
     read_idempotency_key,
     validate_arguments,
 )
-from speclint import schema_rules as speclint
+from speclint.rules import input_schema as speclint
 
 
 def test_input_schema_obeys_every_local_model_rule_and_is_closed():

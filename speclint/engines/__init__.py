@@ -1,0 +1,1 @@
+"""What the engines that constrain local models reject or weaken in an input schema (SL004)."""

@@ -1,0 +1,1 @@
+"""Reading JSON Schema as the rules need it: walking a schema, and where a pattern compiles."""

@@ -1,0 +1,1 @@
+"""The MCP transports speclint reads a live server over: stdio and Streamable HTTP."""
