@@ -18,16 +18,8 @@ from urllib.parse import urlsplit
 import requests
 from azure.core.pipeline.transport import HttpTransport, RequestsTransport
 
-from tests.support import (
-    ROOT,
-    RoundTrips,
-    Sent,
-    connection_string,
-    dev_settings,
-    free_port,
-    start_host,
-    start_process,
-)
+from devstack.ports import free_port
+from tests.support import ROOT, RoundTrips, Sent, connection_string, dev_settings, start_host, start_process
 
 _addresses = itertools.count(1)
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import requests
 
 from bench.__main__ import Stack as Services
+from devstack.ports import free_port
 from tests.faultproxy import FaultProxy, proxied
-from tests.support import ROOT, Service, dev_settings, free_port, start_process
+from tests.support import ROOT, Service, dev_settings, start_process
 
 TIMERS = "drain_contacts"  # the timers a host runs on their schedules
 

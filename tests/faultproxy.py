@@ -24,7 +24,8 @@ import struct
 import threading
 from dataclasses import dataclass
 
-from tests.support import connection_string, free_port
+from devstack.ports import free_port
+from tests.support import connection_string
 
 MODES = ("pass", "refuse", "cut", "stall", "mute")
 CHUNK = 64 * 1024

@@ -29,6 +29,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from devstack.ports import free_port
 from shared import runtime
 from shared.config.settings import Settings
 from shared.protocols import a2a, api
@@ -41,7 +42,6 @@ from tests.support import (
     Buyer,
     Service,
     dev_settings,
-    free_port,
     fresh_python,
     start_process,
     unique_address,

@@ -8,9 +8,10 @@ import time
 import pytest
 from azure.storage.queue import QueueClient
 
+from devstack.ports import free_port
 from shared.config.errors import StoreUnavailable
 from shared.seams.contact_queue import ContactQueue
-from tests.support import free_port, own_queue, storage_connection, unique_email
+from tests.support import own_queue, storage_connection, unique_email
 
 
 @pytest.fixture

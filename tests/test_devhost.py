@@ -29,7 +29,7 @@ import requests
 
 from devstack import processes
 from devstack.devhost import RouteTemplate, make_server
-from tests.support import free_port
+from devstack.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_APP = REPO / "tests" / "fixtures" / "devhost_app"

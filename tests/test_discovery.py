@@ -8,8 +8,9 @@ import re
 
 import requests
 
+from devstack.ports import free_port
 from shared.purchase.catalog import listing
-from tests.support import Buyer, connection_string, free_port
+from tests.support import Buyer, connection_string
 
 ROOT_JWKS = "/.well-known/jwks.json"
 API_JWKS = "/api/.well-known/jwks.json"

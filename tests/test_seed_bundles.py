@@ -19,11 +19,12 @@ import requests
 from azure.storage.blob import ContainerClient
 
 from devstack import seed_bundles
+from devstack.ports import free_port
 from devstack.run import storage_connection
 from devstack.seed_bundles import MAX_FILE_BYTES, sample_bundle
 from shared.purchase.catalog import BUNDLES
 from tests.snippets import MakeRun, snippet
-from tests.support import AZURITE_KEY, ROOT, free_port
+from tests.support import AZURITE_KEY, ROOT
 
 RECIPE = "docs/development.md"
 END_OF_BUNDLES = "    )\n}\nDEFAULT_BUNDLE_ID"  # where shared/purchase/catalog.py's tuple of bundles closes

@@ -6,7 +6,7 @@ each for the whole run and names them in MUTATION_AZURITE and MUTATION_SANDBOX; 
 fixtures of those names take them instead of starting their own. Tests keep apart as they always
 do (their own tables, containers, emails and client addresses).
 
-Forked workers would also inherit one state of `tests.support`'s port picker, and two workers
+Forked workers would also inherit one state of `devstack.ports`' port picker, and two workers
 running at once would draw the same ports for the dev hosts they start: it is reseeded per
 session.
 """
@@ -20,15 +20,17 @@ from pathlib import Path
 
 import pytest
 
+from devstack import ports
+from devstack.ports import free_port
 from devstack.seed_bundles import seed as seed_bundles
 from tests import support
-from tests.support import Service, connection_string, free_port, start_process
+from tests.support import Service, connection_string, start_process
 
 AZURITE = support.ROOT / "node_modules" / ".bin" / "azurite"
 
 
 def pytest_sessionstart(session) -> None:
-    support._random.seed()
+    ports._random.seed()
 
 
 @pytest.hookimpl(tryfirst=True)
