@@ -19,7 +19,8 @@ import requests
 from azure.core.pipeline.transport import HttpTransport, RequestsTransport
 
 from devstack.ports import free_port
-from tests.support import ROOT, RoundTrips, Sent, connection_string, dev_settings, start_host, start_process
+from devstack.services import dev_settings, start_host, start_process
+from tests.support import ROOT, RoundTrips, Sent, connection_string
 
 _addresses = itertools.count(1)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import requests
 from azure.storage.blob import ContainerClient
 
+from devstack.services import dev_settings
 from shared.config.hashing import Hasher
 from shared.purchase.schema import normalise_email
 from shared.seams.receipts import RECEIPT_ID_PATTERN
@@ -30,7 +31,6 @@ from soak.contacts import Contacts, drain, gather_contacts, make_owner_contacts
 from soak.faults import CREATE, REFUSABLE, SEND, Fault, Injector, schedule
 from soak.report import Outcome, coverage, summary
 from soak.stack import Stack, run_function
-from tests.support import dev_settings
 
 RECEIPT_BLOB = re.compile(RECEIPT_ID_PATTERN.strip("^$") + r"\.json")
 OFF_RECORD = re.compile(r"receipt (" + RECEIPT_ID_PATTERN.strip("^$") + r") answered but not on record")

@@ -19,8 +19,9 @@ import requests
 
 from bench.__main__ import Stack as Services
 from devstack.ports import free_port
+from devstack.services import Service, dev_settings, start_process
 from tests.faultproxy import FaultProxy, proxied
-from tests.support import ROOT, Service, dev_settings, start_process
+from tests.support import ROOT
 
 TIMERS = "drain_contacts"  # the timers a host runs on their schedules
 

@@ -29,9 +29,10 @@ from devstack.node import with_node22
 from devstack.ports import free_port
 from devstack.seed_bundles import sample_bundle
 from devstack.seed_bundles import seed as seed_bundles
+from devstack.services import Service, start_host, start_process
 from shared.purchase.catalog import BUNDLES
 from tests.identity import self_signed_certificate
-from tests.support import AZURITE_KEY, ROOT, Buyer, Service, connection_string, start_host, start_process
+from tests.support import AZURITE_KEY, ROOT, Buyer, connection_string
 
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
 _handlers: dict[int, object] = {}

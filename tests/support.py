@@ -12,7 +12,6 @@ import contextlib
 import itertools
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -29,9 +28,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from requests.adapters import HTTPAdapter
 
-from devstack import processes
 from devstack.node import NODE22_BIN
-from devstack.ports import free_port
 from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 from shared.protocols.readiness import REUSE_SECONDS
 from shared.purchase.contacts import ContactDrainer, Drained
@@ -161,25 +158,6 @@ def as_a_background_job(command: list[str]) -> list[str]:
     return [sys.executable, "-c", shim, *command[1:]]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listening on port {port} after {timeout}s")
-
-
-def dev_settings() -> dict[str, str]:
-    """The development values from local.settings.json.example, which the tests run with."""
-    values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
-    return {k: str(v) for k, v in values.items()}
-
-
 def unique_address() -> str:
     """A fresh loopback address (all of 127.0.0.0/8 is loopback), so each test has its own
     rate-limit bucket."""
@@ -210,41 +188,6 @@ def client_from(source: str) -> requests.Session:
     adapter = _SourceAddressAdapter(source)
     session.mount("http://", adapter)
     return session
-
-
-@dataclass
-class Service:
-    """A started process with its base URL and the file its output goes to."""
-
-    proc: subprocess.Popen
-    url: str
-    log_path: Path
-    env: dict[str, str] = field(default_factory=dict)
-
-    def stop(self) -> None:
-        processes.stop(self.proc)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-def start_process(
-    args: list[str], port: int, log_path: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen:
-    log = log_path.open("w")
-    proc = processes.start(
-        args,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for_port(port, proc)
-    except RuntimeError:
-        processes.stop(proc, grace=0)
-        raise RuntimeError(f"{args[0]} failed to start:\n{log_path.read_text()[-3000:]}") from None
-    return proc
 
 
 def own_queue(storage: str, secret: str = "unit-test-secret", transport=None) -> ContactQueue:
@@ -306,39 +249,6 @@ def drain_until_empty(host_url: str, timeout: float = 90.0) -> None:
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"the contact queue still had buyers waiting after {timeout:g} s")
-
-
-# The timers a test's dev host runs on their schedules: the contact drainer, as a deployed store
-# does. The others (the reaper, the receipt repair) run when a test asks, so that their work,
-# every few minutes, never lands in the middle of a test that watches the stores.
-HOST_TIMERS = "drain_contacts"
-
-
-def start_host(log_dir: Path, env: dict[str, str], timers: str = HOST_TIMERS) -> Service:
-    port = free_port()
-    log_path = log_dir / f"devhost-{port}.log"
-    full_env = {**dev_settings(), **env}
-    proc = start_process(
-        [
-            *(sys.executable, "-m", "devstack.devhost", "--port", str(port)),
-            *("--app-dir", str(ROOT), "--timers", timers),
-        ],
-        port,
-        log_path,
-        full_env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            # Serving: health answers, 200 or (a host started unconfigured or with a store down) 503.
-            if requests.get(base + "/api/health", timeout=10).status_code in (200, 503):
-                return Service(proc, base, log_path, full_env)
-        except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    processes.stop(proc, grace=0)
-    raise RuntimeError(f"dev host did not become healthy:\n{log_path.read_text()[-3000:]}")
 
 
 @dataclass

@@ -30,23 +30,14 @@ from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from devstack.ports import free_port
+from devstack.services import Service, dev_settings, start_process
 from shared import runtime
 from shared.config.settings import Settings
 from shared.protocols import a2a, api
 from shared.protocols.a2a import message_key
 from shared.purchase import signatures
 from shared.purchase.catalog import listing
-from tests.support import (
-    AZURITE_KEY,
-    ROOT,
-    Buyer,
-    Service,
-    dev_settings,
-    fresh_python,
-    start_process,
-    unique_address,
-    unique_email,
-)
+from tests.support import AZURITE_KEY, ROOT, Buyer, fresh_python, unique_address, unique_email
 
 LEGACY_CARD_FIELDS = ("url", "preferredTransport", "protocolVersion")
 

@@ -17,11 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from devstack.ports import free_port
+from devstack.services import start_process
 from speclint.findings import __version__
 from speclint.modern import headers as modern_headers
 from speclint.streamable_http import HttpWire
 from tests.speclint_support import load, run, run_cli
-from tests.support import ROOT, start_process
+from tests.support import ROOT
 
 # ---------------------------------------------------------------- the MCP client
 

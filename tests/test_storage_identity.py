@@ -18,6 +18,7 @@ from azure.data.tables import TableClient
 
 from devstack.ports import free_port
 from devstack.seed_bundles import sample_bundle
+from devstack.services import dev_settings
 from shared import runtime
 from shared.config.errors import StoreUnavailable
 from shared.config.hashing import Hasher
@@ -27,7 +28,7 @@ from shared.purchase.catalog import find_bundle
 from shared.purchase.storefront import scoped_key_hash
 from shared.seams.storage import container_client, table_client
 from tests.identity import STORAGE_AUDIENCE, IdentityEndpoint
-from tests.support import AZURITE_KEY, Buyer, dev_settings, fresh_python
+from tests.support import AZURITE_KEY, Buyer, fresh_python
 
 CLIENT_ID = "3c1e9a52-7b4d-4e0f-9a61-2f8d5c7b1e04"
 WRONG_AUDIENCE = "https://management.azure.com"

@@ -23,8 +23,9 @@ import pytest
 from devstack import ports
 from devstack.ports import free_port
 from devstack.seed_bundles import seed as seed_bundles
+from devstack.services import Service, start_process
 from tests import support
-from tests.support import Service, connection_string, start_process
+from tests.support import connection_string
 
 AZURITE = support.ROOT / "node_modules" / ".bin" / "azurite"
 
