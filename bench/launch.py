@@ -26,8 +26,8 @@ import requests
 
 from bench.load import peak_rss_mb
 from bench.stack import Stack, address, keyed
+from devstack.loopback import client_from
 from shared.purchase.contacts import DELETERS, IMPORT_BATCH, RECEIVE_MAX
-from tests.support import client_from
 
 LAUNCH_SECONDS = float(os.environ.get("BENCH_LAUNCH_SECONDS", "10"))
 LAUNCH_CLIENTS = int(os.environ.get("BENCH_LAUNCH_CLIENTS", "40"))

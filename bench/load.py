@@ -14,7 +14,7 @@ import requests
 
 from bench.latency import percentiles
 from bench.stack import Stack, address, keyed
-from tests.support import client_from
+from devstack.loopback import client_from
 
 LOAD_SECONDS = float(os.environ.get("BENCH_LOAD_SECONDS", "10"))
 LOAD_CLIENTS = int(os.environ.get("BENCH_LOAD_CLIENTS", "16"))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import requests
 
-from tests.support import client_from
+from devstack.loopback import client_from
 
 RETRY_AFTER_CAP = 3.0  # seconds: an agent waits what it is told, but no longer than this
 TIMEOUT = (3.0, 20.0)  # connect, read

@@ -1,6 +1,6 @@
-"""Test helpers: starting the real services (Azurite, the Brevo sandbox, the dev host) as
-processes that never outlive the suite (`devstack.processes`), and HTTP clients that call from a
-chosen loopback address.
+"""Test helpers: buyers that each call from a loopback address of their own (`Buyer`), signing
+keys, code run in a fresh interpreter or as a user runs a module, and the contact queue drained
+when a test asks. Starting the services is `devstack.services`.
 
 Every test buys with its own email, key and client address, so tests sharing one host and one
 Azurite never see each other's data or limits.
@@ -26,8 +26,8 @@ import requests
 from azure.core.pipeline.transport import RequestsTransport
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from requests.adapters import HTTPAdapter
 
+from devstack.loopback import client_from
 from devstack.node import NODE22_BIN
 from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 from shared.protocols.readiness import REUSE_SECONDS
@@ -171,23 +171,6 @@ def unique_email(tag: str = "buyer") -> str:
 
 def unique_key() -> str:
     return f"key-{uuid.uuid4().hex}"
-
-
-class _SourceAddressAdapter(HTTPAdapter):
-    def __init__(self, source: str):
-        self._source = source
-        super().__init__()
-
-    def init_poolmanager(self, *args, **kwargs):
-        kwargs["source_address"] = (self._source, 0)
-        super().init_poolmanager(*args, **kwargs)
-
-
-def client_from(source: str) -> requests.Session:
-    session = requests.Session()
-    adapter = _SourceAddressAdapter(source)
-    session.mount("http://", adapter)
-    return session
 
 
 def own_queue(storage: str, secret: str = "unit-test-secret", transport=None) -> ContactQueue:
