@@ -42,7 +42,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from urllib.parse import unquote, urlsplit
 
-from tests.support import RoundTrips, Sent
+from devstack.counting import RoundTrips, Sent
 
 ACCOUNT_REQUESTS_PER_SECOND = 20_000
 PARTITION_ENTITIES_PER_SECOND = 2_000

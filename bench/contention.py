@@ -10,7 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.stack import Stack
-from tests.support import RoundTrips
+from devstack.counting import RoundTrips
 
 
 def run(stack: Stack, seconds: float = 3.0, threads: int = 16) -> dict:

@@ -18,9 +18,10 @@ from urllib.parse import urlsplit
 import requests
 from azure.core.pipeline.transport import HttpTransport, RequestsTransport
 
+from devstack.counting import RoundTrips, Sent
 from devstack.ports import free_port
 from devstack.services import dev_settings, start_host, start_process
-from tests.support import ROOT, RoundTrips, Sent, connection_string
+from tests.support import ROOT, connection_string
 
 _addresses = itertools.count(1)
 

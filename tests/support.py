@@ -8,22 +8,16 @@ Azurite never see each other's data or limits.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import requests
-from azure.core.pipeline.transport import RequestsTransport
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -41,61 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 AZURITE_KEY = DEV_ACCOUNT_KEY
 connection_string = storage_connection
 _addresses = itertools.count(1)
-
-
-@dataclass(frozen=True)
-class Sent:
-    """One storage request as the transport sent it, with the entities a table query returned."""
-
-    kind: str
-    method: str
-    url: str
-    body: bytes
-    returned: tuple[dict, ...] = ()
-
-
-class CountingTransport(RequestsTransport):
-    """The SDK's own requests transport, counting every request it sends (retries included)."""
-
-    def __init__(self, trips: RoundTrips, kind: str):
-        super().__init__()
-        self._trips, self._kind = trips, kind
-
-    def send(self, request, **kwargs):
-        response = super().send(request, **kwargs)
-        returned: tuple[dict, ...] = ()
-        if self._kind == "table" and request.method == "GET" and urlsplit(request.url).path.endswith("()"):
-            with contextlib.suppress(ValueError, AttributeError, TypeError):
-                returned = tuple(json.loads(response.body()).get("value", ()))
-        body = request.body if isinstance(request.body, bytes) else str(request.body or "").encode()
-        self._trips.saw(Sent(self._kind, request.method, request.url, body, returned))
-        return response
-
-
-class RoundTrips:
-    """Gives storage clients a counting transport (`shared.runtime.build(settings,
-    trips.transport)`); `take()` returns and resets the counts per kind ("table", "blob"), and
-    `sent` lists what was sent since the last take."""
-
-    def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self.sent: list[Sent] = []
-
-    def transport(self, kind: str) -> CountingTransport:
-        return CountingTransport(self, kind)
-
-    def saw(self, sent: Sent) -> None:
-        with self._lock:
-            self._counts[sent.kind] += 1
-            self.sent.append(sent)
-
-    def take(self) -> dict[str, int]:
-        with self._lock:
-            taken = dict(self._counts)
-            self._counts.clear()
-            self.sent = []
-        return taken
 
 
 def new_ec_key() -> ec.EllipticCurvePrivateKey:

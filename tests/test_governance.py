@@ -14,11 +14,12 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import EdmType, EntityProperty
 
+from devstack.counting import RoundTrips
 from shared.config.errors import LimitExceeded, StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.purchase.governance import Governance, Limits, Reservation, client_address, client_ip
 from shared.seams.storage import table_client
-from tests.support import AZURITE_KEY, RoundTrips
+from tests.support import AZURITE_KEY
 
 HOUR = 3600
 # 2030-01-01T10:15:00Z: a quarter past the hour, so retry_after is 45 minutes.

@@ -15,13 +15,14 @@ from collections.abc import Iterator
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
 
+from devstack.counting import RoundTrips
 from shared.config.errors import InvalidRequest, StoreUnavailable
 from shared.seams.ledger import MAX_PAGE_SIZE, SHARDS, DayListing, LedgerEntry, TableLedger, shard_of
 from shared.seams.receipts import new_receipt_id
 from shared.seams.repair import PARTITION as REPAIR_PARTITION
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import create_table, table_client
-from tests.support import AZURITE_KEY, RoundTrips
+from tests.support import AZURITE_KEY
 
 DAY = "2026-11-30"
 DEAD_TABLES = (

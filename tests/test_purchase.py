@@ -13,6 +13,7 @@ import pytest
 import requests
 from jose import jwt
 
+from devstack.counting import RoundTrips
 from shared.config.errors import StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
@@ -26,7 +27,7 @@ from shared.seams.ledger import TableLedger
 from shared.seams.receipts import BlobReceiptStore, sha256
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
-from tests.support import RoundTrips, new_ec_key, own_queue, private_pem, unique_email, unique_key
+from tests.support import new_ec_key, own_queue, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))
 # Brevo's answer is held for twice this to play a lost answer; a loaded machine (make mutate runs
