@@ -1,7 +1,7 @@
 """`make soak`: the storefront under faults, bounded (2 minutes of load by default).
 
 Two dev hosts share one Azurite, each store (Table, Blob, the contact queue) behind a fault proxy
-(tests/faultproxy.py), and one Brevo sandbox at Brevo's general tier, which already holds some of
+(devstack/faultproxy.py), and one Brevo sandbox at Brevo's general tier, which already holds some of
 the store owner's contacts. Agents buy over MCP and HTTP, with and without idempotency keys,
 retrying as agents do, while a seeded schedule cuts and stalls the stores, makes Brevo fail,
 answer late, refuse or storm on the contacts family, and kills a host now and then (once while

@@ -18,9 +18,9 @@ from pathlib import Path
 import requests
 
 from bench.__main__ import Stack as Services
+from devstack.faultproxy import FaultProxy, proxied
 from devstack.ports import free_port
 from devstack.services import Service, dev_settings, start_process
-from tests.faultproxy import FaultProxy, proxied
 from tests.support import ROOT
 
 TIMERS = "drain_contacts"  # the timers a host runs on their schedules

@@ -24,9 +24,9 @@ from urllib.parse import quote
 
 import pytest
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
 from devstack.ports import free_port
 from devstack.services import dev_settings
-from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.identity import IdentityEndpoint, self_signed_certificate
 from tests.support import AZURITE_KEY, ROOT, Buyer, fresh_python, unique_email
 
