@@ -1,6 +1,6 @@
 """`make bench`: the storefront against its physical floor, measured in one run.
 
-Starts its own Azurite and Brevo sandbox (`bench.stack`), then measures:
+Starts its own Azurite and Brevo sandbox (`devstack.services.Stack`), then measures:
 
 1. round trips per request, counted on every storage client's transport (and by the sandbox
    for Brevo), next to the floor the design allows (`bench.roundtrips`);
@@ -29,9 +29,8 @@ import tempfile
 from pathlib import Path
 
 from bench import capacity, coldstart, contention, latency, launch, load, report, roundtrips
-from bench.stack import Handlers, Stack
-
-__all__ = ["Stack", "main"]  # soak.stack starts its services as the bench does
+from bench.stack import Handlers
+from devstack.services import Stack
 
 
 def main() -> int:

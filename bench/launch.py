@@ -25,8 +25,9 @@ from datetime import datetime
 import requests
 
 from bench.load import peak_rss_mb
-from bench.stack import Stack, address, keyed
+from bench.stack import address, keyed
 from devstack.loopback import client_from
+from devstack.services import Stack
 from shared.purchase.contacts import DELETERS, IMPORT_BATCH, RECEIVE_MAX
 
 LAUNCH_SECONDS = float(os.environ.get("BENCH_LAUNCH_SECONDS", "10"))

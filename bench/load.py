@@ -13,8 +13,9 @@ from pathlib import Path
 import requests
 
 from bench.latency import percentiles
-from bench.stack import Stack, address, keyed
+from bench.stack import address, keyed
 from devstack.loopback import client_from
+from devstack.services import Stack
 
 LOAD_SECONDS = float(os.environ.get("BENCH_LOAD_SECONDS", "10"))
 LOAD_CLIENTS = int(os.environ.get("BENCH_LOAD_CLIENTS", "16"))

@@ -1,6 +1,7 @@
 """The local services started as processes on free ports, for the test suite, the bench and the
 soak: a process waited for until it listens (`start_process`), a dev host until it serves
-(`start_host`), each stopped with its process group (`devstack.processes`)."""
+(`start_host`), and Azurite with the Brevo sandbox for a bench or soak run (`Stack`). Each is
+started by `devstack.processes`, so none outlives its caller."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import requests
 
 from devstack import processes
 from devstack.ports import free_port
-from devstack.run import ROOT
+from devstack.run import ROOT, storage_connection
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
@@ -106,3 +107,52 @@ def start_host(log_dir: Path, env: dict[str, str], timers: str = HOST_TIMERS) ->
         time.sleep(0.1)
     processes.stop(proc, grace=0)
     raise RuntimeError(f"dev host did not become healthy:\n{log_path.read_text()[-3000:]}")
+
+
+class Stack:
+    """Azurite (in memory) and the Brevo sandbox, started for a bench or soak run and stopped at its
+    end, with the dev hosts started on them."""
+
+    def __init__(self, logs: Path):
+        self.logs = logs
+        self.blob, self.table, self.queue = free_port(), free_port(), free_port()
+        azurite = [
+            str(ROOT / "node_modules" / ".bin" / "azurite"),
+            *("--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--inMemoryPersistence"),
+            *("--blobHost", "127.0.0.1", "--blobPort", str(self.blob)),
+            *("--queueHost", "127.0.0.1", "--queuePort", str(self.queue)),
+            *("--tableHost", "127.0.0.1", "--tablePort", str(self.table)),
+        ]
+        self.procs = [start_process(azurite, self.table, logs / "azurite.log")]
+        port = free_port()
+        sandbox = [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)]
+        self.procs.append(start_process(sandbox, port, logs / "sandbox.log"))
+        self.sandbox = f"http://127.0.0.1:{port}"
+        self.connection = storage_connection(self.blob, self.table, self.queue)
+        self.hosts: list[Service] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            **dev_settings(),
+            "AzureWebJobsStorage": self.connection,
+            "BREVO_BASE_URL": f"{self.sandbox}/v3",
+            "STOREFRONT_RATE_LIMIT_PER_HOUR": "1000000",
+            "STOREFRONT_DAILY_COST_CEILING_USD": "1000000",
+            **extra,
+        }
+
+    def brevo_calls(self) -> int:
+        stats = requests.get(f"{self.sandbox}/_sandbox/stats", timeout=10).json()
+        return sum(stats["requests"].values())
+
+    def start_host(self, **extra: str) -> Service:
+        host = start_host(self.logs, self.env(**extra))
+        self.hosts.append(host)
+        return host
+
+    def stop(self) -> None:
+        for host in self.hosts:
+            host.stop()
+        for proc in self.procs:
+            proc.terminate()
+            proc.wait(timeout=10)

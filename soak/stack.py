@@ -1,5 +1,5 @@
-"""The soak's services: its own Azurite and Brevo sandbox (started as the bench starts them), a
-fault proxy in front of each of Azurite's Table, Blob and Queue services, and dev hosts whose
+"""The soak's services: its own Azurite and Brevo sandbox (`devstack.services.Stack`, as the bench
+starts them), a fault proxy in front of each of Azurite's Table, Blob and Queue services, and dev hosts whose
 storage goes through the proxies. A host can be killed and started again on the same port.
 
 The hosts run the contact drainer on its schedule (every 10 s), as a deployed store does; the
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import requests
 
-from bench.__main__ import Stack as Services
 from devstack.faultproxy import FaultProxy, proxied
 from devstack.ports import free_port
+from devstack.run import ROOT
 from devstack.services import Service, dev_settings, start_process
-from tests.support import ROOT
+from devstack.services import Stack as Services
 
 TIMERS = "drain_contacts"  # the timers a host runs on their schedules
 
