@@ -23,7 +23,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from devstack.loopback import client_from
 from devstack.node import NODE22_BIN
-from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 from shared.protocols.readiness import REUSE_SECONDS
 from shared.purchase.contacts import ContactDrainer, Drained
 from shared.seams.brevo import BrevoClient
@@ -32,8 +31,6 @@ from shared.seams.lease import TableLease
 from shared.seams.storage import table_client
 
 ROOT = Path(__file__).resolve().parent.parent
-AZURITE_KEY = DEV_ACCOUNT_KEY
-connection_string = storage_connection
 _addresses = itertools.count(1)
 
 

@@ -30,6 +30,7 @@ from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from devstack.ports import free_port
+from devstack.run import DEV_ACCOUNT_KEY
 from devstack.services import Service, dev_settings, start_process
 from shared import runtime
 from shared.config.settings import Settings
@@ -37,7 +38,7 @@ from shared.protocols import a2a, api
 from shared.protocols.a2a import message_key
 from shared.purchase import signatures
 from shared.purchase.catalog import listing
-from tests.support import AZURITE_KEY, ROOT, Buyer, fresh_python, unique_address, unique_email
+from tests.support import ROOT, Buyer, fresh_python, unique_address, unique_email
 
 LEGACY_CARD_FIELDS = ("url", "preferredTransport", "protocolVersion")
 
@@ -969,7 +970,7 @@ def test_the_docs_text_message_buys_as_its_data_part_would(buyer, mail):
 def test_get_task_with_receipt_storage_unreachable_is_an_internal_error_with_retry_after():
     dead = (
         "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-        f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+        f"AccountKey={DEV_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
         "TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
     )
     services = runtime.build(

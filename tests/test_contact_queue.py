@@ -9,9 +9,10 @@ import pytest
 from azure.storage.queue import QueueClient
 
 from devstack.ports import free_port
+from devstack.run import storage_connection
 from shared.config.errors import StoreUnavailable
 from shared.seams.contact_queue import ContactQueue
-from tests.support import own_queue, storage_connection, unique_email
+from tests.support import own_queue, unique_email
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
+from devstack.run import DEV_ACCOUNT_KEY
 from shared.config.errors import ReceiptUnavailable, StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.exactly_once.idempotency import (
@@ -42,7 +43,6 @@ from shared.exactly_once.idempotency_table import TableIdempotencyStore
 from shared.purchase.schema import canonical_request
 from shared.seams.receipts import BlobReceiptStore, encode, new_receipt_id, sha256
 from shared.seams.storage import container_client, table_client
-from tests.support import AZURITE_KEY
 
 LEASE = 30
 TTL = 300
@@ -50,11 +50,11 @@ START = 1_900_000_000.25
 HASHER = Hasher("unit-test-secret")
 DEAD_TABLES = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 DEAD_BLOBS = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 
 

@@ -18,6 +18,7 @@ from azure.storage.blob import ContainerClient
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from devstack.run import DEV_ACCOUNT_KEY
 from shared.config.errors import InvalidRequest, LimitExceeded, NotConfigured, StoreUnavailable
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
@@ -43,11 +44,11 @@ from shared.seams.receipts import (
 )
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
-from tests.support import AZURITE_KEY, own_queue
+from tests.support import own_queue
 
 DEAD_BLOBS = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 
 # --- receipt ids -----------------------------------------------------------------------------------

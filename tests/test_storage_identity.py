@@ -17,6 +17,7 @@ import requests
 from azure.data.tables import TableClient
 
 from devstack.ports import free_port
+from devstack.run import DEV_ACCOUNT_KEY
 from devstack.seed_bundles import sample_bundle
 from devstack.services import dev_settings
 from shared import runtime
@@ -28,7 +29,7 @@ from shared.purchase.catalog import find_bundle
 from shared.purchase.storefront import scoped_key_hash
 from shared.seams.storage import container_client, table_client
 from tests.identity import STORAGE_AUDIENCE, IdentityEndpoint
-from tests.support import AZURITE_KEY, Buyer, fresh_python
+from tests.support import Buyer, fresh_python
 
 CLIENT_ID = "3c1e9a52-7b4d-4e0f-9a61-2f8d5c7b1e04"
 WRONG_AUDIENCE = "https://management.azure.com"
@@ -221,7 +222,7 @@ def test_importing_the_app_with_identity_settings_does_not_import_azure_identity
 
 def _no_account_key(host) -> None:
     seen = {**os.environ, **host.env}
-    assert not any(AZURITE_KEY in value or "AccountKey" in value for value in seen.values())
+    assert not any(DEV_ACCOUNT_KEY in value or "AccountKey" in value for value in seen.values())
     assert seen["AzureWebJobsStorage"] == ""
 
 

@@ -22,10 +22,10 @@ import pytest
 
 from devstack import ports
 from devstack.ports import free_port
+from devstack.run import storage_connection
 from devstack.seed_bundles import seed as seed_bundles
 from devstack.services import Service, start_process
 from tests import support
-from tests.support import connection_string
 
 AZURITE = support.ROOT / "node_modules" / ".bin" / "azurite"
 
@@ -57,7 +57,7 @@ def start_services(logs: Path) -> tuple[dict[str, str], list[subprocess.Popen]]:
     for service, port in (("blob", blob), ("queue", queue), ("table", table)):
         args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(port)]
     azurite = start_process(args, table, logs / "azurite.log")
-    storage = connection_string(blob, table, queue)
+    storage = storage_connection(blob, table, queue)
     seed_bundles(storage)
     port = free_port()
     sandbox_args = [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)]
