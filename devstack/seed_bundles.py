@@ -25,7 +25,7 @@ from pathlib import Path
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient, ContentSettings, LinearRetry
 
-from devstack.devhost import read_settings
+from devstack.devhost.settings import read_settings
 from shared.purchase.catalog import BUNDLES, Bundle
 
 ROOT = Path(__file__).resolve().parent.parent

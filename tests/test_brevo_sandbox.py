@@ -25,7 +25,7 @@ import pytest
 import requests
 
 from devstack import processes
-from devstack.brevo_sandbox import make_server
+from devstack.brevo_sandbox.server import make_server
 from devstack.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from devstack.brevo_sandbox import make_server
+from devstack.brevo_sandbox.server import make_server
 
 API_KEY = {"api-key": "test-key"}
 NOT_ACTIVATED = (

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import requests
 
-from devstack.brevo_sandbox import make_server
 from devstack.brevo_sandbox.limits import parse_limit_option
+from devstack.brevo_sandbox.server import make_server
 from tests.test_brevo_sandbox import _start_sandbox, _stop
 
 ROOT = Path(__file__).resolve().parents[1]

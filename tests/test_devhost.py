@@ -28,7 +28,8 @@ import pytest
 import requests
 
 from devstack import processes
-from devstack.devhost import RouteTemplate, make_server
+from devstack.devhost.routes import RouteTemplate
+from devstack.devhost.server import make_server
 from devstack.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]

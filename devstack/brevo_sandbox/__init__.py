@@ -45,10 +45,3 @@ limits, tiers and their counters), ``faults`` (fault injection and storms), ``st
 memory), ``pages`` (the HTML inbox), ``control`` (the control API and the pages' routes), ``app``
 (routing, and Brevo's paths), ``server`` (HTTP) and ``__main__`` (the command line).
 """
-
-from __future__ import annotations
-
-from devstack.brevo_sandbox.app import SandboxApp
-from devstack.brevo_sandbox.server import make_server
-
-__all__ = ["SandboxApp", "make_server"]
