@@ -63,7 +63,7 @@ class FaultProxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="faultproxy", daemon=True)
         self._server: asyncio.AbstractServer | None = None
-        self._changed: asyncio.Condition | None = None
+        self._changed: asyncio.Condition  # made on the loop, by _start
 
     # --- the test's side (any thread) ---------------------------------------------------------
 

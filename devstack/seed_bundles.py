@@ -49,8 +49,9 @@ def sample_bundle(bundle: Bundle) -> bytes:
 
 
 def _container(connection_string: str, container: str) -> ContainerClient:
-    # A few quick retries, not the SDK's minute of them: a local Azurite is up or it is not.
-    retry = LinearRetry(backoff=0.5, random_jitter_range=0, retry_total=3)
+    # A few quick retries, not the SDK's minute of them: a local Azurite is up or it is not. The SDK
+    # annotates backoff as whole seconds, but sleeps a fraction of one as well.
+    retry = LinearRetry(backoff=0.5, random_jitter_range=0, retry_total=3)  # type: ignore[arg-type]
     client = ContainerClient.from_connection_string(connection_string, container, retry_policy=retry)
     with contextlib.suppress(ResourceExistsError):
         client.create_container()

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,9 +94,10 @@ def build(output: Path, root: Path = ROOT, allow_untracked: bool = False) -> lis
     return files
 
 
-def core_tools_matcher(patterns: Iterable[str]):
+def core_tools_matcher(patterns: Iterable[str]) -> Callable[[str], bool]:
     """`.funcignore` lines as Core Tools applies them: a function telling whether a path ships."""
-    positive, negative = [], []
+    positive: list[str] = []
+    negative: list[str] = []
     for line in patterns:
         line = line.strip()
         if not line or line.startswith("#"):
