@@ -337,7 +337,7 @@ def run(handlers, n: int = 40) -> dict:
     def keyed() -> dict:
         return {**buyer(), "idempotency_key": f"capacity-{uuid.uuid4().hex}"}
 
-    def short_lived(**changes) -> object:
+    def short_lived(**changes):
         """Today's settings, with claims that live a second and a claim table and contact queue
         of their own (the drainer then drains only the batch's buyers)."""
         name = f"capacity{uuid.uuid4().hex[:10]}"

@@ -58,6 +58,7 @@ def phase(hosts, replay_share: float) -> dict:
                 payload = keyed()
                 http = client_from(address()) if i % 5 == 0 else http
             start = time.perf_counter()
+            status: int | str  # the answer's status, or the exception that stood for it
             try:
                 status = http.post(f"{host}/api/a2a/purchase", json=payload, timeout=30).status_code
             except requests.RequestException as exc:

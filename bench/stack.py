@@ -11,9 +11,10 @@ import os
 import re
 import uuid
 from collections.abc import Callable
+from typing import TypedDict
 from urllib.parse import urlsplit
 
-from azure.core.pipeline.transport import HttpTransport, RequestsTransport
+from azure.core.pipeline.transport import RequestsTransport
 
 from devstack.counting import RoundTrips, Sent
 from devstack.services import Stack
@@ -41,7 +42,7 @@ class QueueTrips(RoundTrips):
     """RoundTrips whose queue clients also record the messages each read returns, so that a
     read of 32 messages counts 32 at its queue, as Azure's per-queue target does."""
 
-    def transport(self, kind: str) -> HttpTransport:
+    def transport(self, kind: str) -> RequestsTransport:
         return _QueueTransport(self) if kind == "queue" else super().transport(kind)
 
 
@@ -59,6 +60,17 @@ class _QueueTransport(RequestsTransport):
         body = request.body if isinstance(request.body, bytes) else str(request.body or "").encode()
         self._trips.saw(Sent("queue", request.method, request.url, body, returned))
         return response
+
+
+class Counted(TypedDict):
+    """What one call cost: its answer's status, the storage requests it sent by kind, and the
+    Brevo calls the sandbox saw."""
+
+    status: int | None
+    table: int
+    blob: int
+    queue: int
+    brevo: int
 
 
 class Handlers:
@@ -101,7 +113,7 @@ class Handlers:
 
         return runtime.build(replace(self.settings, **overrides), self.counter.transport)
 
-    def counted(self, call: Callable[[], object]) -> dict[str, int]:
+    def counted(self, call: Callable[[], object]) -> Counted:
         self.counter.take()
         before = self.stack.brevo_calls()
         response = call()

@@ -53,7 +53,7 @@ class RoundTrips:
         self._lock = threading.Lock()
         self.sent: list[Sent] = []
 
-    def transport(self, kind: str) -> CountingTransport:
+    def transport(self, kind: str) -> RequestsTransport:
         return CountingTransport(self, kind)
 
     def saw(self, sent: Sent) -> None:
