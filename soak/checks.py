@@ -146,7 +146,7 @@ def one_receipt_per_key(ev: Evidence) -> Invariant:
 
 
 def identical_answers_per_key(ev: Evidence) -> Invariant:
-    bodies: dict[Order, set[bytes]] = defaultdict(set)
+    bodies: dict[Order, set[bytes | None]] = defaultdict(set)
     for answer in ev.journal.answers:
         if answer.order.key and answer.status == 200:
             bodies[answer.order].add(answer.receipt)
@@ -272,7 +272,7 @@ def only_expected_refusals(ev: Evidence) -> Invariant:
 def nothing_stuck(ev: Evidence) -> Invariant:
     """Once the faults stop, every key ends at 200; a limit's 429 only for a key that never
     bought anything (no 200, no email, no receipt)."""
-    bought = {order for order, _ in ev.seen.values()}
+    bought: set[Order | None] = {order for order, _ in ev.seen.values()}
     bought |= {ev.order_of(r) for r in ev.fulfilled.values()}
     emailed = ev.emails_to()
     violations = []

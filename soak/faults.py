@@ -109,7 +109,8 @@ def _kinds(rng: random.Random, kinds: tuple[str, ...], weights: tuple[int, ...])
 def _proxy_faults(rng: random.Random, target: str, seconds: float) -> list[Fault]:
     """Blips of a second or few, and outages longer than the storage clients' timeout plus their
     retry, which a call cannot wait out (the first of them early on)."""
-    faults, at = [], rng.uniform(0.5, 2.0)
+    faults: list[Fault] = []
+    at = rng.uniform(0.5, 2.0)
     modes = _kinds(rng, ("cut", "stall", "mute", "refuse"), (4, 4, 2, 1))
     while at < seconds:
         mode = next(modes)
@@ -193,7 +194,8 @@ def _kills(rng: random.Random, seconds: float, hosts: int, match: str) -> list[F
     """The kill mid-drain, a quarter to two fifths into the load (after the stores' first long
     outages), and none before it: a kill then could leave the lease to a dead run for a minute.
     Then a kill every 6 to 12 s."""
-    faults, at = [], min(max(rng.uniform(0.25, 0.4) * seconds, 6.0), 40.0)
+    faults: list[Fault] = []
+    at = min(max(rng.uniform(0.25, 0.4) * seconds, 6.0), 40.0)
     while at < seconds - 2:
         down, host = rng.uniform(0.2, 1.5), rng.randrange(hosts)
         if faults:

@@ -281,7 +281,7 @@ def gather(
         contact_refusals=injector.refusals_used[CREATE],
     )
     evidence.double_outage = {
-        json.loads(a.receipt)["receipt_id"]
+        _receipt_id(a)
         for a in journal.answers
         if a.status == 200 and a.order.key is None and injector.both_down(a.at - a.took, a.at)
     }
@@ -303,6 +303,12 @@ def declared_off_record(logs: Path) -> set[str]:
     for log in logs.glob("host*.log"):
         found.update(OFF_RECORD.findall(log.read_text(errors="replace")))
     return found
+
+
+def _receipt_id(answer: Answer) -> str:
+    """The id of the receipt a 200 answered with; a 200 always carries its receipt."""
+    assert answer.receipt is not None, answer
+    return json.loads(answer.receipt)["receipt_id"]
 
 
 def _stored(stack: Stack, container_name: str) -> dict[str, bytes]:

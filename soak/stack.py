@@ -73,7 +73,7 @@ class Host:
     def kill(self) -> None:
         """SIGKILL: no clean-up, no answer to what is in flight."""
         with self._lock:
-            if self.alive:
+            if self.service is not None and self.alive:
                 self.service.proc.kill()
                 self.service.proc.wait()
 
