@@ -5,11 +5,8 @@ seeds the samples; tests call `seed()` and `upload()` directly.
     python -m devstack.seed_bundles [--connection-string CS] [--container NAME]
     python -m devstack.seed_bundles --file BUNDLE_ID=PATH [--file ...]
 
-Without `--file` it writes the sample of every bundle that has no file of its own, and leaves
-your own files alone, so a restart of `make run` keeps them. With `--file` it uploads just those
-files, each as `<bundle_id>.zip`, the blob its download link serves. Without options it uses
-AzureWebJobsStorage and STOREFRONT_BUNDLES_CONTAINER from the environment, then
-local.settings.json (or its .example), as the Functions host would.
+Samples never replace your own files. Which storage it writes to, and what `--file` refuses:
+docs/development.md#your-own-bundle-locally.
 """
 
 from __future__ import annotations
