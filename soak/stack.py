@@ -1,6 +1,7 @@
 """The soak's services: its own Azurite and Brevo sandbox (`devstack.services.Stack`, as the bench
-starts them), a fault proxy in front of each of Azurite's Table, Blob and Queue services, and dev hosts whose
-storage goes through the proxies. A host can be killed and started again on the same port.
+starts them), a fault proxy in front of each of Azurite's Table, Blob and Queue services, and dev
+hosts whose storage goes through the proxies. A host can be killed and started again on the same
+port.
 
 The hosts run the contact drainer on its schedule (every 10 s), as a deployed store does; the
 other timers run when the soak asks (`run_function`), so the receipt repair runs once the faults
