@@ -64,11 +64,13 @@ reset:
 	@if [ -x $(PY) ]; then $(PY) -m devstack.run reset --data-dir $(DATA_DIR); \
 	else echo "nothing to reset: make run has not been set up here"; fi
 
-## Lint, then the whole suite (it starts its own Azurite, sandbox and dev hosts), each test file on
-## one of TEST_WORKERS workers (default 4; 0 runs it in one process), ending with the slowest tests.
+## Lint and type-check (mypy, as pyproject.toml sets it), then the whole suite (it starts its own
+## Azurite, sandbox and dev hosts), each test file on one of TEST_WORKERS workers (default 4; 0 runs
+## it in one process), ending with the slowest tests.
 TEST_WORKERS ?= 4
 test: install $(CHROMIUM)
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 ## Measure against the physical floor; prints a table, writes bench/results.json (never fails on a time).
@@ -92,6 +94,7 @@ package:
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 format: install
 	$(PY) -m ruff format .

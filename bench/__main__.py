@@ -1,25 +1,10 @@
-"""`make bench`: the storefront against its physical floor, measured in one run.
-
-Starts its own Azurite and Brevo sandbox (`bench.stack`), then measures:
-
-1. round trips per request, counted on every storage client's transport (and by the sandbox
-   for Brevo), next to the floor the design allows (`bench.roundtrips`);
-2. latency of the replay and fresh paths through the function handler (a real
-   `func.HttpRequest`), as a ratio to the raw storage and Brevo calls they make, timed in the
-   same run (`bench.latency`);
-3. cold start: importing `function_app` against importing only its third-party dependencies,
-   and whether the import opens a network connection (`bench.coldstart`);
-4. the daily cost counter under contention (`bench.contention`);
-5. capacity: from the calls of 1, where one storage account reaches its first documented
-   scalability target (`bench.capacity`);
-6. load: two dev host processes on one Azurite, many buyers spread over 127.0.0.0/8 (`bench.load`);
-7. launch: a spike of new buyers at ten times Brevo's contacts limit or more, on two dev hosts
-   that drain the contact queue on its schedule, with the sandbox's limits scaled to this
-   machine (`bench.launch`).
-
-It prints one table and writes bench/results.json (`bench.report`). It is a benchmark, not a
-test: it never fails on a time. BENCH_ITERATIONS, BENCH_LOAD_SECONDS, BENCH_LOAD_CLIENTS,
-BENCH_LAUNCH_SECONDS and BENCH_LAUNCH_CLIENTS scale it.
+"""`make bench`: the storefront against its physical floor, measured in one run: round trips per
+request (`bench.roundtrips`), latency against the raw calls it makes (`bench.latency`), cold start
+(`bench.coldstart`), the daily cost counter under contention (`bench.contention`), one storage
+account's capacity (`bench.capacity`), load on two dev hosts (`bench.load`) and a launch spike
+(`bench.launch`). It starts its own Azurite and Brevo sandbox (`devstack.services.Stack`), prints
+one table and writes bench/results.json (`bench.report`). It is a benchmark, not a test: it never
+fails on a time. How to read it, and the BENCH_* variables that scale it: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -29,9 +14,8 @@ import tempfile
 from pathlib import Path
 
 from bench import capacity, coldstart, contention, latency, launch, load, report, roundtrips
-from bench.stack import Handlers, Stack
-
-__all__ = ["Stack", "main"]  # soak.stack starts its services as the bench does
+from bench.stack import Handlers
+from devstack.services import Stack
 
 
 def main() -> int:

@@ -1,31 +1,11 @@
 """Where one storage account runs out: a capacity model computed from the calls the bench counts.
 
-Every storage request a purchase makes is seen at the transport (`bench.stack.QueueTrips`)
-and attributed to the partition it touches: the PartitionKey in a point operation's URL or an
-insert's body, each entity a query returns, the blob's name, the queue's name. Partitions fall
-into classes by the store's own naming (a claim, a rate counter, a cost shard, a ledger shard...).
-Some classes are private to one buyer (a key's claim, a client's rate counter, a receipt's blob):
-they grow with the number of buyers and never concentrate load. The others are shared by every
-purchase of the day, and there the documented scalability targets bite:
-
-- 20,000 requests per second per storage account (tables, blobs and queues together);
-- 2,000 entities per second per table partition (a query counts each entity it returns);
-- 2,000 messages per second per queue.
-
-The timers' share counts too: after each batch, claims that lived a second are reaped, the
-repair timer settles the batch's receipts (a ledger point read and a tag removal each) and the
-contact drainer makes the batch's buyers Brevo contacts (its queue reads, a delete per message,
-its lease), and their calls are spread over the batch. A batch is 40 buyers, so the drainer's
-empty reads that end a batch weigh more here than in its batches of up to 1,000.
-
-For each path, purchases per second before each target are `account target / calls per
-purchase` and, for each shared class, `partition (or queue) target / entities per purchase on its
-busiest partition`, where the load spreads evenly over the partitions the code creates for the
-class (the cost counter's shards, the ledger's shards of a day, the contact queue's shards). A
-queue's entities are its puts, the messages its reads return (an empty read counts one) and its
-deletes. The lowest is the path's ceiling and the next one says what a store that moved it would
-meet after. The run repeats the fresh purchase at 10x and 100x today's shard count, so the model
-shows what `STOREFRONT_COST_COUNTER_SHARDS` moves and what it does not.
+Every storage request a purchase makes, and the timers' share after it, is seen at the transport
+(`bench.stack.QueueTrips`) and attributed to the partition or queue it touches. Partitions private
+to one buyer never concentrate load; for the account and each class shared by every purchase, its
+documented scalability target divided by what a purchase puts on it (on its busiest partition)
+gives a rate, and the lowest is the path's ceiling. The model, its targets and how to read it:
+docs/performance.md#how-to-read-it.
 """
 
 from __future__ import annotations
@@ -42,7 +22,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from urllib.parse import unquote, urlsplit
 
-from tests.support import RoundTrips, Sent
+from devstack.counting import RoundTrips, Sent
 
 ACCOUNT_REQUESTS_PER_SECOND = 20_000
 PARTITION_ENTITIES_PER_SECOND = 2_000
@@ -338,7 +318,7 @@ def run(handlers, n: int = 40) -> dict:
     def keyed() -> dict:
         return {**buyer(), "idempotency_key": f"capacity-{uuid.uuid4().hex}"}
 
-    def short_lived(**changes) -> object:
+    def short_lived(**changes):
         """Today's settings, with claims that live a second and a claim table and contact queue
         of their own (the drainer then drains only the batch's buyers)."""
         name = f"capacity{uuid.uuid4().hex[:10]}"

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-from bench.stack import Stack
-from tests.support import ROOT
+from devstack.run import ROOT
+from devstack.services import Stack
 
 THIRD_PARTY = (
     "import azure.functions, azure.core, azure.data.tables, azure.storage.blob, requests, "

@@ -9,8 +9,8 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.stack import Stack
-from tests.support import RoundTrips
+from devstack.counting import RoundTrips
+from devstack.services import Stack
 
 
 def run(stack: Stack, seconds: float = 3.0, threads: int = 16) -> dict:

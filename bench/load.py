@@ -13,8 +13,9 @@ from pathlib import Path
 import requests
 
 from bench.latency import percentiles
-from bench.stack import Stack, address, keyed
-from tests.support import client_from
+from bench.stack import address, keyed
+from devstack.loopback import client_from
+from devstack.services import Stack
 
 LOAD_SECONDS = float(os.environ.get("BENCH_LOAD_SECONDS", "10"))
 LOAD_CLIENTS = int(os.environ.get("BENCH_LOAD_CLIENTS", "16"))
@@ -57,6 +58,7 @@ def phase(hosts, replay_share: float) -> dict:
                 payload = keyed()
                 http = client_from(address()) if i % 5 == 0 else http
             start = time.perf_counter()
+            status: int | str  # the answer's status, or the exception that stood for it
             try:
                 status = http.post(f"{host}/api/a2a/purchase", json=payload, timeout=30).status_code
             except requests.RequestException as exc:

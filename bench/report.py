@@ -8,7 +8,7 @@ import platform
 from datetime import datetime, timezone
 
 from bench import capacity, launch
-from tests.support import ROOT
+from devstack.run import ROOT
 
 RESULTS = ROOT / "bench" / "results.json"
 

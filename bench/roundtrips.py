@@ -7,7 +7,7 @@ import json
 import time
 
 from bench import capacity
-from bench.stack import Handlers, address, buyer, keyed
+from bench.stack import Counted, Handlers, address, buyer, keyed
 
 FLOORS = {
     # path: (storage floor, brevo floor, what the floor is made of)
@@ -46,7 +46,7 @@ def run(handlers: Handlers) -> dict[str, dict]:
     capacity.open_the_queues(handlers.settings)
     first = keyed()
     post(first)
-    results = {
+    results: dict[str, Counted] = {
         "replay": handlers.counted(lambda: post(first)),
         "fresh, key": handlers.counted(lambda: post(keyed(), ip=address())),
         "fresh, no key": handlers.counted(lambda: post(buyer(), ip=address())),
@@ -69,14 +69,15 @@ def run(handlers: Handlers) -> dict[str, dict]:
 
         call()  # the hour's one purchase, or the day's
         results[path] = handlers.counted(call)
+    rows: dict[str, dict] = {}
     for path, counts in results.items():
         floor, brevo_floor, why = FLOORS[path]
         storage = counts["table"] + counts["blob"] + counts["queue"]
-        counts.update(storage=storage, floor=floor, brevo_floor=brevo_floor, why=why)
-    return results
+        rows[path] = {**counts, "storage": storage, "floor": floor, "brevo_floor": brevo_floor, "why": why}
+    return rows
 
 
-def _in_progress(handlers: Handlers) -> dict[str, int]:
+def _in_progress(handlers: Handlers) -> Counted:
     """A key whose first request still holds its claim (inserted here through the store)."""
     from shared.config.hashing import Hasher
     from shared.purchase.call import scoped_key_hash

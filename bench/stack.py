@@ -1,6 +1,6 @@
-"""The services a bench run needs and the way it calls the app: Azurite and the Brevo sandbox
-(`Stack`), function_app loaded in this process with every storage call counted (`Handlers`), and
-the made-up buyers every measurement sends."""
+"""How a bench run calls the app: function_app loaded in this process with every storage call
+counted (`Handlers`), and the made-up buyers every measurement sends. The services it calls are
+`devstack.services.Stack`."""
 
 from __future__ import annotations
 
@@ -9,25 +9,15 @@ import itertools
 import json
 import os
 import re
-import sys
 import uuid
 from collections.abc import Callable
-from pathlib import Path
+from typing import TypedDict
 from urllib.parse import urlsplit
 
-import requests
-from azure.core.pipeline.transport import HttpTransport, RequestsTransport
+from azure.core.pipeline.transport import RequestsTransport
 
-from tests.support import (
-    ROOT,
-    RoundTrips,
-    Sent,
-    connection_string,
-    dev_settings,
-    free_port,
-    start_host,
-    start_process,
-)
+from devstack.counting import RoundTrips, Sent
+from devstack.services import Stack
 
 _addresses = itertools.count(1)
 
@@ -45,54 +35,6 @@ def keyed() -> dict[str, str]:
     return {**buyer(), "idempotency_key": f"bench-{uuid.uuid4().hex}"}
 
 
-class Stack:
-    """Azurite and the Brevo sandbox, started for this run and stopped at its end."""
-
-    def __init__(self, logs: Path):
-        self.logs = logs
-        self.blob, self.table, self.queue = free_port(), free_port(), free_port()
-        azurite = [
-            str(ROOT / "node_modules" / ".bin" / "azurite"),
-            *("--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--inMemoryPersistence"),
-            *("--blobHost", "127.0.0.1", "--blobPort", str(self.blob)),
-            *("--queueHost", "127.0.0.1", "--queuePort", str(self.queue)),
-            *("--tableHost", "127.0.0.1", "--tablePort", str(self.table)),
-        ]
-        self.procs = [start_process(azurite, self.table, logs / "azurite.log")]
-        port = free_port()
-        sandbox = [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)]
-        self.procs.append(start_process(sandbox, port, logs / "sandbox.log"))
-        self.sandbox = f"http://127.0.0.1:{port}"
-        self.connection = connection_string(self.blob, self.table, self.queue)
-        self.hosts: list = []
-
-    def env(self, **extra: str) -> dict[str, str]:
-        return {
-            **dev_settings(),
-            "AzureWebJobsStorage": self.connection,
-            "BREVO_BASE_URL": f"{self.sandbox}/v3",
-            "STOREFRONT_RATE_LIMIT_PER_HOUR": "1000000",
-            "STOREFRONT_DAILY_COST_CEILING_USD": "1000000",
-            **extra,
-        }
-
-    def brevo_calls(self) -> int:
-        stats = requests.get(f"{self.sandbox}/_sandbox/stats", timeout=10).json()
-        return sum(stats["requests"].values())
-
-    def start_host(self, **extra: str):
-        host = start_host(self.logs, self.env(**extra))
-        self.hosts.append(host)
-        return host
-
-    def stop(self) -> None:
-        for host in self.hosts:
-            host.stop()
-        for proc in self.procs:
-            proc.terminate()
-            proc.wait(timeout=10)
-
-
 _MESSAGE = re.compile(rb"<QueueMessage>")
 
 
@@ -100,7 +42,7 @@ class QueueTrips(RoundTrips):
     """RoundTrips whose queue clients also record the messages each read returns, so that a
     read of 32 messages counts 32 at its queue, as Azure's per-queue target does."""
 
-    def transport(self, kind: str) -> HttpTransport:
+    def transport(self, kind: str) -> RequestsTransport:
         return _QueueTransport(self) if kind == "queue" else super().transport(kind)
 
 
@@ -118,6 +60,17 @@ class _QueueTransport(RequestsTransport):
         body = request.body if isinstance(request.body, bytes) else str(request.body or "").encode()
         self._trips.saw(Sent("queue", request.method, request.url, body, returned))
         return response
+
+
+class Counted(TypedDict):
+    """What one call cost: its answer's status, the storage requests it sent by kind, and the
+    Brevo calls the sandbox saw."""
+
+    status: int | None
+    table: int
+    blob: int
+    queue: int
+    brevo: int
 
 
 class Handlers:
@@ -160,7 +113,7 @@ class Handlers:
 
         return runtime.build(replace(self.settings, **overrides), self.counter.transport)
 
-    def counted(self, call: Callable[[], object]) -> dict[str, int]:
+    def counted(self, call: Callable[[], object]) -> Counted:
         self.counter.take()
         before = self.stack.brevo_calls()
         response = call()

@@ -1,20 +1,9 @@
 """The dev host's admin API: ``POST /admin/functions/{name}`` runs a timer function now, as the
 Functions host's admin API does, for a developer's own tools and never for a web page elsewhere.
-
-The dev host listens on the developer's machine, where any page the browser opens can send it a
-request. So, in this order:
-
-* A present ``Origin`` must pass the store's own rule (``shared.protocols.http.origin_allowed``: loopback
-  hosts plus ``STOREFRONT_ALLOWED_ORIGINS``), else 403. With no ``Origin``, a browser's
-  ``Sec-Fetch-Site: cross-site`` is a 403 too. curl, scripts and tests send neither.
-* With ``STOREFRONT_DEV_MASTER_KEY`` set, the key must come as Azure takes it (``x-functions-key``
-  header or ``code`` query parameter), else 401. Unset, no key is asked for, as with ``func start``.
-* Unknown names and methods other than POST answer 404.
-* The body is JSON, as Azure documents it (``{"input": ""}``): another ``Content-Type`` is 415,
-  because a form can send those to any site without the browser asking first (a CORS preflight,
-  which the dev host never grants). A body that is not a JSON object is 400.
-
-The 403, 401, 415 and 400 answers have a JSON body shaped as the store's errors are.
+In this order: a foreign ``Origin``, or a cross-site fetch with none, is 403; a missing or wrong
+key, where ``STOREFRONT_DEV_MASTER_KEY`` is set, 401; an unknown name or a method but POST 404; a
+``Content-Type`` but JSON 415, and a body that is not a JSON object 400. Every refusal but the 404
+has a JSON body shaped as the store's errors are. Why: docs/development.md#dev-host.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 _started: list[subprocess.Popen] = []
@@ -50,7 +51,7 @@ def _tie_to(parent: int) -> Callable[[], None]:
     return tie
 
 
-def start(args: list[str], **popen: object) -> subprocess.Popen:
+def start(args: list[str], **popen: Any) -> subprocess.Popen:
     """`subprocess.Popen(args, **popen)` as the leader of a new process group, ended by the
     kernel when this process dies. The tie is to the calling thread on Linux, so a child started
     from another thread, which may end first, is only tied by `stop_all`."""

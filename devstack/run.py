@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from devstack import processes, seed_bundles
-from devstack.devhost import SETTINGS_FILES
+from devstack.devhost.settings import SETTINGS_FILES
 from devstack.node import with_node22
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,11 +5,8 @@ seeds the samples; tests call `seed()` and `upload()` directly.
     python -m devstack.seed_bundles [--connection-string CS] [--container NAME]
     python -m devstack.seed_bundles --file BUNDLE_ID=PATH [--file ...]
 
-Without `--file` it writes the sample of every bundle that has no file of its own, and leaves
-your own files alone, so a restart of `make run` keeps them. With `--file` it uploads just those
-files, each as `<bundle_id>.zip`, the blob its download link serves. Without options it uses
-AzureWebJobsStorage and STOREFRONT_BUNDLES_CONTAINER from the environment, then
-local.settings.json (or its .example), as the Functions host would.
+Samples never replace your own files. Which storage it writes to, and what `--file` refuses:
+docs/development.md#your-own-bundle-locally.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from pathlib import Path
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient, ContentSettings, LinearRetry
 
-from devstack.devhost import read_settings
+from devstack.devhost.settings import read_settings
 from shared.purchase.catalog import BUNDLES, Bundle
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,8 +46,9 @@ def sample_bundle(bundle: Bundle) -> bytes:
 
 
 def _container(connection_string: str, container: str) -> ContainerClient:
-    # A few quick retries, not the SDK's minute of them: a local Azurite is up or it is not.
-    retry = LinearRetry(backoff=0.5, random_jitter_range=0, retry_total=3)
+    # A few quick retries, not the SDK's minute of them: a local Azurite is up or it is not. The SDK
+    # annotates backoff as whole seconds, but sleeps a fraction of one as well.
+    retry = LinearRetry(backoff=0.5, random_jitter_range=0, retry_total=3)  # type: ignore[arg-type]
     client = ContainerClient.from_connection_string(connection_string, container, retry_policy=retry)
     with contextlib.suppress(ResourceExistsError):
         client.create_container()

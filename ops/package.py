@@ -2,19 +2,10 @@
 
     python -m ops.package [--output PATH]        (`make package`; default dist/storefront.zip)
 
-The zip holds the tree minus what `.funcignore` excludes and the names Core Tools never ships (the
-folders `.git` and `.vscode`, the files `.funcignore`, `.gitignore`, `local.settings.json` and
-`project.lock.json`, at any depth). Two readers apply `.funcignore`, and they read it differently:
-
-* Core Tools (`func azure functionapp publish`) turns each line into a regular expression anchored
-  at the start of the file's path and ending at a word boundary (its `GitIgnoreParser`): a bare name
-  matches only at the top, so `__pycache__` keeps `shared/__pycache__/` in the zip;
-* azd, like git, reads it as gitignore, where a bare name matches at any depth.
-
-The zip is written only when both readings give the same files and git tracks every one of them: a
-file git ignores is a cache, a build output or a secret, and one git has never been told of is a
-stray (a saved receipt, a downloaded document, a report), never part of the app until it is added.
-Entries are sorted and dated 1980-01-01, so the same tree gives the same bytes.
+The zip holds the tree minus what `.funcignore` excludes and the names Core Tools never ships. It
+is written only when Core Tools and azd read `.funcignore` alike and git tracks every file in it,
+and the same tree gives the same bytes. Why, and how the two readings differ:
+docs/deploying.md#the-package.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,9 +85,10 @@ def build(output: Path, root: Path = ROOT, allow_untracked: bool = False) -> lis
     return files
 
 
-def core_tools_matcher(patterns: Iterable[str]):
+def core_tools_matcher(patterns: Iterable[str]) -> Callable[[str], bool]:
     """`.funcignore` lines as Core Tools applies them: a function telling whether a path ships."""
-    positive, negative = [], []
+    positive: list[str] = []
+    negative: list[str] = []
     for line in patterns:
         line = line.strip()
         if not line or line.startswith("#"):

@@ -2,20 +2,11 @@
 
     python -m ops.verify_receipt RECEIPT_URL_OR_FILE [--jwks URL_OR_FILE] [--allow-reformatted]
 
-RECEIPT is a receipt URL (`.../api/receipts/rcpt_...`) or a saved receipt file. For a URL the JWKS
-defaults to `/.well-known/jwks.json` on that same host, the store you chose to ask, or, where that
-host answers it with no key set (a store not yet upgraded), `/api/.well-known/jwks.json`. A file must
-come with `--jwks` (the store's JWKS URL or a saved copy): the keys are never taken from a host the
-receipt itself names, or a forger could name their own. The check is a standard JOSE
-verification (ES256, key chosen by `kid`) of the detached signature over the receipt's canonical
-form, plus a byte-exact comparison with the store's serialisation, so a changed byte fails even
-where it is only whitespace. `--allow-reformatted` accepts a receipt whose content is signed but
-whose formatting changed (say, pretty-printed by another tool).
-
-Prints one verdict line and exits 0 when valid, 1 when not, 2 when the input cannot be read. What it
-echoes comes from the receipt (or the command line) and is untrusted, so control and format
-characters in it (CR, ESC, U+202E, ...) are printed as backslash escapes: a forged receipt cannot
-make the line read other than the exit status says.
+A receipt URL's JWKS comes from that same host; a saved file needs `--jwks`, never a host the
+receipt names. The check is a standard JOSE verification (ES256, key by `kid`) of the detached
+signature over the canonical form, plus a byte-exact comparison. Prints one verdict line, its
+untrusted text escaped, and exits 0 when valid, 1 when not, 2 when the input cannot be read.
+The details: docs/receipts.md#verifying-a-receipt.
 """
 
 from __future__ import annotations

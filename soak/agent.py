@@ -16,10 +16,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import requests
 
-from tests.support import client_from
+from devstack.loopback import client_from
 
 RETRY_AFTER_CAP = 3.0  # seconds: an agent waits what it is told, but no longer than this
 TIMEOUT = (3.0, 20.0)  # connect, read
@@ -59,6 +60,17 @@ class Answer:
     receipt: bytes | None = None  # a 200's receipt, byte for byte
     replayed: bool = False
     failure: str | None = None  # why there was no answer
+
+
+class Reply(TypedDict, total=False):
+    """What one request learned, as the fields of its Answer (status always among them)."""
+
+    status: int | None
+    code: str | None
+    retry_after: float | None
+    receipt: bytes | None
+    replayed: bool
+    failure: str | None
 
 
 @dataclass
@@ -105,7 +117,7 @@ class Pacer:
 
 def tool_status(receipt: dict) -> int:
     """The HTTP status an MCP tool error stands for, from its failure receipt."""
-    code = (receipt.get("error") or {}).get("code")
+    code = (receipt.get("error") or {}).get("code", "")  # no code: none of those below
     if receipt.get("status") == "failed":
         return {"internal_error": 500, "upstream_rejected": 502, "upstream_error": 502}.get(code, 503)
     return {"idempotency_key_in_use": 409, "rate_limited": 429, "cost_ceiling_reached": 429}.get(code, 422)
@@ -123,7 +135,6 @@ class Caller:
     def call(self, order: Order, phase: str) -> Answer:
         channel = self._rng.choice(("mcp", "http"))
         host = self._rng.randrange(len(self._hosts))
-        base = dict(order=order, phase=phase, channel=channel, host=host)
         send = self._mcp if channel == "mcp" else self._http
         sent = self._journal.now()
         try:
@@ -133,7 +144,9 @@ class Caller:
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             answer = {"status": 0, "code": f"unreadable answer ({type(exc).__name__})"}
         now = self._journal.now()
-        return self._journal.record(Answer(at=now, took=now - sent, **base, **answer))
+        return self._journal.record(
+            Answer(at=now, took=now - sent, order=order, phase=phase, channel=channel, host=host, **answer)
+        )
 
     def _session(self, address: str) -> requests.Session:
         if address not in self._sessions:
@@ -148,7 +161,7 @@ class Caller:
         """Now and then the same address in other words, which must still replay."""
         return f"  {order.email.upper()}" if self._rng.random() < 0.15 else order.email
 
-    def _mcp(self, order: Order, url: str) -> dict:
+    def _mcp(self, order: Order, url: str) -> Reply:
         args = {**order.arguments(), "email": self._email(order)}
         if order.key:
             args["idempotency_key"] = order.key
@@ -179,7 +192,7 @@ class Caller:
             "retry_after": error.get("retry_after_seconds"),
         }
 
-    def _http(self, order: Order, url: str) -> dict:
+    def _http(self, order: Order, url: str) -> Reply:
         body, headers = {**order.arguments(), "email": self._email(order)}, self._headers()
         if order.key:
             where = self._rng.choice(("body", "header", "both"))
@@ -199,7 +212,7 @@ class Caller:
         return _http_error(response)
 
 
-def _http_error(response: requests.Response) -> dict:
+def _http_error(response: requests.Response) -> Reply:
     try:
         code = (json.loads(response.content).get("error") or {}).get("code")
     except (ValueError, AttributeError):

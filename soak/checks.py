@@ -1,17 +1,9 @@
 """What must hold after the soak, checked against what the agents were told and what the services
 hold: the sandbox's captured emails and contacts, the receipt blobs, the receipt URLs, the finance
-listing and the contact queue.
-
-Each invariant gives the number of things it checked and its violations, one line each. A
-fulfilled receipt is any the store issued: one an agent got with a 200, or one in Blob storage
-(an answer lost to a killed host still counts).
-
-One documented exception is let through (docs/idempotency.md): a purchase without a
-key whose Table and Blob both went down before its receipt was stored gets its 200, but the
-receipt "cannot be on record". It is let through only where the host logged it ("answered but
-not on record") and the soak's own fault timeline agrees that both stores were faulted during
-that request. The report counts these receipts and where they landed anyway (a stalled upload
-can reach Blob after its timeout).
+listing and the contact queue. Each invariant gives the number of things it checked and its
+violations, one line each. A fulfilled receipt is any the store issued: one an agent got with a
+200, or one in Blob storage (an answer lost to a killed host still counts). The one documented
+exception let through, and only where it is proven: docs/development.md#soak.
 """
 
 from __future__ import annotations
@@ -146,7 +138,7 @@ def one_receipt_per_key(ev: Evidence) -> Invariant:
 
 
 def identical_answers_per_key(ev: Evidence) -> Invariant:
-    bodies: dict[Order, set[bytes]] = defaultdict(set)
+    bodies: dict[Order, set[bytes | None]] = defaultdict(set)
     for answer in ev.journal.answers:
         if answer.order.key and answer.status == 200:
             bodies[answer.order].add(answer.receipt)
@@ -272,7 +264,7 @@ def only_expected_refusals(ev: Evidence) -> Invariant:
 def nothing_stuck(ev: Evidence) -> Invariant:
     """Once the faults stop, every key ends at 200; a limit's 429 only for a key that never
     bought anything (no 200, no email, no receipt)."""
-    bought = {order for order, _ in ev.seen.values()}
+    bought: set[Order | None] = {order for order, _ in ev.seen.values()}
     bought |= {ev.order_of(r) for r in ev.fulfilled.values()}
     emailed = ev.emails_to()
     violations = []

@@ -1,26 +1,10 @@
 """The soak's faults: a schedule drawn from the seed before the run starts, then played against the
-stack in real time.
-
-- Table, Blob and the contact queue: the fault proxies go `cut`, `stall` or `mute` (longer than
-  the storage timeout, so calls time out; a muted write lands unanswered) or `refuse` for a second
-  or few, now and then for longer than a call can wait, then back to `pass`.
-- Brevo: the sandbox answers a few of the soak's calls (contact creates and imports, sends, the
-  log) with a 5xx, a 429 with Brevo's rate-limit headers, or late (past the store's Brevo timeout,
-  after which it still creates or sends); it refuses (400) sends, creates and imports for the
-  orders marked `refusable` (a send refused is the only 502 allowed; a create refused puts the
-  buyer in the poison queue); and a storm answers every call of the contacts family 429 for a few
-  seconds or calls. A fault that fails a drain run (a 5xx, an answer past the timeout, a refused
-  import) makes the drainer pause, twice as long each time in a row, so those on the contacts
-  paths are spaced `DRAIN_FAILURE_GAP` apart, the pause never outgrowing the run.
-- Hosts: one is killed (SIGKILL) and restarted on its port a moment later. The first kill lands
-  mid-drain: a short storm on the contacts family, which the drainer waits out, then Brevo holds
-  its next contacts call a moment; the hosts take turns running the drainer through the admin
-  API, and the one whose run is in that call dies (its batch handed to Brevo, its messages not
-  deleted: they come back and are handed over again). Table and the queue are left alone for a
-  few seconds there, so a run can get that far; the dead run holds the lease for a minute, so
-  there is one such kill, early on, and the drainer meets the other faults after it.
-
-The same seed gives the same schedule; what the load meets at each moment still depends on timing.
+stack in real time. The fault proxies cut, stall, mute or refuse Table, Blob and the contact queue;
+the sandbox answers Brevo calls with 5xx, 429 or late, refuses the orders marked `refusable`, and
+storms on the contacts family; hosts are killed (SIGKILL) and restarted, the first mid-drain. Faults
+that fail a drain run are spaced `DRAIN_FAILURE_GAP` apart. The same seed gives the same schedule;
+what the load meets at each moment still depends on timing. Each fault in full:
+docs/development.md#soak.
 """
 
 from __future__ import annotations
@@ -109,7 +93,8 @@ def _kinds(rng: random.Random, kinds: tuple[str, ...], weights: tuple[int, ...])
 def _proxy_faults(rng: random.Random, target: str, seconds: float) -> list[Fault]:
     """Blips of a second or few, and outages longer than the storage clients' timeout plus their
     retry, which a call cannot wait out (the first of them early on)."""
-    faults, at = [], rng.uniform(0.5, 2.0)
+    faults: list[Fault] = []
+    at = rng.uniform(0.5, 2.0)
     modes = _kinds(rng, ("cut", "stall", "mute", "refuse"), (4, 4, 2, 1))
     while at < seconds:
         mode = next(modes)
@@ -193,7 +178,8 @@ def _kills(rng: random.Random, seconds: float, hosts: int, match: str) -> list[F
     """The kill mid-drain, a quarter to two fifths into the load (after the stores' first long
     outages), and none before it: a kill then could leave the lease to a dead run for a minute.
     Then a kill every 6 to 12 s."""
-    faults, at = [], min(max(rng.uniform(0.25, 0.4) * seconds, 6.0), 40.0)
+    faults: list[Fault] = []
+    at = min(max(rng.uniform(0.25, 0.4) * seconds, 6.0), 40.0)
     while at < seconds - 2:
         down, host = rng.uniform(0.2, 1.5), rng.randrange(hosts)
         if faults:

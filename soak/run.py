@@ -21,6 +21,7 @@ from pathlib import Path
 import requests
 from azure.storage.blob import ContainerClient
 
+from devstack.services import dev_settings
 from shared.config.hashing import Hasher
 from shared.purchase.receipt.document import RECEIPT_ID_PATTERN
 from shared.purchase.schema import normalise_email
@@ -30,7 +31,6 @@ from soak.contacts import Contacts, drain, gather_contacts, make_owner_contacts
 from soak.faults import CREATE, REFUSABLE, SEND, Fault, Injector, schedule
 from soak.report import Outcome, coverage, summary
 from soak.stack import Stack, run_function
-from tests.support import dev_settings
 
 RECEIPT_BLOB = re.compile(RECEIPT_ID_PATTERN.strip("^$") + r"\.json")
 OFF_RECORD = re.compile(r"receipt (" + RECEIPT_ID_PATTERN.strip("^$") + r") answered but not on record")
@@ -281,7 +281,7 @@ def gather(
         contact_refusals=injector.refusals_used[CREATE],
     )
     evidence.double_outage = {
-        json.loads(a.receipt)["receipt_id"]
+        _receipt_id(a)
         for a in journal.answers
         if a.status == 200 and a.order.key is None and injector.both_down(a.at - a.took, a.at)
     }
@@ -303,6 +303,12 @@ def declared_off_record(logs: Path) -> set[str]:
     for log in logs.glob("host*.log"):
         found.update(OFF_RECORD.findall(log.read_text(errors="replace")))
     return found
+
+
+def _receipt_id(answer: Answer) -> str:
+    """The id of the receipt a 200 answered with; a 200 always carries its receipt."""
+    assert answer.receipt is not None, answer
+    return json.loads(answer.receipt)["receipt_id"]
 
 
 def _stored(stack: Stack, container_name: str) -> dict[str, bytes]:

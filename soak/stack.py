@@ -1,6 +1,7 @@
-"""The soak's services: its own Azurite and Brevo sandbox (started as the bench starts them), a
-fault proxy in front of each of Azurite's Table, Blob and Queue services, and dev hosts whose
-storage goes through the proxies. A host can be killed and started again on the same port.
+"""The soak's services: its own Azurite and Brevo sandbox (`devstack.services.Stack`, as the bench
+starts them), a fault proxy in front of each of Azurite's Table, Blob and Queue services, and dev
+hosts whose storage goes through the proxies. A host can be killed and started again on the same
+port.
 
 The hosts run the contact drainer on its schedule (every 10 s), as a deployed store does; the
 other timers run when the soak asks (`run_function`), so the receipt repair runs once the faults
@@ -17,9 +18,11 @@ from pathlib import Path
 
 import requests
 
-from bench.__main__ import Stack as Services
-from tests.faultproxy import FaultProxy, proxied
-from tests.support import ROOT, Service, dev_settings, free_port, start_process
+from devstack import services as backing
+from devstack.faultproxy import FaultProxy, proxied
+from devstack.ports import free_port
+from devstack.run import ROOT
+from devstack.services import Service, dev_settings, start_process
 
 TIMERS = "drain_contacts"  # the timers a host runs on their schedules
 
@@ -71,7 +74,7 @@ class Host:
     def kill(self) -> None:
         """SIGKILL: no clean-up, no answer to what is in flight."""
         with self._lock:
-            if self.alive:
+            if self.service is not None and self.alive:
                 self.service.proc.kill()
                 self.service.proc.wait()
 
@@ -120,7 +123,7 @@ class Stack:
         per_host: Sequence[dict[str, str]] = (),
     ):
         self.hosts: list[Host] = []
-        self._services = Services(logs)
+        self._services = backing.Stack(logs)  # Azurite and the Brevo sandbox
         self.connection = self._services.connection  # straight to Azurite, for the checks
         self.sandbox = self._services.sandbox
         services = self._services

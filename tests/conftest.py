@@ -26,20 +26,14 @@ from azure.storage.blob import ContainerClient, ContentSettings
 
 from devstack import processes
 from devstack.node import with_node22
+from devstack.ports import free_port
+from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 from devstack.seed_bundles import sample_bundle
 from devstack.seed_bundles import seed as seed_bundles
+from devstack.services import Service, start_host, start_process
 from shared.purchase.catalog import BUNDLES
 from tests.identity import self_signed_certificate
-from tests.support import (
-    AZURITE_KEY,
-    ROOT,
-    Buyer,
-    Service,
-    connection_string,
-    free_port,
-    start_host,
-    start_process,
-)
+from tests.support import ROOT, Buyer
 
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
 _handlers: dict[int, object] = {}
@@ -94,8 +88,8 @@ def azurite(logs) -> Iterator[str]:
         logs / "azurite.log",
     )
     service = Service(proc, f"http://127.0.0.1:{blob}", logs / "azurite.log")
-    seed_bundles(connection_string(blob, table, queue))
-    yield connection_string(blob, table, queue)
+    seed_bundles(storage_connection(blob, table, queue))
+    yield storage_connection(blob, table, queue)
     service.stop()
 
 
@@ -130,7 +124,7 @@ def azurite_tls(logs, tmp_path_factory) -> Iterator[TlsStorage]:
         queue_uri=f"https://127.0.0.1:{queue}/devstoreaccount1",
         ca_bundle=cert,
         connection_string=(
-            f"DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+            f"DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey={DEV_ACCOUNT_KEY};"
             f"BlobEndpoint=https://127.0.0.1:{blob}/devstoreaccount1;"
             f"QueueEndpoint=https://127.0.0.1:{queue}/devstoreaccount1;"
             f"TableEndpoint=https://127.0.0.1:{table}/devstoreaccount1;"

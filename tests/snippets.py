@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack import processes
+from devstack.ports import free_port, free_ports
 from devstack.run import storage_connection
-from tests.support import ROOT, free_port, free_ports
+from tests.support import ROOT
 
 RUNNABLE = {"sh", "bash", "shell", "zsh", "python", "py"}
 NOT_RUN = re.compile(r"^<!-- not run: (\S.*\S) -->$")

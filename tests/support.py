@@ -1,6 +1,6 @@
-"""Test helpers: starting the real services (Azurite, the Brevo sandbox, the dev host) as
-processes that never outlive the suite (`devstack.processes`), and HTTP clients that call from a
-chosen loopback address.
+"""Test helpers: buyers that each call from a loopback address of their own (`Buyer`), signing
+keys, code run in a fresh interpreter or as a user runs a module, and the contact queue drained
+when a test asks. Starting the services is `devstack.services`.
 
 Every test buys with its own email, key and client address, so tests sharing one host and one
 Azurite never see each other's data or limits.
@@ -8,31 +8,21 @@ Azurite never see each other's data or limits.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import os
-import random
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import requests
-from azure.core.pipeline.transport import RequestsTransport
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from requests.adapters import HTTPAdapter
 
-from devstack import processes
+from devstack.loopback import client_from
 from devstack.node import NODE22_BIN
-from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 from shared.purchase.contacts import ContactDrainer, Drained
 from shared.seams.brevo import BrevoClient
 from shared.seams.contact_queue import ContactQueue, open_queue
@@ -41,66 +31,7 @@ from shared.seams.storage import table_client
 from shared.seams.storage_probe import REUSE_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
-AZURITE_KEY = DEV_ACCOUNT_KEY
-connection_string = storage_connection
 _addresses = itertools.count(1)
-_random = random.Random()
-_handed_out: set[int] = set()
-
-
-@dataclass(frozen=True)
-class Sent:
-    """One storage request as the transport sent it, with the entities a table query returned."""
-
-    kind: str
-    method: str
-    url: str
-    body: bytes
-    returned: tuple[dict, ...] = ()
-
-
-class CountingTransport(RequestsTransport):
-    """The SDK's own requests transport, counting every request it sends (retries included)."""
-
-    def __init__(self, trips: RoundTrips, kind: str):
-        super().__init__()
-        self._trips, self._kind = trips, kind
-
-    def send(self, request, **kwargs):
-        response = super().send(request, **kwargs)
-        returned: tuple[dict, ...] = ()
-        if self._kind == "table" and request.method == "GET" and urlsplit(request.url).path.endswith("()"):
-            with contextlib.suppress(ValueError, AttributeError, TypeError):
-                returned = tuple(json.loads(response.body()).get("value", ()))
-        body = request.body if isinstance(request.body, bytes) else str(request.body or "").encode()
-        self._trips.saw(Sent(self._kind, request.method, request.url, body, returned))
-        return response
-
-
-class RoundTrips:
-    """Gives storage clients a counting transport (`shared.runtime.build(settings,
-    trips.transport)`); `take()` returns and resets the counts per kind ("table", "blob"), and
-    `sent` lists what was sent since the last take."""
-
-    def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self.sent: list[Sent] = []
-
-    def transport(self, kind: str) -> CountingTransport:
-        return CountingTransport(self, kind)
-
-    def saw(self, sent: Sent) -> None:
-        with self._lock:
-            self._counts[sent.kind] += 1
-            self.sent.append(sent)
-
-    def take(self) -> dict[str, int]:
-        with self._lock:
-            taken = dict(self._counts)
-            self._counts.clear()
-            self.sent = []
-        return taken
 
 
 def new_ec_key() -> ec.EllipticCurvePrivateKey:
@@ -120,60 +51,6 @@ def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         .decode()
     )
-
-
-def _ephemeral_range() -> tuple[int, int]:
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999  # Linux's default
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Node and http.server listen
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_ports(count: int = 1) -> int:
-    """The first of `count` consecutive ports a service can listen on, chosen below the kernel's
-    ephemeral range. A port the kernel hands out (bind to 0) can be taken, between the check and
-    the service's listen, as the local end of any outgoing connection; one below the range
-    cannot."""
-    low, high = _ephemeral_range()
-    pool = range(10240, low - count) if low - count > 12288 else range(high + 1, 65536 - count)
-    if len(pool) < 1024:  # the ephemeral range covers nearly everything: let the kernel choose
-        return _kernel_port() if count == 1 else _kernel_ports(count)
-    for _ in range(200):
-        base = _random.choice(pool)
-        ports = range(base, base + count)
-        if not any(p in _handed_out for p in ports) and all(_bindable(p) for p in ports):
-            _handed_out.update(ports)
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
-
-
-def _kernel_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _kernel_ports(count: int) -> int:
-    for _ in range(200):
-        base = _kernel_port()
-        if base + count <= 65536 and all(_bindable(p) for p in range(base, base + count)):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
-
-
-def free_port() -> int:
-    return free_ports(1)
 
 
 def fresh_python(
@@ -217,25 +94,6 @@ def as_a_background_job(command: list[str]) -> list[str]:
     return [sys.executable, "-c", shim, *command[1:]]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listening on port {port} after {timeout}s")
-
-
-def dev_settings() -> dict[str, str]:
-    """The development values from local.settings.json.example, which the tests run with."""
-    values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
-    return {k: str(v) for k, v in values.items()}
-
-
 def unique_address() -> str:
     """A fresh loopback address (all of 127.0.0.0/8 is loopback), so each test has its own
     rate-limit bucket."""
@@ -249,58 +107,6 @@ def unique_email(tag: str = "buyer") -> str:
 
 def unique_key() -> str:
     return f"key-{uuid.uuid4().hex}"
-
-
-class _SourceAddressAdapter(HTTPAdapter):
-    def __init__(self, source: str):
-        self._source = source
-        super().__init__()
-
-    def init_poolmanager(self, *args, **kwargs):
-        kwargs["source_address"] = (self._source, 0)
-        super().init_poolmanager(*args, **kwargs)
-
-
-def client_from(source: str) -> requests.Session:
-    session = requests.Session()
-    adapter = _SourceAddressAdapter(source)
-    session.mount("http://", adapter)
-    return session
-
-
-@dataclass
-class Service:
-    """A started process with its base URL and the file its output goes to."""
-
-    proc: subprocess.Popen
-    url: str
-    log_path: Path
-    env: dict[str, str] = field(default_factory=dict)
-
-    def stop(self) -> None:
-        processes.stop(self.proc)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-def start_process(
-    args: list[str], port: int, log_path: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen:
-    log = log_path.open("w")
-    proc = processes.start(
-        args,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for_port(port, proc)
-    except RuntimeError:
-        processes.stop(proc, grace=0)
-        raise RuntimeError(f"{args[0]} failed to start:\n{log_path.read_text()[-3000:]}") from None
-    return proc
 
 
 def own_queue(storage: str, secret: str = "unit-test-secret", transport=None) -> ContactQueue:
@@ -362,39 +168,6 @@ def drain_until_empty(host_url: str, timeout: float = 90.0) -> None:
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"the contact queue still had buyers waiting after {timeout:g} s")
-
-
-# The timers a test's dev host runs on their schedules: the contact drainer, as a deployed store
-# does. The others (the reaper, the receipt repair) run when a test asks, so that their work,
-# every few minutes, never lands in the middle of a test that watches the stores.
-HOST_TIMERS = "drain_contacts"
-
-
-def start_host(log_dir: Path, env: dict[str, str], timers: str = HOST_TIMERS) -> Service:
-    port = free_port()
-    log_path = log_dir / f"devhost-{port}.log"
-    full_env = {**dev_settings(), **env}
-    proc = start_process(
-        [
-            *(sys.executable, "-m", "devstack.devhost", "--port", str(port)),
-            *("--app-dir", str(ROOT), "--timers", timers),
-        ],
-        port,
-        log_path,
-        full_env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            # Serving: health answers, 200 or (a host started unconfigured or with a store down) 503.
-            if requests.get(base + "/api/health", timeout=10).status_code in (200, 503):
-                return Service(proc, base, log_path, full_env)
-        except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    processes.stop(proc, grace=0)
-    raise RuntimeError(f"dev host did not become healthy:\n{log_path.read_text()[-3000:]}")
 
 
 @dataclass

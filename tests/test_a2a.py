@@ -29,6 +29,9 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from devstack.ports import free_port
+from devstack.run import DEV_ACCOUNT_KEY
+from devstack.services import Service, dev_settings, start_process
 from shared import runtime
 from shared.config.settings import Settings
 from shared.protocols.a2a import endpoint as a2a
@@ -36,18 +39,7 @@ from shared.protocols.a2a.endpoint import message_key
 from shared.protocols.http import Request
 from shared.purchase.catalog import listing
 from shared.purchase.receipt import signatures
-from tests.support import (
-    AZURITE_KEY,
-    ROOT,
-    Buyer,
-    Service,
-    dev_settings,
-    free_port,
-    fresh_python,
-    start_process,
-    unique_address,
-    unique_email,
-)
+from tests.support import ROOT, Buyer, fresh_python, unique_address, unique_email
 
 LEGACY_CARD_FIELDS = ("url", "preferredTransport", "protocolVersion")
 
@@ -979,7 +971,7 @@ def test_the_docs_text_message_buys_as_its_data_part_would(buyer, mail):
 def test_get_task_with_receipt_storage_unreachable_is_an_internal_error_with_retry_after():
     dead = (
         "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-        f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+        f"AccountKey={DEV_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
         "TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
     )
     services = runtime.build(

@@ -29,7 +29,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.support import ROOT, Service
+from devstack.services import Service
+from tests.support import ROOT
 from tests.test_a2a import start_agent
 
 VENDOR = ROOT.parent / "shared" / "vendor"

@@ -26,7 +26,7 @@ import requests
 
 from devstack import processes
 from devstack.brevo_sandbox.server import make_server
-from tests.support import free_port
+from devstack.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 API_KEY = {"api-key": "test-key"}

@@ -14,12 +14,13 @@ import requests
 
 from bench.capacity import model, table, touches
 from bench.stack import QueueTrips
+from devstack.counting import RoundTrips, Sent
 from shared.purchase.contacts import ContactDrainer
 from shared.seams.brevo import BrevoClient
 from shared.seams.lease import TableLease
 from shared.seams.ledger import SHARDS, shard_of
 from shared.seams.storage import table_client
-from tests.support import RoundTrips, Sent, own_queue, unique_email, unique_key
+from tests.support import own_queue, unique_email, unique_key
 from tests.test_purchase import build_shop, buy
 
 LEDGER = {"ledger1234": "ledger"}

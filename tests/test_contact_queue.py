@@ -8,10 +8,11 @@ import time
 import pytest
 from azure.storage.queue import QueueClient
 
+from devstack.ports import free_port
 from devstack.run import storage_connection
 from shared.config.errors import StorageOutage
 from shared.seams.contact_queue import ContactQueue
-from tests.support import free_port, own_queue, unique_email
+from tests.support import own_queue, unique_email
 
 
 @pytest.fixture

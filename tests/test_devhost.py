@@ -30,7 +30,7 @@ import requests
 from devstack import processes
 from devstack.devhost.routes import RouteTemplate
 from devstack.devhost.server import make_server
-from tests.support import free_port
+from devstack.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_APP = REPO / "tests" / "fixtures" / "devhost_app"

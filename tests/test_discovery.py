@@ -8,8 +8,10 @@ import re
 
 import requests
 
+from devstack.ports import free_port
+from devstack.run import storage_connection
 from shared.purchase.catalog import listing
-from tests.support import Buyer, connection_string, free_port
+from tests.support import Buyer
 
 ROOT_JWKS = "/.well-known/jwks.json"
 API_JWKS = "/api/.well-known/jwks.json"
@@ -57,7 +59,7 @@ def test_listing_never_uses_up_the_purchase_rate_limit(host_factory):
 
 def test_listing_answers_with_storage_unreachable_because_it_reads_none(host_factory):
     host = host_factory(
-        AzureWebJobsStorage=connection_string(free_port(), free_port(), free_port()),
+        AzureWebJobsStorage=storage_connection(free_port(), free_port(), free_port()),
         STOREFRONT_STORAGE_TIMEOUT_SECONDS="2",
     )
     buyer = Buyer(host.url)

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from jose import jwt
 
+from devstack.run import DEV_ACCOUNT_KEY
 from devstack.seed_bundles import sample_bundle, seed
 from shared.config.errors import BundleUnavailable, Forbidden, InvalidToken, NotConfigured
 from shared.config.keys import KeySet, public_jwk
@@ -28,15 +29,15 @@ from shared.purchase.catalog import BUNDLES, find_bundle
 from shared.purchase.tokens import AUDIENCE, TokenSigner
 from shared.seams.bundle_files import BlobBundleFiles
 from shared.seams.storage import container_client
-from tests.support import AZURITE_KEY, public_pem
 from tests.support import new_ec_key as new_key
 from tests.support import private_pem as pem
+from tests.support import public_pem
 
 ISSUER = "https://store.example.net"
 BUNDLE = "agent-starter-kit"
 DEAD_BLOBS = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 
 

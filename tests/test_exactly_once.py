@@ -15,10 +15,11 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
+from devstack.services import dev_settings
 from shared.config.hashing import Hasher
 from shared.purchase.call import scoped_key_hash
-from tests.faultproxy import FaultProxy, endpoint_port, proxied
-from tests.support import Buyer, dev_settings, drain_until_empty
+from tests.support import Buyer, drain_until_empty
 
 LEASE = 5  # seconds: the crash test's lease, long enough that a loaded machine still checks inside it
 

@@ -1,6 +1,6 @@
 """shared.exactly_once.executor on its own: a toy operation, "append one line to a blob exactly once", run by
 the executor through the real Table store and real Blob storage (the session's Azurite), both
-behind fault proxies (`tests.faultproxy`), with no part of the purchase.
+behind fault proxies (`devstack.faultproxy`), with no part of the purchase.
 
 The toy has what the purchase has: a reservation (a slot of the blob's line quota, given back only
 by the executor), two recovery points ("before_append", saving the slot; "issued", saving the
@@ -24,13 +24,13 @@ from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFo
 from azure.data.tables import TableClient, UpdateMode
 from azure.storage.blob import ContainerClient
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
 from shared.config.errors import KeyInUse, LimitExceeded, StorageOutage, StorefrontError, StoreUnavailable
 from shared.exactly_once import executor as once
 from shared.exactly_once.executor import Done, ExactlyOnce, Key
 from shared.exactly_once.idempotency import IdempotencyHandler
 from shared.seams.claims import TableClaimStore
 from shared.seams.storage import container_client, create_table, table_client
-from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.test_fault_injection import Clock, Crash
 from tests.test_fault_injection import TripWire as Wire
 

@@ -4,7 +4,7 @@ once or after the repair timer; (B) every 200 for one key carries the same bytes
 is counted once; (D) a key never runs unprotected; and one email per key.
 
 The flow runs in process on the real Azure SDK clients, whose Table, Blob and Queue traffic goes
-through real TCP fault proxies in front of the session's Azurite (`tests.faultproxy`). A trip wire on the
+through real TCP fault proxies in front of the session's Azurite (`devstack.faultproxy`). A trip wire on the
 flow's own collaborators says *when*: it switches a proxy, or kills the attempt as a host crash
 would (a BaseException the flow cannot catch, so nothing is released or recorded).
 """
@@ -20,6 +20,7 @@ import pytest
 import requests
 from azure.storage.blob import ContainerClient
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
 from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
@@ -35,7 +36,6 @@ from shared.seams.ledger import TableLedger
 from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
-from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.support import new_ec_key, own_queue, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))

@@ -12,9 +12,9 @@ import pytest
 from azure.core.exceptions import AzureError, ServiceRequestError, ServiceResponseTimeoutError
 from azure.data.tables import TableClient
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
 from shared.config.errors import StorageOutage
 from shared.seams.storage import container_client, on_table, table_client
-from tests.faultproxy import FaultProxy, endpoint_port, proxied
 
 QUICK = 5.0  # the clients' timeout, which a refusal must fail well inside: it is not a timeout
 

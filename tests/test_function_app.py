@@ -361,7 +361,8 @@ def test_a_failing_timer_is_logged_with_a_correlation_id_and_fails_without_the_m
 
 
 def test_a_dev_host_answers_an_escaped_exception_with_json_and_logs_its_id(logs, azurite, sandbox):
-    from tests.support import dev_settings, free_port, start_process
+    from devstack.ports import free_port
+    from devstack.services import dev_settings, start_process
 
     port = free_port()
     log_path = logs / f"devhost-broken-{port}.log"

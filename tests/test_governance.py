@@ -14,20 +14,21 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import EdmType, EntityProperty
 
+from devstack.counting import RoundTrips
+from devstack.run import DEV_ACCOUNT_KEY
 from shared.config.errors import LimitExceeded, StorageOutage
 from shared.config.hashing import Hasher
 from shared.protocols.client_address import client_address, client_ip
 from shared.purchase.governance import Governance, Limits
 from shared.seams.counters import Reservation, TableCounters
 from shared.seams.storage import table_client
-from tests.support import AZURITE_KEY, RoundTrips
 
 HOUR = 3600
 # 2030-01-01T10:15:00Z: a quarter past the hour, so retry_after is 45 minutes.
 T0 = 1893492900.0
 DEAD_TABLES = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 
 

@@ -14,13 +14,13 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import TableClient
 
+from devstack.counting import RoundTrips
 from shared.config.errors import LimitExceeded, StorageOutage
 from shared.config.hashing import Hasher
 from shared.protocols.client_address import client_address
 from shared.purchase.governance import Governance, Limits
 from shared.seams.counters import Reservation, TableCounters
 from shared.seams.storage import table_client
-from tests.support import RoundTrips
 
 # 2030-01-01T10:15:00Z: 45 minutes to the next hour, 13 h 45 min to midnight UTC.
 T0 = 1893492900.0

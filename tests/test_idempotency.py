@@ -21,6 +21,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
+from devstack.run import DEV_ACCOUNT_KEY
 from shared.config.errors import ReceiptUnavailable, StorageOutage
 from shared.config.hashing import Hasher
 from shared.exactly_once.idempotency import (
@@ -42,7 +43,6 @@ from shared.purchase.schema import canonical_request
 from shared.seams.claims import Claim, ClaimLost, TableClaimStore
 from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.storage import container_client, table_client
-from tests.support import AZURITE_KEY
 
 LEASE = 30
 TTL = 300
@@ -50,11 +50,11 @@ START = 1_900_000_000.25
 HASHER = Hasher("unit-test-secret")
 DEAD_TABLES = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 DEAD_BLOBS = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 
 

@@ -13,6 +13,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import UpdateMode
 
+from devstack.run import DEV_ACCOUNT_KEY
 from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.exactly_once.idempotency import COMPLETED, PROCESSING
@@ -20,11 +21,10 @@ from shared.purchase.receipt.document import new_receipt_id
 from shared.purchase.schema import canonical_request
 from shared.seams.claims import SCOPING, Claim, ClaimLost, TableClaimStore
 from shared.seams.storage import table_client
-from tests.support import AZURITE_KEY
 
 DEAD_TABLES = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 NOW = 1_900_000_000.25
 HASHER = Hasher("unit-test-secret")

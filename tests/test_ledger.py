@@ -15,18 +15,19 @@ from collections.abc import Iterator
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
 
+from devstack.counting import RoundTrips
+from devstack.run import DEV_ACCOUNT_KEY
 from shared.config.errors import InvalidRequest, StorageOutage
 from shared.purchase.receipt.document import new_receipt_id
 from shared.seams.ledger import MAX_PAGE_SIZE, SHARDS, DayListing, LedgerEntry, TableLedger, shard_of
 from shared.seams.repair import PARTITION as REPAIR_PARTITION
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import create_table, table_client
-from tests.support import AZURITE_KEY, RoundTrips
 
 DAY = "2026-11-30"
 DEAD_TABLES = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 
 

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
 from shared.seams.storage import table_client
-from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.support import Buyer, drain_until_empty, unique_email
 from tests.test_caller_neutrality import CHANNELS
 

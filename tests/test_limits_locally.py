@@ -13,10 +13,11 @@ from collections.abc import Iterator
 import pytest
 
 from devstack.run import storage_connection
+from devstack.services import Service
 from shared.config.settings import Settings
 from shared.runtime import counters_in_make_run
 from tests.identity import IdentityEndpoint
-from tests.support import Buyer, Service, unique_key
+from tests.support import Buyer, unique_key
 from tests.test_a2a import receipt_of, send, task_of
 from tests.test_secret_strength import ON_AZURE, strong_secrets
 

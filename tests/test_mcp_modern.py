@@ -8,9 +8,10 @@ import base64
 
 import pytest
 
+from devstack.services import dev_settings
 from shared.config.hashing import Hasher
 from shared.protocols.mcp import request_state
-from tests.support import Buyer, dev_settings
+from tests.support import Buyer
 
 VERSION = "2026-07-28"
 FORM = {"elicitation": {"form": {}}}

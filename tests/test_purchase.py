@@ -13,6 +13,7 @@ import pytest
 import requests
 from jose import jwt
 
+from devstack.counting import RoundTrips
 from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
@@ -29,7 +30,7 @@ from shared.seams.ledger import TableLedger
 from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
-from tests.support import RoundTrips, new_ec_key, own_queue, private_pem, unique_email, unique_key
+from tests.support import new_ec_key, own_queue, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))
 # Brevo's answer is held for twice this to play a lost answer; a loaded machine (make mutate runs

@@ -1,6 +1,6 @@
 """shared.purchase.storefront.Storefront: what each answer of the purchase flow tells its caller (status,
 Retry-After, the signed receipt whole: its six checks with their details, billing, error) and what
-it counted and sent. In process, on Azurite behind TCP fault proxies (`tests.faultproxy`; the
+it counted and sent. In process, on Azurite behind TCP fault proxies (`devstack.faultproxy`; the
 counters, the claims and the ledger each on their own) and the Brevo sandbox. Hooks on the flow's
 own collaborators say when a store goes down or a rival request runs."""
 
@@ -23,6 +23,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.queue import QueueClient
 from jose import jwt
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
 from shared.config.errors import (
     InvalidRequest,
     NotConfigured,
@@ -49,7 +50,6 @@ from shared.seams.ledger import TableLedger
 from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
-from tests.faultproxy import FaultProxy, endpoint_port, proxied
 from tests.support import drain_queue, new_ec_key, private_pem, unique_email, unique_key
 
 KEYS = KeySet.load(private_pem(new_ec_key()))

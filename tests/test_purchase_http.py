@@ -7,9 +7,10 @@ import uuid
 
 import pytest
 
+from devstack.services import dev_settings
 from shared.config.settings import Settings
 from shared.purchase.receipt.document import CHECK_NAMES
-from tests.support import Buyer, dev_settings, drain_until_empty, unique_email, wait_for_contact
+from tests.support import Buyer, drain_until_empty, unique_email, wait_for_contact
 
 
 def checks(receipt: dict) -> dict[str, str]:

@@ -19,6 +19,7 @@ from azure.storage.blob import ContainerClient
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from devstack.run import DEV_ACCOUNT_KEY
 from shared.config.errors import InvalidRequest, LimitExceeded, NotConfigured, StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
@@ -46,11 +47,11 @@ from shared.seams.ledger import TableLedger
 from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import container_client, table_client
-from tests.support import AZURITE_KEY, own_queue
+from tests.support import own_queue
 
 DEAD_BLOBS = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-    f"AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+    f"AccountKey={DEV_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 )
 
 # --- receipt ids -----------------------------------------------------------------------------------

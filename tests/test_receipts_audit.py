@@ -18,10 +18,11 @@ from cryptography.hazmat.primitives import serialization
 from jose import jwt
 
 from devstack.seed_bundles import sample_bundle
+from devstack.services import dev_settings
 from shared.config.keys import KeySet, public_jwk
 from shared.purchase.catalog import BUNDLES
 from shared.purchase.tokens import AUDIENCE
-from tests.support import ROOT, Buyer, dev_settings, drain_until_empty, new_ec_key, private_pem, run_module
+from tests.support import ROOT, Buyer, drain_until_empty, new_ec_key, private_pem, run_module
 
 DEV_KEY = dev_settings()["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")
 ISSUER = dev_settings()["STOREFRONT_PUBLIC_BASE_URL"]

@@ -20,16 +20,9 @@ from mcp import Client
 
 from devstack import processes
 from devstack.node import NODE22
+from devstack.ports import free_port, free_ports
 from devstack.run import PID_FILE, host_name, settings_file, settings_for_func
-from tests.support import (
-    ROOT,
-    as_a_background_job,
-    free_port,
-    free_ports,
-    shell_env,
-    unique_email,
-    unique_key,
-)
+from tests.support import ROOT, as_a_background_job, shell_env, unique_email, unique_key
 
 BANNER_END = "Press Ctrl-C to stop everything"
 

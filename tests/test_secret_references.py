@@ -13,12 +13,13 @@ import pytest
 import requests
 from azure.data.tables import TableClient
 
+from devstack.services import dev_settings
 from shared import runtime
 from shared.config.hashing import Hasher
 from shared.config.settings import SECRET_SETTINGS, Settings
 from shared.protocols.api import Services
 from shared.purchase.call import Caller, PurchaseCall
-from tests.support import Buyer, dev_settings, unique_address, unique_email, unique_key
+from tests.support import Buyer, unique_address, unique_email, unique_key
 
 VAULT = "shop-kv-7d2e"
 REFERENCES = {

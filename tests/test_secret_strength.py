@@ -17,13 +17,14 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from devstack.services import dev_settings
 from shared.config.errors import NotConfigured
 from shared.config.keys import load_private_key, public_jwk
 from shared.config.secret_strength import PUBLISHED_SIGNING_KEYS, problem
 from shared.config.settings import AZURE_MARKERS, SECRET_SETTINGS, Settings
 from shared.protocols import api
 from shared.purchase.call import Caller, PurchaseCall
-from tests.support import ROOT, Buyer, dev_settings, new_ec_key, private_pem, unique_address, unique_email
+from tests.support import ROOT, Buyer, new_ec_key, private_pem, unique_address, unique_email
 from tests.test_secret_references import brevo_requests, build
 
 EXAMPLE = {name: dev_settings()[name] for name in SECRET_SETTINGS}

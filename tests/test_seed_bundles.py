@@ -19,11 +19,12 @@ import requests
 from azure.storage.blob import ContainerClient
 
 from devstack import seed_bundles
-from devstack.run import storage_connection
+from devstack.ports import free_port
+from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 from devstack.seed_bundles import MAX_FILE_BYTES, sample_bundle
 from shared.purchase.catalog import BUNDLES
 from tests.snippets import MakeRun, snippet
-from tests.support import AZURITE_KEY, ROOT, free_port
+from tests.support import ROOT
 
 RECIPE = "docs/development.md"
 END_OF_BUNDLES = "    )\n}\nDEFAULT_BUNDLE_ID"  # where shared/purchase/catalog.py's tuple of bundles closes
@@ -174,7 +175,7 @@ def test_storage_that_is_not_there_is_named_within_seconds(tmp_path, capsys):
 
 
 def test_storage_that_refuses_the_key_is_named(azurite, capsys):
-    wrong_key = azurite.replace(AZURITE_KEY, base64.b64encode(b"not the account key").decode())
+    wrong_key = azurite.replace(DEV_ACCOUNT_KEY, base64.b64encode(b"not the account key").decode())
 
     with pytest.raises(SystemExit) as exit_:
         seed_bundles.main(["--connection-string", wrong_key, "--container", f"b-{uuid.uuid4().hex[:12]}"])

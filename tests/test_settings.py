@@ -1038,7 +1038,7 @@ def test_a_purchase_against_storage_that_never_answers_waits_out_a_dozen_timeout
 ):
     import time
 
-    from tests.faultproxy import FaultProxy, endpoint_port, proxied
+    from devstack.faultproxy import FaultProxy, endpoint_port, proxied
     from tests.support import Buyer
 
     timeout = 0.5

@@ -16,7 +16,10 @@ import pytest
 import requests
 from azure.data.tables import TableClient
 
+from devstack.ports import free_port
+from devstack.run import DEV_ACCOUNT_KEY
 from devstack.seed_bundles import sample_bundle
+from devstack.services import dev_settings
 from shared import runtime
 from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
@@ -27,7 +30,7 @@ from shared.purchase.catalog import find_bundle
 from shared.seams.storage import container_client, table_client
 from shared.seams.storage_probe import StorageProbe
 from tests.identity import STORAGE_AUDIENCE, IdentityEndpoint
-from tests.support import AZURITE_KEY, Buyer, dev_settings, free_port, fresh_python
+from tests.support import Buyer, fresh_python
 
 CLIENT_ID = "3c1e9a52-7b4d-4e0f-9a61-2f8d5c7b1e04"
 WRONG_AUDIENCE = "https://management.azure.com"
@@ -220,7 +223,7 @@ def test_importing_the_app_with_identity_settings_does_not_import_azure_identity
 
 def _no_account_key(host) -> None:
     seen = {**os.environ, **host.env}
-    assert not any(AZURITE_KEY in value or "AccountKey" in value for value in seen.values())
+    assert not any(DEV_ACCOUNT_KEY in value or "AccountKey" in value for value in seen.values())
     assert seen["AzureWebJobsStorage"] == ""
 
 

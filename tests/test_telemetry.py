@@ -24,9 +24,12 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.faultproxy import FaultProxy, endpoint_port, proxied
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
+from devstack.ports import free_port
+from devstack.run import DEV_ACCOUNT_KEY
+from devstack.services import dev_settings
 from tests.identity import IdentityEndpoint, self_signed_certificate
-from tests.support import AZURITE_KEY, ROOT, Buyer, dev_settings, free_port, fresh_python, unique_email
+from tests.support import ROOT, Buyer, fresh_python, unique_email
 
 PURCHASE = "storefront.purchase"
 DEPENDENCY = "storefront.dependency"
@@ -252,7 +255,7 @@ def _private(buyers: list[Buyer], token: str) -> list[str]:
     """Each buyer's email (raw and percent-encoded), key and address, the token, every secret."""
     settings = dev_settings()
     pem_line = settings["STOREFRONT_SIGNING_KEY"].split("\\n")[2]
-    values = [token, AZURITE_KEY, pem_line, settings["BREVO_API_KEY"], settings["STOREFRONT_HASH_SECRET"]]
+    values = [token, DEV_ACCOUNT_KEY, pem_line, settings["BREVO_API_KEY"], settings["STOREFRONT_HASH_SECRET"]]
     for buyer in buyers:
         values += [buyer.email, quote(buyer.email), buyer.key, buyer.address]
     return values

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 from http.server import ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 from devstack.brevo_sandbox.limits import DEFAULT_TIER, FAMILIES, TIERS, parse_limit_option
 from devstack.brevo_sandbox.server import make_server
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     server = make_server(args.host, args.port, args.api_key, tier=args.tier, limits=dict(args.limit))
     _stop_on_signals(server)
-    host, port = server.server_address[:2]
+    host, port = cast("tuple[str, int]", server.server_address[:2])  # as getsockname() gave it
     print(f"Brevo sandbox listening on http://{host}:{port}", flush=True)
     try:
         server.serve_forever()

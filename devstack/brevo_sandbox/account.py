@@ -1,13 +1,9 @@
 """The account behind the api-key (``/_sandbox/account``): whether transactional email is
 activated, and how many email credits are left, with the refusals Brevo answers when either
-stops a send.
-
-Brevo's documentation (developers.brevo.com "Key concepts", and the status table in its SDKs) has
-402 for "not enough credit, plan upgrade needed" with the code ``not_enough_credits``, and the code
-``account_under_validation`` for an account under validation. An account whose transactional
-email is not yet activated is reported answering 403 ``permission_denied`` with the SMTP relay's
-"not yet activated" sentence; some report the credits refusal as a 400, which ``credits_status``
-can reproduce.
+stops a send: 402 ``not_enough_credits`` (400 with ``credits_status``, as some accounts report),
+402 ``account_under_validation``, and 403 ``permission_denied`` with the SMTP relay's "not yet
+activated" sentence. The codes are Brevo's documented ones (developers.brevo.com "Key concepts",
+the status table in its SDKs) and, for activation, what accounts report.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Contact import (``POST /v3/contacts/import``, developers.brevo.com/reference/import-contacts):
 the request Brevo accepts, how an imported contact merges into one that exists, and the process
-record the import leaves behind (``GET /v3/processes/{id}``).
-
-Brevo runs an import in the background and answers 202 with its process id; the sandbox finishes
-it before answering, so its contacts are there as soon as the 202 is. Only ``jsonBody`` is
-imported here: ``fileBody`` and ``fileUrl`` are refused with a 400 that says so. An entry whose
-email is not valid is skipped and counted in the process's report, as Brevo lists invalid
-records in its report rather than failing the batch; a batch with no valid entry at all is a 400,
-as Brevo refuses an import in which it finds no valid email. List ids are not checked against any
-list: Brevo documents no refusal for an unknown one.
+record the import leaves behind (``GET /v3/processes/{id}``). The sandbox finishes an import
+before its 202, imports ``jsonBody`` only, and skips and reports invalid entries as Brevo does;
+docs/development.md#brevo-sandbox has the rest.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.message import Message
-from typing import Any
+from typing import Any, TypeGuard
 
 BREVO_PATHS = ("/v3/contacts", "/v3/contacts/import", "/v3/smtp/email", "/v3/smtp/emails")
 JSON_TYPE = "application/json"
@@ -95,7 +95,7 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_email(value: Any) -> bool:
+def is_email(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and EMAIL_RE.match(value) is not None
 
 

@@ -1,86 +1,10 @@
-"""Local development host for an Azure Functions Python v2 app, in place of ``func start``.
+"""Local development host for an Azure Functions Python v2 app, in place of ``func start``:
+``python -m devstack.devhost [--host H] [--port P] [--app-dir DIR] [--timers NAMES]`` serves the
+HTTP functions of ``DIR/function_app.py`` from the app's own function index and runs its timers,
+as the Functions host does locally. What it promises: docs/development.md#dev-host.
 
-Usage: ``python -m devstack.devhost [--host H] [--port P] [--app-dir DIR]``
-
-It serves the HTTP functions of ``DIR/function_app.py`` the way the Functions
-host does locally, and promises:
-
-* ``Values`` from ``local.settings.json`` (else ``local.settings.json.example``)
-  become environment variables before the app is imported; variables already
-  set are left alone.
-* Routes come only from the app's own function index, under
-  ``extensions.http.routePrefix`` from ``host.json`` (default ``api``), with
-  Azure's template syntax: ``{id}``, ``{id?}``, ``{id:int}``, ``{*rest}``;
-  literals match case-insensitively.
-* Routes are tried in the order the Functions host tries them: by function
-  name, ignoring case, the first whose template and methods match serving.
-  The host sorts its functions by name (``FunctionMetadataManager``) and
-  matches their routes in that order (``WebJobsRouter``, a plain ASP.NET
-  ``RouteCollection``), not by ASP.NET's template precedence: a literal route
-  loses to a parameter or catch-all route whose function's name sorts first
-  (azure-functions-host#9876).
-* An unmatched path, or a method the matching trigger does not list, answers
-  404. A function that raises answers 500 with an empty body and its traceback
-  on stderr. Request bodies over 100 MB answer 413.
-* ``X-Forwarded-For`` gets the peer's ``ip:port`` appended, as Azure's front
-  end does.
-* Requests run in parallel on daemon threads; ``async def`` functions share one
-  event loop, as they do in the Python worker. HTTP/1.1 keep-alive works.
-* One line per request goes to stderr: method, path, status, duration. The
-  method and path are the client's text, so control and format characters in
-  them (ESC, CR, U+202E, ...) are written as backslash escapes.
-
-Like ``func start`` it does not check function keys (its admin API may: devstack/admin.py).
-Unlike it, it runs non-HTTP triggers only on request and provides no other bindings.
-
-The modules: ``settings`` (local settings and the route prefix), ``routes`` (route templates),
-``app_index`` (importing the app and indexing its functions), ``invocation`` (calling a function
-as the worker does), ``wire`` (request target, headers, body framing, log text), ``server``
-(HTTP and the start-up banner) and ``__main__`` (the command line).
+The modules: ``settings`` (local settings, the route prefix), ``routes`` (route templates),
+``app_index`` (the app's function index), ``invocation`` (calling a function as the worker does),
+``wire`` (request target, headers, body framing, log text), ``timers`` (schedules), ``server``
+(HTTP, the start-up banner) and ``__main__`` (the command line).
 """
-
-from __future__ import annotations
-
-from devstack.devhost.app_index import BackgroundFunction, LoadedApp, Route, load_app, matching_key
-from devstack.devhost.invocation import DevContext, EventLoopThread, to_http_answer
-from devstack.devhost.routes import RouteParam, RouteTemplate
-from devstack.devhost.server import DevRequestHandler, DevServer, banner, make_server
-from devstack.devhost.settings import (
-    DEFAULT_ROUTE_PREFIX,
-    SETTINGS_FILES,
-    apply_settings,
-    read_route_prefix,
-    read_settings,
-)
-from devstack.devhost.wire import (
-    MAX_BODY_BYTES,
-    append_forwarded_for,
-    first_query_values,
-    merge_headers,
-)
-
-__all__ = [
-    "DEFAULT_ROUTE_PREFIX",
-    "MAX_BODY_BYTES",
-    "SETTINGS_FILES",
-    "BackgroundFunction",
-    "DevContext",
-    "DevRequestHandler",
-    "DevServer",
-    "EventLoopThread",
-    "LoadedApp",
-    "Route",
-    "RouteParam",
-    "RouteTemplate",
-    "append_forwarded_for",
-    "apply_settings",
-    "banner",
-    "first_query_values",
-    "load_app",
-    "make_server",
-    "matching_key",
-    "merge_headers",
-    "read_route_prefix",
-    "read_settings",
-    "to_http_answer",
-]

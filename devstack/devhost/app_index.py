@@ -7,11 +7,11 @@ import importlib.util
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, cast
 
 import azure.functions as func
 from azure.functions.decorators.function_app import Function
@@ -122,9 +122,26 @@ def _find_function_register(module: ModuleType) -> func.FunctionRegister:
     return next(iter(found.values()))
 
 
-def _route_for(function: Function, prefix: str) -> Route:
-    trigger = function.get_trigger()
+class _HttpTrigger(Protocol):
+    """What the dev host reads from an HTTP function's trigger: an `HttpTrigger`, or a generic
+    trigger of type httpTrigger, whose route the SDK has set to the function's name if unset."""
+
+    name: str
+    route: str | None
+    methods: Iterable[Any] | None
+    auth_level: Any
+
+
+def _name_of(function: Function) -> str:
     name = function.get_function_name()
+    if name is None:  # the SDK names every function it builds
+        raise RuntimeError(f"a function without a name in function_app.py: {function}")
+    return name
+
+
+def _route_for(function: Function, prefix: str) -> Route:
+    trigger = cast(_HttpTrigger, function.get_trigger())  # is_http_function(): an HTTP trigger
+    name = _name_of(function)
     route = trigger.route if trigger.route is not None else name
     user_function = function.get_user_function()
     return Route(
@@ -141,7 +158,7 @@ def _route_for(function: Function, prefix: str) -> Route:
 def _background_for(function: Function) -> BackgroundFunction:
     trigger = function.get_trigger()
     return BackgroundFunction(
-        name=function.get_function_name(),
+        name=_name_of(function),
         trigger_type=_trigger_type(function),
         arg_name=getattr(trigger, "name", ""),
         function=function.get_user_function(),

@@ -29,8 +29,10 @@ class DevContext(func.Context):
     def invocation_id(self) -> str:
         return self._invocation_id
 
+    # The SDK's Context annotates this as type[threading.local]; the Python worker, like this,
+    # returns an instance.
     @property
-    def thread_local_storage(self) -> threading.local:
+    def thread_local_storage(self) -> threading.local:  # type: ignore[override]
         return self._thread_local
 
     @property
@@ -41,12 +43,13 @@ class DevContext(func.Context):
     def function_directory(self) -> str:
         return self._function_directory
 
+    # The SDK's Context promises a TraceContext and a RetryContext; the dev host has neither.
     @property
-    def trace_context(self) -> None:
+    def trace_context(self) -> None:  # type: ignore[override]
         return None
 
     @property
-    def retry_context(self) -> None:
+    def retry_context(self) -> None:  # type: ignore[override]
         return None
 
 

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 import azure.functions as func
 
@@ -63,9 +63,9 @@ class DevRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self._send(error.status, [("Connection", "close")], b"")
         if path.lower().startswith(admin.ADMIN_PREFIX):
-            request = admin.AdminRequest(self.command, path, merge_headers(self.headers.items()), query, body)
+            call = admin.AdminRequest(self.command, path, merge_headers(self.headers.items()), query, body)
             return self._send(
-                *self.server.admin.answer(request, self.server.app.background, self.server.loop.run)
+                *self.server.admin.answer(call, self.server.app.background, self.server.loop.run)
             )
         found = self.server.app.find(self.command, decode_path(path))
         if found is None:
@@ -136,11 +136,12 @@ class DevServer(ThreadingHTTPServer):
     def server_bind(self) -> None:
         # HTTPServer.server_bind resolves the host's FQDN, which can stall on DNS.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        # getsockname() gave the address: its host is text (typeshed allows bytes for a bind).
+        self.server_name, self.server_port = cast("tuple[str, int]", self.server_address[:2])
 
     @property
     def authority(self) -> str:
-        host, port = self.server_address[:2]
+        host, port = self.server_name, self.server_port  # server_bind set them from server_address
         host = "localhost" if host in ("0.0.0.0", "::") else host
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 

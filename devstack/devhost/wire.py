@@ -5,8 +5,10 @@ and its size limit, and the client text that goes into the log."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, BinaryIO
+from collections.abc import Iterable
+from email.message import Message
+from io import BufferedIOBase
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 MAX_BODY_BYTES = 100 * 1024 * 1024
@@ -20,7 +22,7 @@ class BodyError(Exception):
         self.status = status
 
 
-def read_body(headers: Mapping[str, str], rfile: BinaryIO) -> bytes:
+def read_body(headers: Message, rfile: BufferedIOBase) -> bytes:
     """Read the body framed by ``Content-Length`` or chunked, up to MAX_BODY_BYTES."""
     if "chunked" in headers.get("Transfer-Encoding", "").lower():
         return _read_chunked(rfile)
@@ -37,7 +39,7 @@ def read_body(headers: Mapping[str, str], rfile: BinaryIO) -> bytes:
     return body
 
 
-def _read_chunked(rfile: BinaryIO) -> bytes:
+def _read_chunked(rfile: BufferedIOBase) -> bytes:
     chunks, total = [], 0
     while True:
         try:

@@ -6,7 +6,7 @@ each for the whole run and names them in MUTATION_AZURITE and MUTATION_SANDBOX; 
 fixtures of those names take them instead of starting their own. Tests keep apart as they always
 do (their own tables, containers, emails and client addresses).
 
-Forked workers would also inherit one state of `tests.support`'s port picker, and two workers
+Forked workers would also inherit one state of `devstack.ports`' port picker, and two workers
 running at once would draw the same ports for the dev hosts they start: it is reseeded per
 session.
 """
@@ -20,15 +20,18 @@ from pathlib import Path
 
 import pytest
 
+from devstack import ports
+from devstack.ports import free_port
+from devstack.run import storage_connection
 from devstack.seed_bundles import seed as seed_bundles
+from devstack.services import Service, start_process
 from tests import support
-from tests.support import Service, connection_string, free_port, start_process
 
 AZURITE = support.ROOT / "node_modules" / ".bin" / "azurite"
 
 
 def pytest_sessionstart(session) -> None:
-    support._random.seed()
+    ports._random.seed()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -54,7 +57,7 @@ def start_services(logs: Path) -> tuple[dict[str, str], list[subprocess.Popen]]:
     for service, port in (("blob", blob), ("queue", queue), ("table", table)):
         args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(port)]
     azurite = start_process(args, table, logs / "azurite.log")
-    storage = connection_string(blob, table, queue)
+    storage = storage_connection(blob, table, queue)
     seed_bundles(storage)
     port = free_port()
     sandbox_args = [sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)]

@@ -10,10 +10,11 @@ import sys
 
 import pytest
 
+from devstack.ports import free_port
 from speclint.output import SARIF_LEVEL
 from speclint.rules.lint import lint
 from tests.speclint.support import FIXTURES, load, object_schema, run, run_cli
-from tests.support import ROOT, free_port
+from tests.support import ROOT
 
 # ---------------------------------------------------------------- output formats
 

@@ -16,11 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from devstack.ports import free_port
+from devstack.services import start_process
 from speclint.findings import __version__
 from speclint.protocol.modern import headers as modern_headers
 from speclint.transports.streamable_http import HttpWire
 from tests.speclint.support import load, run, run_cli
-from tests.support import ROOT, free_port, start_process
+from tests.support import ROOT
 
 # ---------------------------------------------------------------- the MCP client
 

@@ -1,18 +1,9 @@
-"""A real TCP proxy in front of one upstream host:port whose failure mode a test switches at any
-moment, so clients meet the outages they meet in production: refused connects, connections torn
-down mid-request, and a network that holds packets.
-
-    pass     bytes flow both ways
-    refuse   nothing listens: new connects get ECONNREFUSED; open connections carry on
-    cut      every open connection is reset now (mid-request included); new connects refused
-    stall    connects succeed, nothing is answered: new and open connections forward nothing;
-             held bytes go on, in order, when the stall ends (as TCP delivers after a partition)
-    mute     requests reach the upstream, answers are dropped: the write happens, its caller
-             never hears (a response lost on the way back)
-
-`set(mode, seconds=n)` applies a mode for n seconds, then goes back to `pass` (unless the mode was
-changed meanwhile). A mode is in force when `set` returns. The proxy runs an asyncio loop on its
-own thread; `stats()` counts connections and bytes.
+"""A real TCP proxy in front of one upstream host:port whose failure mode a caller switches at any
+moment, so clients meet the outages they meet in production: `pass`, `refuse`, `cut`, `stall` or
+`mute` (docs/development.md#fault-proxy says what each does). `set(mode, seconds=n)` applies a
+mode for n seconds, then goes back to `pass` unless the mode was changed meanwhile; a mode is in
+force when `set` returns. The proxy runs an asyncio loop on its own thread; `stats()` counts
+connections and bytes; `proxied` sends an Azurite connection string through proxies.
 """
 
 from __future__ import annotations
@@ -24,7 +15,8 @@ import struct
 import threading
 from dataclasses import dataclass
 
-from tests.support import connection_string, free_port
+from devstack.ports import free_port
+from devstack.run import storage_connection
 
 MODES = ("pass", "refuse", "cut", "stall", "mute")
 CHUNK = 64 * 1024
@@ -71,7 +63,7 @@ class FaultProxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="faultproxy", daemon=True)
         self._server: asyncio.AbstractServer | None = None
-        self._changed: asyncio.Condition | None = None
+        self._changed: asyncio.Condition  # made on the loop, by _start
 
     # --- the test's side (any thread) ---------------------------------------------------------
 
@@ -227,7 +219,7 @@ def proxied(
     queue: FaultProxy | None = None,
 ) -> str:
     """The same Azurite connection string with Blob, Table and/or Queue going through these proxies."""
-    return connection_string(
+    return storage_connection(
         blob.port if blob else endpoint_port(connection, "Blob"),
         table.port if table else endpoint_port(connection, "Table"),
         queue.port if queue else endpoint_port(connection, "Queue"),
