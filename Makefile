@@ -20,7 +20,7 @@ CHROMIUM := /usr/bin/chromium
 DATA_DIR := .azurite
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run stop reset test bench soak mutate package lint format clean
+.PHONY: install run stop reset test test-fast bench soak mutate package lint format clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -72,6 +72,11 @@ test: install $(CHROMIUM)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+
+## The tests that need no services (no Azurite, sandbox, dev host or process of their own): under a
+## minute, for the edit-test loop. `make test` runs them all.
+test-fast: install
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not services" -q
 
 ## Measure against the physical floor; prints a table, writes bench/results.json (never fails on a time).
 bench: install

@@ -39,10 +39,27 @@ AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
 _handlers: dict[int, object] = {}
 
 
+# The session's services; a test that takes one (or a fixture built on one) needs them.
+SERVICE_FIXTURES = frozenset({"azurite", "azurite_tls", "sandbox", "host_factory", "host", "buyer", "mail"})
+
+
 def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "services: needs Azurite, the sandbox, a dev host or another process of its own; "
+        "`make test-fast` runs the tests without it",
+    )
     os.environ["PATH"] = with_node22(os.environ)["PATH"]  # every Node tool a test starts runs on Node 22
     _handlers.update((signum, signal.getsignal(signum)) for signum in (signal.SIGINT, signal.SIGTERM))
     processes.interrupt_on_signals()
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark every test that takes a session service `services`, as the files that start processes
+    of their own mark themselves, so `-m "not services"` selects the tests that need none."""
+    for item in items:
+        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.services)
 
 
 def pytest_unconfigure(config) -> None:

@@ -1,8 +1,9 @@
 """A pytest plugin loaded into an A2A TCK run (`-p tck_probe`, with tests/a2a on PYTHONPATH).
 
 It writes to the file named by TCK_PROBE_OUT every kit test's outcome and markers and, when the
-kit keeps one (1.0), the verdicts its compatibility collector recorded, so tests/test_a2a_tck.py
-judges the run by the kit's own MUST/SHOULD/MAY sorting rather than by a reading of its output.
+kit keeps one (1.0), the verdicts its compatibility collector recorded, so
+tests/shared/protocols/test_a2a_tck.py judges the run by the kit's own MUST/SHOULD/MAY sorting
+rather than by a reading of its output.
 """
 
 from __future__ import annotations

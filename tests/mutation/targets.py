@@ -22,13 +22,13 @@ class Target:
 
 # What was one class, Storefront, is the exactly-once executor and the purchase's steps: each
 # module keeps the floor the class had, against the purchase's own tests (and the executor's).
-PURCHASE_TESTS = ("tests/test_purchase.py", "tests/test_purchase_answers.py")
+PURCHASE_TESTS = ("tests/shared/purchase/test_purchase.py", "tests/shared/purchase/test_purchase_answers.py")
 
 TARGETS = (
     Target(
         "executor",
         "shared/exactly_once/executor.py",
-        ("tests/test_executor.py", *PURCHASE_TESTS),
+        ("tests/shared/exactly_once/test_executor.py", *PURCHASE_TESTS),
         scope="_Held",
         floor=90.0,
     ),
@@ -39,15 +39,17 @@ TARGETS = (
     Target(
         "governance",
         "shared/purchase/governance.py",
-        ("tests/test_governance.py", "tests/test_governance_limits.py"),
+        ("tests/shared/purchase/test_governance.py", "tests/shared/purchase/test_governance_limits.py"),
         floor=90.0,
     ),
     # The claim state machine's races and outages are pinned where a caller meets them: the answers.
     Target(
         "idempotency",
         "shared/exactly_once/idempotency.py",
-        ("tests/test_idempotency.py", "tests/test_purchase_answers.py"),
+        ("tests/shared/exactly_once/test_idempotency.py", "tests/shared/purchase/test_purchase_answers.py"),
     ),
-    Target("signatures", "shared/purchase/receipt/signatures.py", ("tests/test_signatures.py",)),
-    Target("tokens", "shared/purchase/tokens.py", ("tests/test_tokens.py",)),
+    Target(
+        "signatures", "shared/purchase/receipt/signatures.py", ("tests/shared/purchase/test_signatures.py",)
+    ),
+    Target("tokens", "shared/purchase/tokens.py", ("tests/shared/purchase/test_tokens.py",)),
 )

@@ -16,6 +16,8 @@ from speclint.rules.lint import lint
 from tests.speclint.support import FIXTURES, load, object_schema, run, run_cli
 from tests.support import ROOT
 
+pytestmark = pytest.mark.services  # starts processes or servers of its own
+
 # ---------------------------------------------------------------- output formats
 
 

@@ -12,10 +12,14 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
+
 from speclint.engines.nodes import LLGUIDANCE, OUTLINES
 from speclint.limits import Deadline, Limits
 from speclint.rules.lint import lint
 from tests.speclint.support import FIXTURES, load, object_schema, run_bounded
+
+pytestmark = pytest.mark.services  # starts processes or servers of its own
 
 BLOWUP = load("compile_blowup.json")[0]
 PATTERN = "/inputSchema/properties/code/pattern"

@@ -19,6 +19,8 @@ from speclint.load import Unreadable, within_limits
 from tests.speclint.support import BOUND_SECONDS, FIXTURES, object_schema, run_bounded
 from tests.support import ROOT
 
+pytestmark = pytest.mark.services  # starts processes or servers of its own
+
 RAW_SERVER = [sys.executable, str(ROOT / "tests" / "fixtures" / "speclint_stdio" / "raw_server.py")]
 speclint = run_bounded
 

@@ -24,6 +24,8 @@ from speclint.transports.streamable_http import HttpWire
 from tests.speclint.support import load, run, run_cli
 from tests.support import ROOT
 
+pytestmark = pytest.mark.services  # starts processes or servers of its own
+
 # ---------------------------------------------------------------- the MCP client
 
 

@@ -23,6 +23,8 @@ from speclint.transports import processes
 from speclint.transports.stdio import list_tools
 from tests.support import ROOT, run_module
 
+pytestmark = pytest.mark.services  # starts processes or servers of its own
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "speclint_stdio"
 SDK_SERVER = [sys.executable, str(FIXTURES / "sdk_server.py")]
 RAW_SERVER = [sys.executable, str(FIXTURES / "raw_server.py")]
