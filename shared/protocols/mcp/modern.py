@@ -24,6 +24,7 @@ import binascii
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from shared.config.errors import ProtocolError
 from shared.config.hashing import Hasher
@@ -191,4 +192,4 @@ def _call_tool(
         return resolved.result
     if isinstance(resolved, Refuse):
         return purchase_result(store.refuse(call, resolved.error))
-    return run_tool(name, resolved, req, store, settings)
+    return purchase_result(store.purchase(replace(call, arguments=resolved)))  # the email, as answered
