@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
-from shared.purchase.catalog import Bundle
 from shared.purchase.governance import Governance
 from shared.purchase.receipt.document import Checks, new_receipt_id
 from shared.purchase.schema import PurchaseInput, normalise_email
@@ -89,20 +88,29 @@ class PurchaseServices:
     clock: Callable[[], float]
 
 
+@dataclass(frozen=True)
+class Validated:
+    """The request as the input schema accepted it, and its buyer as a receipt names them: the
+    address's keyed hash and a masked hint, never the address."""
+
+    purchase: PurchaseInput
+    buyer_id: str
+    buyer_hint: str
+
+
 @dataclass
 class Attempt:
-    """What one run of the purchase has learnt so far; turned into the receipt at the end."""
+    """One run of the purchase: the call, the request once validated, and what the run has learnt
+    so far; turned into the receipt at the end."""
 
     call: PurchaseCall
+    validated: Validated | None = None
     receipt_id: str = field(default_factory=new_receipt_id)
     checks: Checks = field(default_factory=Checks)
     resumed: bool = False
     brevo_key: str | None = None  # derived from the claim once held, as is the token's id
     token_id: str | None = None
     claimed_at: float = 0.0
-    buyer: dict | None = None
-    bundle: Bundle | None = None
-    purchase: PurchaseInput | None = None
     token: DownloadToken | None = None
     email_attempted: bool = False
     receipt_body: bytes | None = None

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from shared.config.errors import LimitExceeded, StorageOutage, StorefrontError
 from shared.config.hashing import Hasher
-from shared.purchase.call import Attempt
+from shared.purchase.call import Attempt, Validated
 from shared.purchase.governance import Governance
 from shared.purchase.receipt.document import mask_email
 from shared.purchase.schema import PurchaseInput, check_shape, validate_arguments
@@ -94,9 +94,7 @@ def validate(attempt: Attempt, hasher: Hasher) -> PurchaseInput:
         attempt.checks.set("input_schema", "fail", exc.message)
         raise
     attempt.checks.set("input_schema", "pass", "arguments match the input schema")
-    attempt.purchase = purchase
-    attempt.bundle = purchase.bundle
-    attempt.buyer = {"id": hasher.email(purchase.email), "hint": mask_email(purchase.email)}
+    attempt.validated = Validated(purchase, hasher.email(purchase.email), mask_email(purchase.email))
     return purchase
 
 

@@ -150,9 +150,9 @@ class PurchaseOperation(once.Operation[Reservation]):
 
     def _validated(self) -> PurchaseInput:
         """The purchase as the guards validated it: the executor runs `perform` after `guard`."""
-        if self.attempt.purchase is None:
+        if self.attempt.validated is None:
             raise ValueError("the purchase's effects ran before its guards validated it")
-        return self.attempt.purchase
+        return self.attempt.validated.purchase
 
     def progress(self) -> dict:
         attempt = self.attempt

@@ -100,7 +100,8 @@ class Issuer:
     def _receipt(self, attempt: Attempt, status: str, exc: StorefrontError | None) -> dict:
         fulfilled = exc is None
         limits = self._s.governance.limits
-        bundle = attempt.bundle
+        validated = attempt.validated
+        bundle = validated.purchase.bundle if validated else None
         return {
             "receipt_id": attempt.receipt_id,
             "version": RECEIPT_VERSION,
@@ -108,7 +109,7 @@ class Issuer:
             "operation": OPERATION,
             "status": status,
             "bundle": {"id": bundle.id, "title": bundle.title} if bundle else None,
-            "buyer": attempt.buyer,
+            "buyer": {"id": validated.buyer_id, "hint": validated.buyer_hint} if validated else None,
             "billing": {
                 "amount": bundle.price if bundle else "0.00",
                 "currency": bundle.currency if bundle else "USD",
