@@ -2,36 +2,11 @@
 `local.settings.json` Values locally) into one validated object; `shared.config.settings_reader` reads
 each value by its kind.
 
-Malformed values, and numbers outside their bounds (`BOUNDS`), fail at start-up with a message
-naming the setting. Missing production secrets do not stop the app from serving health checks and
-replays; they are listed in `missing_secrets`, and the purchase flow refuses to mint tokens until
-they are set.
-
-Public or weak secrets (`shared.config.secret_strength`): on Azure, as the platform's own variables
-(`AZURE_MARKERS`) tell, such a value counts as unset and is never used; the setting is listed in
-`refused_secrets`, health reports it and purchases are refused. Elsewhere (a developer machine) the
-value is used and listed in `weak_secrets`, for one warning at start-up.
-
-Key Vault references: a setting whose value is still `@Microsoft.KeyVault(...)` (or
-`@Microsoft.AppConfiguration(...)`) was not resolved by the platform and reaches the app as that
-literal. Any setting the app reads is checked: such a value counts as unset (the literal is never
-used, as a secret or otherwise) and the setting is listed in `unresolved_settings`; health reports
-it and purchases are refused until it resolves.
-
-Storage, as the Functions host reads it (`AzureWebJobsStorage`):
-- a connection string in `AzureWebJobsStorage` (Azurite locally; the default is
-  `UseDevelopmentStorage=true`), or
-- an identity-based connection: `AzureWebJobsStorage__accountName` (service URIs
-  `https://<account>.table|blob|queue.core.windows.net`), and/or
-  `AzureWebJobsStorage__tableServiceUri`, `__blobServiceUri` and `__queueServiceUri` (which win
-  over the account name), with `__credential=managedidentity` and `__clientId` for a
-  user-assigned identity.
-A connection string beside any identity setting is refused at start-up rather than one silently
-winning: an app still holding the key it was meant to drop should say so. The identity is
-`ManagedIdentityCredential` (with the client id when given) when `__credential=managedidentity` or
-where the platform offers a managed identity endpoint (`IDENTITY_ENDPOINT`, as on App Service and
-Functions); elsewhere, a developer machine, `DefaultAzureCredential` (environment, Azure CLI, ...)
-is the fallback.
+A malformed value, or a number outside its `BOUNDS`, stops the app at start-up, naming the setting.
+What stops only purchases is listed instead: `missing_secrets`, `unresolved_settings` (a Key
+Vault or App Configuration reference left unresolved) and `refused_secrets` (public or weak, on
+Azure; elsewhere used, and listed in `weak_secrets`). Storage is a connection string or identity
+settings, never both. docs/configuration.md#start-up-rules has the rules.
 """
 
 from __future__ import annotations

@@ -5,19 +5,8 @@ what the operation does.
     claim taken with them → the operation's effects, saving its progress at each recovery point →
     the result on record → claim completed, carrying the result's bytes
 
-An `Operation` is one run of something with effects that must happen once per key: it computes the
-request fingerprint, takes its reservations (quota it gives back only through the executor),
-declares its recovery points and the progress saved at each, and issues result bytes. The executor
-holds the claim (`shared.exactly_once.idempotency`): the lease that keeps a second instance out while this one
-runs, the takeover of a dead holder's claim (the taker resumes from the progress saved, never
-redoing an effect), the release on failure, and the reservations given back when no effect can
-have left. A completed claim carries the result's bytes, so a retry with the key replays exactly
-what the first caller got.
-
-The policy is fail-closed: when the claim store cannot be reached as a keyed run starts, the run
-is refused (503, `StoreUnavailable`) rather than run unprotected; `fail_open` (the setting
-`STOREFRONT_IDEMPOTENCY_FAIL_OPEN`) runs it without the claim instead, marked `degraded`. A run
-without a key runs once per request, under no claim.
+Fail-closed: a keyed run is refused when the claim store is down, unless `fail_open`.
+docs/idempotency.md#the-executor has the state machine, and links what an operation provides.
 """
 
 from __future__ import annotations

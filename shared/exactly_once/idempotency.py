@@ -1,26 +1,11 @@
 """Exactly-once operations per idempotency key: a claim in a shared store, with a lease and
 recovery points, that every function instance respects.
 
-A key's life, as a small state machine over one stored `Claim`:
-
-    (absent) --take--> processing --complete--> completed --expire/reap--> (absent)
-                           |   ^  \\--release (delete: nothing irreversible happened)--> (absent)
-                           |   |
-                           \\---/  take over after the lease ends (exactly one taker wins)
-
-`begin` reads the key and says what to do: replay, wait (in progress), refuse (another request),
-resume a dead holder's claim, or `Vacant`: the key is free and the caller, once its guards have
-passed, takes it with `take`, recording those guards on the new claim so that a taker never counts
-them twice. Every change after the first is conditional on the claim's ETag, so two instances can
-never both believe they hold a key. A completed claim carries its receipt's bytes (up to
-`CARRY_LIMIT`), so a replay is one read; one that does not is read from the `ResultArchive`.
-This module knows nothing of what the operation does (`shared.exactly_once.executor` runs one under a
-claim). Some names predate that and stay, as the stored claims spell them: `receipt_id` is the id
-of the operation's result, and the progress key `"receipt"` carries its bytes. `IdempotencyStore`
-is the persistence interface (get, create, update, delete, reap, and the horizon of claims from
-before keys were scoped); `shared.seams.claims` holds the claim record and its Azure Table
-adapter. Vendor errors stop there: the handler sees `None`, `ClaimLost` or `StorageOutage`,
-never an Azure exception.
+`begin` says what a request with a key may do (replay, wait, refuse, resume, or take the
+`Vacant` key with `take`); every change after the first is conditional on the claim's ETag, and a
+completed claim carries its result's bytes up to `CARRY_LIMIT`. It knows nothing of the operation
+and meets no vendor error: the store answers a claim or `None`, `ClaimLost` or `StorageOutage`.
+docs/idempotency.md#the-executor has the state machine.
 """
 
 from __future__ import annotations

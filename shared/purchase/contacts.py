@@ -1,20 +1,11 @@
 """The contact drainer: turns the buyers waiting in the contact queue into Brevo contacts, off the
 purchase's path (the timer `drain_contacts` runs it).
 
-Brevo allows the contacts endpoints 10 calls a second on its general tier, a hundred times fewer
-than emails, and that limit is the account's. So one drainer runs at a time across every instance
-(a `TableLease`), and it spends few calls: with `BREVO_CONTACT_LIST_ID` set, one
-`POST /contacts/import` per batch of up to `IMPORT_BATCH` buyers into that list; without it, one
-`POST /contacts` per buyer, paced. Either way it reads Brevo's rate-limit headers, waits out a
-spent window, and honours a 429's reset.
-
-Nothing is lost or doubled: a message is deleted only after Brevo took its contact, and one that
-comes back (a drainer killed mid-batch, a delete that failed) is handed over again, which leaves
-the contact as it is (`updateExistingContacts: false`; a create answered `duplicate_parameter`).
-After a 5xx, a timeout or a refusal of the whole batch the drainer stops and leaves the next one a
-pause that doubles with each failure, so an outage costs a message one delivery per pause, not one
-per timer tick. A message that cannot be read, that Brevo refuses for its own content, or that
-came back `MAX_DELIVERIES` times goes to the poison queue, with one log line that names no address.
+Brevo's contacts limit is the account's, and a hundred times lower than its email limit, so one
+drainer runs at a time across every instance (a `TableLease`) and spends few calls: one import per
+`IMPORT_BATCH` buyers into `BREVO_CONTACT_LIST_ID`, else one paced create per buyer. Nothing is
+lost or doubled, a failing Brevo gets a pause that doubles, and what cannot succeed goes to the
+poison queue: docs/configuration.md#the-contact-queues, docs/deploying.md#brevos-limits-and-your-plan.
 """
 
 from __future__ import annotations

@@ -3,14 +3,9 @@ email are skipped when a predecessor's progress shows them done, and the downloa
 from the claim, so whoever sends the email mints the same token.
 
 The contact is not made here: the buyer is put on the contact queue, durably, before the email
-goes, and the drainer (`shared.purchase.contacts`) makes the contacts in batches, inside Brevo's
-contacts limit, which is a hundred times lower than its email limit.
-
-For the gap between sending the email and saving that it went, the email carries a Brevo
-idempotency key and a tag, both derived from the claim. A taker inside Brevo's idempotency window
-sends again with the key, which Brevo recognises as a repeat; past it, the taker looks for the tag
-in Brevo's transactional log first. So a burst of takeovers spends no calls of the log's budget
-(2 a second, the account's), and only a claim abandoned for over 20 minutes needs one."""
+goes, and the drainer (`shared.purchase.contacts`) makes the contact later, inside Brevo's limits.
+Between the send and its recovery point, the email's Brevo idempotency key and tag, both derived
+from the claim, keep a taker from sending twice (docs/idempotency.md#how-it-works, the send gap)."""
 
 from __future__ import annotations
 

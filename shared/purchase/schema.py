@@ -4,11 +4,9 @@ The schema is written for the strictest consumers, grammar-based local-model run
 `type: "object"`, `additionalProperties: false`, only anchored patterns, no `format`, `$ref` or
 `$schema`. Validation is hand-written to match it field for field and to say exactly what is wrong.
 
-What the schema says about a request's shape is refused with InvalidRequest (400), checked on the
-values as sent; a well-formed value refused for what it is, with Unprocessable (422): an email
-that is not an address, a name refused as a link, a bundle_id naming no bundle. The schema's
-bundle_id enum lists the catalog of the day for clients to pick from; a string outside it is a
-well-formed id of a bundle the store does not have (shared/config/errors.py states the rule).
+A request's shape is refused with `InvalidRequest` (400), on the values as sent; a well-formed
+value, with `Unprocessable` (422), a bundle_id outside the schema's enum (the catalog of the day)
+included. docs/errors.md#the-rule states the rule.
 """
 
 from __future__ import annotations

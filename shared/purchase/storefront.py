@@ -1,25 +1,10 @@
 """The purchase, the same for the MCP tool, the HTTP endpoint and A2A: `Storefront` wires the
 purchase's steps to the exactly-once executor and the stores.
 
-    key → replay / 409 in progress / 422 reused / resume / vacant → rate limit → input validation →
-    recipient limit → cost ceiling → claim taken (with the guards it passed) → contact queued +
-    token [recovery point] → fulfillment email → receipt issued [recovery point: the receipt rides
-    on the claim] → receipt on record (Blob write-once + ledger row, or queued for repair) → claim
-    completed
-
-With a key, the purchase runs under a claim (`shared.exactly_once.executor`, over
-`shared.exactly_once.idempotency`): one request at a time per key and buyer, across every instance.
-The claim is taken once the guards pass, and records them, so a request that takes over a dead
-holder's claim never counts the purchase twice; each external effect is recorded as it completes, so
-the taker resumes instead of redoing effects (`shared.purchase.operation` names the steps and what
-is saved at each recovery point).
-
-A keyed purchase fails closed: when the claim store cannot be reached as it starts, or its receipt
-cannot be put on record, it answers 503 with Retry-After and the retry gets the one receipt
-(`STOREFRONT_IDEMPOTENCY_FAIL_OPEN` restores running without the claim, marked `degraded`). The
-governance counters and unkeyed purchases fail open. A receipt answered 200 is on record: in Blob
-and the ledger, or in one of them with a repair entry in the other store that `shared.seams.repair`
-completes once that store is back.
+With a key, the purchase runs once per key and buyer, across every instance, and fails closed:
+when the claim store cannot be reached as it starts, or its receipt cannot be put on record, it
+answers 503 with Retry-After and the retry gets the one receipt. The governance counters and
+unkeyed purchases fail open. docs/idempotency.md#the-order-of-the-flow has the flow.
 """
 
 from __future__ import annotations

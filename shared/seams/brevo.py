@@ -1,20 +1,12 @@
 """The Brevo seam: contacts (created, never overwritten) and transactional email over Brevo's
-HTTP API v3.
+HTTP API v3, through a `requests.Session` and a base URL, so tests point it at the local sandbox.
 
-It takes a `requests.Session` and a base URL, so tests point it at the local sandbox and production
-at api.brevo.com. Brevo's answers become domain errors here: timeouts, connection failures, 429 and
-5xx are `UpstreamUnavailable` (503, worth retrying), and so is 402, the account's sending quota or
-credits used up (retrying later helps once the operator raises it); any other refusal is
-`UpstreamError` (502). An error carries Brevo's status, and `not_sent` when Brevo answered with a
-refusal (4xx): then nothing went out. Brevo's own messages can echo the address, so only its error
-code is carried forward.
-
-Every answer carries Brevo's rate-limit headers (`x-sib-ratelimit-limit`, `-remaining`, `-reset`);
-the contact calls return them as a `Pace`, so the drainer stays inside the account's limit.
-
-Brevo remembers an email's `headers.idempotencyKey` for about 30 minutes; `IDEMPOTENCY_WINDOW_SECONDS`
-is the part of that window the store counts on. Past it, `find_sent` asks Brevo's transactional log
-instead.
+Brevo's answers become domain errors here: a timeout, no connection, a 429, a 5xx or a 402 (the
+sending quota spent) is `UpstreamUnavailable` (503, worth retrying), any other refusal
+`UpstreamError` (502). Each carries Brevo's status and error code, never its message, and
+`not_sent` when Brevo refused (4xx): nothing went out. Rate-limit headers come back as a `Pace`;
+past `IDEMPOTENCY_WINDOW_SECONDS`, `find_sent` asks the transactional log instead
+(docs/idempotency.md#how-it-works).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """The contact queue: buyers a purchase has promised to make Brevo contacts, waiting for the
 drainer (`shared.purchase.contacts`).
 
-Azure Storage queues, `{prefix}-0` to `{prefix}-{N-1}`: a purchase puts its message on one at
-random, so no one queue carries every purchase (Azure's target is 2,000 messages/s per queue),
-and `{prefix}-poison` takes the messages that keep failing. A message is the buyer's address and
-name sealed (`shared.config.sealing`), so the queue holds no address. Messages never expire: a
-backlog's age loses no contact. A message is received invisible for a while and reappears unless
-deleted, so a drainer that dies mid-batch loses nothing; its contacts are handed to Brevo again,
-which leaves a contact it already has unchanged.
-
-Outages raise `StorageOutage`; a missing queue is created and the call made once more.
+Azure Storage queues `{prefix}-0` to `{prefix}-{N-1}`, each message put on one at random, and
+`{prefix}-poison` for the messages that keep failing. A message is the buyer's address and name
+sealed (`shared.config.sealing`), never expires, and comes back unless deleted, so nothing queued
+is lost. Outages raise `StorageOutage`; a missing queue is created and the call made once more.
+docs/configuration.md#the-contact-queues has the rest.
 """
 
 from __future__ import annotations

@@ -2,17 +2,11 @@
 per UTC issue day, so a day's receipts and totals are one range query away and no partition
 carries a whole day's writes.
 
-PartitionKey is the day and the receipt's shard (`2026-11-30_07`, the shard a stable hash of the
-receipt id), RowKey the receipt id; the entity holds the billing figures and nothing about the
-buyer. Writing is an upsert into the receipt's one shard, so a purchase finished by a second
-instance after a crash records its receipt once. Rows written before the shards live in the bare
-day's partition (`2026-11-30`): `has` looks there only when the shard misses, and a day's listing
-reads them with the shards.
-
-A listing reads the whole day (every shard and the bare day, one range query), which the day's
-totals need anyway, counts a receipt found in two partitions once, and orders it by issue time,
-then receipt id (Table storage would order it by partition, then RowKey, a random id); the cursor
-names the last receipt shown.
+A row holds the billing figures and nothing about the buyer, and is an upsert into its receipt's
+one shard, so a receipt is recorded once. `has` looks in the bare day's partition only when the
+shard misses; a listing reads every shard and the bare day, counts a receipt once, and orders by
+issue time, then receipt id.
+docs/receipts.md#finance-views-the-receipt-page-and-the-days-listing has the layout.
 """
 
 from __future__ import annotations

@@ -2,14 +2,10 @@
 switched on by `APPLICATIONINSIGHTS_CONNECTION_STRING` and by nothing else.
 
 Unset, this module imports only the standard library and every call is a no-op, so the cold start
-does not grow. Set, `configure()` runs once per process: one span per purchase (current while the
-flow runs, so the auto-instrumented Brevo and Storage calls are its children), the root logger's
-records, and four counters go to the connection string's IngestionEndpoint.
-
-Everything that leaves the process passes `scrub()` first, in a span processor and a log record
-processor placed before the distro's own: query values, email addresses, download tokens (in
-`/download/<token>` paths and as JWTs anywhere), HTTP headers and client addresses never go out.
-docs/telemetry.md lists what is sent and what is never sent.
+does not grow. Set, `configure()` runs once per process: a span per purchase, the root logger's
+records and four counters go out, each through `scrub()` first (a span processor and a log record
+processor placed before the distro's own), so no query value, email address, download token, HTTP
+header or client address leaves the process. docs/telemetry.md lists what is sent and what never is.
 """
 
 from __future__ import annotations

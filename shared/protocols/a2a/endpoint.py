@@ -1,45 +1,11 @@
 """The A2A endpoint (`POST /api/a2a`, JSON-RPC binding) and its agent card
 (`GET /.well-known/agent-card.json`): the one purchase flow and receipt, for agents speaking A2A.
 
-- Versions: 1.0 and 0.3 on one URL. `A2A-Version` (header, else query parameter) picks one;
-  absent or empty means 0.3. 1.0 methods are PascalCase (`SendMessage`), 0.3 ones slashed
-  (`message/send`), and each is answered in its version's shapes (1.0: ProtoJSON, `{"task": ...}`,
-  `TASK_STATE_*`; 0.3: `kind` discriminators, `completed`). A method of the other version: -32601
-  (method not found in the version asked; -32009 is kept for a version the store does not speak).
-- Requests are read and checked whole by shared/protocols/a2a/requests.py before anything runs: the
-  Content-Type, the envelope, the version, the method and every param the spec bounds (role is
-  required, historyLength >= 0, pageSize 1-100, ...), each refusal with the spec's code.
-- Input: a message's one JSON object: its data part, or a text part that is only a JSON object
-  (bare or alone in a ``` fence), for clients that can send text alone. `{"operation":
-  "list_bundles"}` answers a Message holding the catalog (nothing to track). Anything else is the
-  purchase: the JSON object the HTTP endpoint takes (`"operation": "purchase_free_bundle"` may be
-  added), run with caller channel "a2a". A message of plain text answers a Message that says what
-  to send (the data part's shape, the skill ids with an example each, the card's URL), the spec's
-  clarification message: nothing is bought and no task is made. An email address is never read
-  out of free text, which could name anyone.
-- Output: a purchase is a Task, finished when it is answered: completed (fulfilled), rejected (a
-  4xx refusal) or failed (a 5xx). Its artifact "receipt" is one data part: the receipt's bytes,
-  verbatim. Task id = receipt id, so GetTask reads the receipt on record and needs no task store;
-  refusals are never recorded, so only completed tasks are found. No conversation is kept: the
-  contextId is the message's, else the task id (GetTask answers the task id); tasks have no history.
-- Listing: callers are not authenticated, so no task is visible to any of them and ListTasks
-  answers an empty page (`nextPageToken` "", `totalSize` 0) after checking its filters; a task is
-  read by its id alone, which only its buyer was given.
-- Keys: data `idempotency_key`, else the `Idempotency-Key` header, else the messageId, as
-  `a2a-` + 40 hex digits of its SHA-256: valid whatever the messageId (a client may send such a
-  key itself; keys are scoped to the buyer's email, so it only ever names its own purchase). A
-  resent message replays the receipt (Task metadata `storefront/replayed`).
-- Errors: JSON-RPC errors answer HTTP 200, as the SDK servers do (their clients read error codes
-  from 2xx answers only); transport refusals keep theirs (403 Origin, 413 size, 415 Content-Type,
-  405 method). -32700/-32600 malformed (a request without an id too: A2A has no notifications),
-  -32601 unknown method, -32602 bad params (1.0 names the field in a google.rpc.BadRequest),
-  -32005 a file part or a media type it does not read, -32001 unknown task, -32002 cancel (every
-  task is finished), -32003 push notifications, -32004 streaming, extended card, a message to a
-  finished task; -32603 store down.
-
-The modules beside this one: `protocol` names the versions, methods and error codes,
-`requests` reads a request, `answers` shapes the answers in each version, `card` is
-the agent card; this one runs the methods.
+A2A 1.0 and 0.3 on one URL. A message's one JSON object (a data part, or a text part that is only
+the object) is the purchase or `list_bundles`; plain text is answered with what to send, and no
+email is ever read out of it. A purchase is a task finished when answered, its id the receipt's,
+so no task store is kept. This module runs the methods; `protocol`, `requests`, `answers` and
+`card` beside it name, read, shape and describe them. docs/clients.md#a2a has the details.
 """
 
 from __future__ import annotations

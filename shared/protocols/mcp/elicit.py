@@ -3,12 +3,9 @@
 A purchase without `email`, whose other arguments are valid, from a client that declared form
 elicitation, is answered with an `input_required` result: a form for the email and, when the call
 did not name one, the name. The client retries the same call with `inputResponses` and the sealed
-`requestState`; the answers are merged into the arguments and the purchase runs as if they had
-been sent, under the same idempotency key. Nothing is counted or sent before the answer, and a
-declined or dismissed form ends in a refusal that counts and sends nothing either; an answer the
-store would refuse (not an address, a name that reads as a link), or a question whose state has
-expired, is asked again, saying why, before anything is counted. Clients that cannot answer get
-today's validation error.
+`requestState`, and the purchase runs as if the answers had been sent, under the same idempotency
+key. Nothing is counted or sent before a valid answer; other clients get the validation error.
+docs/clients.md#mcp-protocol has the rest: answers refused, forms declined, states expired.
 """
 
 from __future__ import annotations

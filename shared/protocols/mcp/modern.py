@@ -1,20 +1,13 @@
 """MCP revision 2026-07-28: no `initialize`, no sessions; every request describes itself.
 
-Each request carries `params._meta` with its protocol version and the client's capabilities, and
-its HTTP headers mirror the body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`), so a gateway
-can route on them. A request is checked in this order, the first failure answering:
+A request is checked in this order, the first failure answering (docs/clients.md#mcp-protocol):
 
-    params._meta with the version and capabilities  -32602  400  (-32022 if the header's version
-                                                                   is one nobody serves)
+    params._meta with the version and capabilities  -32602  400  (-32022: a header version no one serves)
     MCP-Protocol-Version header equals _meta's       -32020  400
     version served                                   -32022  400  data {supported, requested}
     Mcp-Method and Mcp-Name headers equal the body   -32020  400  (nothing runs)
     clientCapabilities is an object                  -32602  400
     method known                                     -32601  404
-
-Results carry `resultType`; `server/discover` and `tools/list` are cacheable (`ttlMs`,
-`cacheScope` public: nothing in them depends on the caller). Errors keep the request's id. A
-purchase missing its email is asked for when the client can answer (`shared.protocols.mcp.elicit`).
 """
 
 from __future__ import annotations
