@@ -133,6 +133,19 @@ def test_no_module_or_class_is_too_long_to_read(path):
             assert node.end_lineno - node.lineno + 1 <= 200, f"{path.name}: class {node.name}"
 
 
+@pytest.mark.parametrize(
+    "path",
+    modules("shared", "devstack", "ops", "bench", "soak", "speclint"),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_a_module_says_what_it_is_in_ten_lines_at_most(path):
+    """Long protocol and design notes belong in docs/, where a reader looks for them."""
+    doc = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+    assert len(doc.splitlines()) <= 10, (
+        f"{path.relative_to(ROOT)}'s docstring has {len(doc.splitlines())} lines"
+    )
+
+
 def module_name(path: Path, root: Path = ROOT) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
