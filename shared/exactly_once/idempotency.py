@@ -157,22 +157,22 @@ class IdempotencyHandler:
             self._legacy_until = self._store.scoping_horizon(now, 2 * (self._ttl + self._lease))
         return now < self._legacy_until
 
-    def take(self, vacant: Vacant, fingerprint: str, receipt_id: str, progress: dict) -> Claimed | None:
+    def take(self, vacant: Vacant, fingerprint: str, result_id: str, progress: dict) -> Claimed | None:
         """Claim a vacant key with the progress made before it (the guards taken); None when
         another request took it first. Raises StorageOutage when the store is down."""
-        fresh = self._fresh(vacant.key_hash, fingerprint, receipt_id, self._clock(), progress)
+        fresh = self._fresh(vacant.key_hash, fingerprint, result_id, self._clock(), progress)
         if vacant.etag:
             taken = self._take(replace(fresh, etag=vacant.etag), fresh, False)
         else:
             created = self._store.create(fresh)
             taken = Claimed(created, resumed=False) if created is not None else None
-        return taken or self._own(vacant.key_hash, receipt_id)
+        return taken or self._own(vacant.key_hash, result_id)
 
-    def _own(self, key_hash: str, receipt_id: str) -> Claimed | None:
+    def _own(self, key_hash: str, result_id: str) -> Claimed | None:
         """After a write that seemed to lose: our own write may have landed with its answer lost
         (the SDK retried it and met itself). A claim with our receipt id is ours."""
         claim = self._store.get(key_hash)
-        if claim is not None and claim.receipt_id == receipt_id:
+        if claim is not None and claim.result_id == result_id:
             return Claimed(claim, resumed=False)
         return None
 
@@ -192,7 +192,7 @@ class IdempotencyHandler:
             claim,
             state=COMPLETED,
             progress=progress,
-            receipt_sha256=sha256(body),
+            result_sha256=sha256(body),
             locked_until=now,
             expires_at=expires,
         )
@@ -216,12 +216,12 @@ class IdempotencyHandler:
     def reap(self) -> int:
         return self._store.reap(self._clock())
 
-    def _fresh(self, key_hash: str, fingerprint: str, receipt_id: str, now: float, progress: dict) -> Claim:
+    def _fresh(self, key_hash: str, fingerprint: str, result_id: str, now: float, progress: dict) -> Claim:
         return Claim(
             key_hash=key_hash,
             state=PROCESSING,
             fingerprint=fingerprint,
-            receipt_id=receipt_id,
+            result_id=result_id,
             locked_until=now + self._lease,
             expires_at=now + self._lease + self._ttl,
             created_at=now,
@@ -241,12 +241,12 @@ class IdempotencyHandler:
         """The completed key's receipt, verified; never a reason to run the purchase again. It
         rides on the claim; claims completed before it did are answered from Blob."""
         riding = claim.progress.get(RESULT)
-        if isinstance(riding, str) and sha256(riding.encode()) == claim.receipt_sha256:
+        if isinstance(riding, str) and sha256(riding.encode()) == claim.result_sha256:
             return riding.encode()
         try:
-            body = self._receipts.read(claim.receipt_id)
+            body = self._receipts.read(claim.result_id)
         except StorageOutage as exc:
             raise ReceiptUnavailable("receipt storage is unreachable; retry shortly", retry_after=5) from exc
-        if body is None or sha256(body) != claim.receipt_sha256:
+        if body is None or sha256(body) != claim.result_sha256:
             raise ReceiptUnavailable("the stored receipt for this key is missing or altered")
         return body

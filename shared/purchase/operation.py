@@ -110,7 +110,7 @@ class PurchaseOperation(once.Operation[Reservation]):
 
     def hold(self, claim: Claim) -> None:
         attempt = self.attempt
-        attempt.receipt_id = claim.receipt_id
+        attempt.receipt_id = claim.result_id
         attempt.brevo_key = brevo_idempotency_key(claim)
         attempt.token_id = token_id(claim)
         attempt.claimed_at = claim.created_at

@@ -42,23 +42,23 @@ class Claim:
     key_hash: str
     state: str
     fingerprint: str
-    receipt_id: str
+    result_id: str  # stored as ReceiptId, as claims have always been
     locked_until: float
     expires_at: float
     progress: dict = field(default_factory=dict)
-    receipt_sha256: str = ""
+    result_sha256: str = ""  # stored as ReceiptSha256
     etag: str = ""
     created_at: float = 0.0
 
     def derived_uuid(self, namespace: uuid.UUID) -> str:
         """A UUID derived from the claim: an effect that carries it (an upstream's idempotency
         key) is recognised as a repeat when a taker of this claim does it again."""
-        return str(uuid.uuid5(namespace, f"{self.key_hash}:{self.receipt_id}"))
+        return str(uuid.uuid5(namespace, f"{self.key_hash}:{self.result_id}"))
 
     def derived_id(self, purpose: str) -> str:
         """A short id derived from the claim: whoever runs an effect for it, even a taker that
         never saw a recovery point, names the effect the same."""
-        digest = hashlib.sha256(f"{purpose}\x00{self.key_hash}\x00{self.receipt_id}".encode()).digest()
+        digest = hashlib.sha256(f"{purpose}\x00{self.key_hash}\x00{self.result_id}".encode()).digest()
         return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
 
 
@@ -186,11 +186,11 @@ def _entity(claim: Claim) -> dict:
         "RowKey": claim.key_hash,
         "State": claim.state,
         "Fingerprint": claim.fingerprint,
-        "ReceiptId": claim.receipt_id,
+        "ReceiptId": claim.result_id,
         "LockedUntil": float(claim.locked_until),
         "ExpiresAt": float(claim.expires_at),
         "Progress": json.dumps(claim.progress, separators=(",", ":")),
-        "ReceiptSha256": claim.receipt_sha256,
+        "ReceiptSha256": claim.result_sha256,
         "CreatedAt": float(claim.created_at),
     }
 
@@ -208,11 +208,11 @@ def _parse(entity) -> Claim:
         key_hash=entity["PartitionKey"],
         state=entity["State"],
         fingerprint=entity["Fingerprint"],
-        receipt_id=entity["ReceiptId"],
+        result_id=entity["ReceiptId"],
         locked_until=float(entity["LockedUntil"]),
         expires_at=float(entity["ExpiresAt"]),
         progress=json.loads(entity.get("Progress") or "{}"),
-        receipt_sha256=entity.get("ReceiptSha256", ""),
+        result_sha256=entity.get("ReceiptSha256", ""),
         created_at=float(entity.get("CreatedAt", 0.0)),
         etag=entity.metadata["etag"],
     )

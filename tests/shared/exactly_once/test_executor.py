@@ -177,7 +177,7 @@ class AppendLine(once.Operation[Slot]):
         pass
 
     def hold(self, claim) -> None:
-        self._result_id = claim.receipt_id
+        self._result_id = claim.result_id
 
     def resume(self, progress: dict, result: bytes | None) -> None:
         self.resumed = True

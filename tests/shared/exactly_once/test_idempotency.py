@@ -164,8 +164,8 @@ def claim_new(handler: IdempotencyHandler, key: str | None = None, fp: str = FP)
 
 
 def complete_with_receipt(handler: IdempotencyHandler, receipts: BlobReceiptStore, claim: Claim) -> bytes:
-    body = encode({"receipt_id": claim.receipt_id, "status": "fulfilled", "buyer": "Zoë"})
-    assert receipts.write(claim.receipt_id, body)
+    body = encode({"receipt_id": claim.result_id, "status": "fulfilled", "buyer": "Zoë"})
+    assert receipts.write(claim.result_id, body)
     handler.complete(claim, body)
     return body
 
@@ -208,7 +208,7 @@ def test_begin_on_a_new_key_claims_it_with_a_fresh_lease(handler, store, clock):
     assert isinstance(begun, Claimed)
     assert begun.resumed is False
     claim = begun.claim
-    assert (claim.key_hash, claim.state, claim.fingerprint, claim.receipt_id) == (
+    assert (claim.key_hash, claim.state, claim.fingerprint, claim.result_id) == (
         key,
         PROCESSING,
         FP,
@@ -216,7 +216,7 @@ def test_begin_on_a_new_key_claims_it_with_a_fresh_lease(handler, store, clock):
     )
     assert claim.locked_until == START + LEASE
     assert claim.expires_at == START + LEASE + TTL
-    assert claim.progress == {} and claim.receipt_sha256 == "" and claim.etag
+    assert claim.progress == {} and claim.result_sha256 == "" and claim.etag
     assert store.get(key) == claim
 
 
@@ -273,15 +273,15 @@ def test_complete_marks_the_claim_completed_with_the_receipt_hash_and_the_ttl(
     claim = claim_new(handler)
     clock.advance(7)
     body = b'{"receipt": "bytes"}'
-    receipts.write(claim.receipt_id, body)
+    receipts.write(claim.result_id, body)
 
     done = handler.complete(claim, body)
 
     assert done.state == COMPLETED
-    assert done.receipt_sha256 == sha256(body)
+    assert done.result_sha256 == sha256(body)
     assert done.locked_until == START + 7
     assert done.expires_at == START + 7 + TTL
-    assert (done.receipt_id, done.fingerprint) == (claim.receipt_id, claim.fingerprint)
+    assert (done.result_id, done.fingerprint) == (claim.result_id, claim.fingerprint)
     assert store.get(claim.key_hash) == done
 
 
@@ -349,9 +349,9 @@ def test_a_receipt_too_large_for_a_table_property_stays_off_the_claim_and_replay
 ):
     key = new_key()
     claim = claim_new(handler, key)
-    body = encode({"receipt_id": claim.receipt_id, "note": "é" * 6000})
+    body = encode({"receipt_id": claim.result_id, "note": "é" * 6000})
     assert len(body) < CARRY_LIMIT and len(json.dumps(body.decode())) > 32_768  # escaped, too large
-    assert receipts.write(claim.receipt_id, body)
+    assert receipts.write(claim.result_id, body)
 
     handler.complete(claim, body)  # Azure (and Azurite) refuse a string over 32,768 UTF-16 units
 
@@ -362,11 +362,11 @@ def test_a_receipt_too_large_for_a_table_property_stays_off_the_claim_and_replay
 def test_the_largest_receipt_that_rides_on_a_claim_fits_in_the_table(handler, store, receipts):
     key = new_key()
     claim = claim_new(handler, key)
-    body = encode({"receipt_id": claim.receipt_id, "note": "é" * 3980})
+    body = encode({"receipt_id": claim.result_id, "note": "é" * 3980})
     while carried(body + b" "):
         body += b" "
     assert len(json.dumps(body.decode())) == CARRY_LIMIT
-    assert receipts.write(claim.receipt_id, body)
+    assert receipts.write(claim.result_id, body)
 
     handler.complete(claim, body)
 
@@ -381,7 +381,7 @@ def test_altered_receipt_bytes_are_receipt_unavailable_and_never_claimed(
     claim = claim_new(handler, key)
     complete_with_receipt(handler, receipts, claim)
     done = as_written_before_receipts_rode_on_claims(store, key)
-    container.upload_blob(f"{claim.receipt_id}.json", b'{"status": "forged"}', overwrite=True)
+    container.upload_blob(f"{claim.result_id}.json", b'{"status": "forged"}', overwrite=True)
 
     for now in (START, START + LEASE + 1, START + TTL - 1):
         clock.now = now
@@ -443,7 +443,7 @@ def test_after_the_lease_ends_the_same_request_takes_over_keeping_receipt_and_pr
 
     assert isinstance(begun, Claimed) and begun.resumed is True
     taken = begun.claim
-    assert taken.receipt_id == claim.receipt_id
+    assert taken.result_id == claim.result_id
     assert taken.progress == progress
     assert taken.state == PROCESSING
     assert taken.locked_until == clock.now + LEASE
@@ -503,7 +503,7 @@ def test_ten_instances_taking_over_an_expired_claim_at_once_give_exactly_one_cla
     claimed = [o for o in outcomes if isinstance(o, Claimed)]
     assert len(claimed) == 1, outcomes
     assert claimed[0].resumed is True
-    assert claimed[0].claim.receipt_id == original.receipt_id
+    assert claimed[0].claim.result_id == original.result_id
     assert all(isinstance(o, InProgress) and 1 <= o.retry_after <= 5 for o in outcomes if o is not claimed[0])
     assert store.get(key) == claimed[0].claim
 
@@ -575,7 +575,7 @@ def test_release_without_progress_deletes_the_claim_so_the_next_begin_is_fresh(h
     receipt_id = new_receipt_id()
     begun = claim_step(handler, key, FP, receipt_id)
     assert isinstance(begun, Claimed) and begun.resumed is False
-    assert begun.claim.receipt_id == receipt_id != claim.receipt_id
+    assert begun.claim.result_id == receipt_id != claim.result_id
     assert begun.claim.progress == {}
 
 
@@ -592,7 +592,7 @@ def test_release_keeping_progress_ends_the_lease_so_the_next_begin_resumes_at_on
     assert stored.expires_at == clock.now + TTL
     begun = claim_step(handler, key, FP, new_receipt_id())
     assert isinstance(begun, Claimed) and begun.resumed is True
-    assert begun.claim.receipt_id == claim.receipt_id
+    assert begun.claim.result_id == claim.result_id
     assert begun.claim.progress == progress
 
 
@@ -633,9 +633,9 @@ def test_a_completed_key_past_its_ttl_is_claimed_afresh(handler, receipts, clock
     begun = claim_step(handler, key, fp, receipt_id)
 
     assert isinstance(begun, Claimed) and begun.resumed is False
-    assert begun.claim.receipt_id == receipt_id != old.receipt_id
+    assert begun.claim.result_id == receipt_id != old.result_id
     assert begun.claim.fingerprint == fp
-    assert (begun.claim.state, begun.claim.progress, begun.claim.receipt_sha256) == (PROCESSING, {}, "")
+    assert (begun.claim.state, begun.claim.progress, begun.claim.result_sha256) == (PROCESSING, {}, "")
     assert begun.claim.locked_until == clock.now + LEASE
 
 
@@ -648,7 +648,7 @@ def test_an_abandoned_processing_key_past_lease_and_ttl_is_claimed_afresh(handle
     begun = claim_step(handler, key, OTHER_FP, receipt_id)
 
     assert isinstance(begun, Claimed) and begun.resumed is False
-    assert begun.claim.receipt_id == receipt_id != old.receipt_id
+    assert begun.claim.result_id == receipt_id != old.result_id
     assert begun.claim.progress == {}
 
 
@@ -675,7 +675,7 @@ def test_reap_removes_expired_completed_and_abandoned_processing_entries_only(
     assert store.get(abandoned.key_hash) is None
     kept = [store.get(c.key_hash) for c in (lease_ended, running, done_recent)]
     assert [c.state for c in kept] == [PROCESSING, PROCESSING, COMPLETED]
-    assert receipts.read(done_old.receipt_id) is not None
+    assert receipts.read(done_old.result_id) is not None
 
 
 def test_reap_on_an_empty_store_is_zero(handler):
@@ -728,7 +728,7 @@ def test_the_brevo_idempotency_key_differs_for_different_keys(handler):
     receipt_id = new_receipt_id()
     one = claim_new(handler)
     two = replace(one, key_hash=new_key())
-    three = replace(one, receipt_id=receipt_id)
+    three = replace(one, result_id=receipt_id)
 
     assert len({brevo_idempotency_key(c) for c in (one, two, three)}) == 3
     assert brevo_idempotency_key(claim_new(handler)) != brevo_idempotency_key(one)
@@ -837,6 +837,6 @@ def test_a_take_whose_insert_landed_unseen_recognises_its_own_claim(handler, sto
     again = handler.take(vacant, FP, receipt_id, {})
     other = handler.take(vacant, FP, new_receipt_id(), {})
 
-    assert isinstance(again, Claimed) and again.claim.receipt_id == receipt_id
+    assert isinstance(again, Claimed) and again.claim.result_id == receipt_id
     assert again.claim.etag == landed.claim.etag
     assert other is None

@@ -359,7 +359,7 @@ def test_a_retry_after_upgrading_replays_the_claim_written_before_keys_were_scop
             clock.now,
             clock.now + 3600,
             progress={"receipt": body.decode()},
-            receipt_sha256=sha256(body),
+            result_sha256=sha256(body),
         )
     )
 

@@ -422,7 +422,7 @@ def test_a_keyed_purchase_answers_a_signed_receipt_saying_what_each_check_found(
         fulfillment_email=("pass", f"accepted by Brevo as {message_id}"),
     )
     assert shop.contacts.backlog().waiting == 1  # the buyer is on the queue, as the check says
-    assert claim.receipt_id == receipt["receipt_id"]
+    assert claim.result_id == receipt["receipt_id"]
     assert verified(answer)
     assert shop.storefront.stored_receipt(receipt["receipt_id"]) == answer.outcome.body
     listed = shop.ledger.day(receipt["issued_at"][:10]).receipts
@@ -1076,7 +1076,7 @@ def test_an_outage_during_the_one_time_look_for_pre_scoping_claims_is_503_and_th
             shop.clock.now,
             shop.clock.now + TTL,
             progress={"receipt": body.decode()},
-            receipt_sha256=sha256(body),
+            result_sha256=sha256(body),
         )
     )
     shop.hooks.on("scoping query", shop.down(shop.claims))

@@ -35,7 +35,7 @@ def new_claim(key_hash: str | None = None, **changes) -> Claim:
         key_hash=key_hash or HASHER.idempotency_key(f"key-{uuid.uuid4().hex}"),
         state=PROCESSING,
         fingerprint=HASHER.request(canonical_request({"email": "ada@example.org"})),
-        receipt_id=new_receipt_id(),
+        result_id=new_receipt_id(),
         locked_until=NOW + 60,
         expires_at=NOW + 60 + 3600,
     )
@@ -95,7 +95,7 @@ def test_create_makes_the_table_on_first_use_and_returns_the_claim_with_an_etag(
 
 def test_create_on_an_existing_key_returns_none_and_keeps_the_first_claim(store):
     first = store.create(new_claim())
-    second = new_claim(first.key_hash, fingerprint="other", receipt_id=new_receipt_id())
+    second = new_claim(first.key_hash, fingerprint="other", result_id=new_receipt_id())
 
     assert store.create(second) is None
 
@@ -198,7 +198,7 @@ def test_a_key_can_be_created_again_after_its_claim_was_deleted(store):
 
     again = store.create(new_claim(first.key_hash))
 
-    assert again is not None and again.receipt_id != first.receipt_id
+    assert again is not None and again.result_id != first.result_id
     assert store.get(first.key_hash) == again
 
 
@@ -237,7 +237,7 @@ def test_updated_progress_round_trips_as_json(store):
 def test_a_completed_claim_round_trips_every_field(store):
     created = store.create(new_claim())
     done = replace(
-        created, state=COMPLETED, receipt_sha256="ab" * 32, locked_until=NOW + 5.5, expires_at=NOW + 3605.5
+        created, state=COMPLETED, result_sha256="ab" * 32, locked_until=NOW + 5.5, expires_at=NOW + 3605.5
     )
 
     updated = store.update(done)
@@ -328,7 +328,7 @@ class _ChangesAfterQuery:
                 "RowKey": renewed.key_hash,
                 "State": renewed.state,
                 "Fingerprint": renewed.fingerprint,
-                "ReceiptId": renewed.receipt_id,
+                "ReceiptId": renewed.result_id,
                 "LockedUntil": float(renewed.locked_until),
                 "ExpiresAt": float(renewed.expires_at),
                 "Progress": "{}",
