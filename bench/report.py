@@ -7,7 +7,7 @@ import os
 import platform
 from datetime import datetime, timezone
 
-from bench import capacity, launch
+from bench import capacity_table, launch
 from devstack.run import ROOT
 
 RESULTS = ROOT / "bench" / "results.json"
@@ -72,7 +72,7 @@ def table(results: dict) -> str:
             f"  {name:<9} {r['reservations_per_second']:>8} reservations/s  "
             f"{r['storage_calls_per_reservation']} storage calls each (2 uncontended)"
         )
-    lines += ["", *capacity.table(results["capacity"])]
+    lines += ["", *capacity_table.table(results["capacity"])]
     ld = results["load"]
     lines += [
         "",

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from bench.capacity import model, table, touches
+from bench.capacity import model, touches
+from bench.capacity_table import table
 from bench.stack import QueueTrips
 from devstack.counting import RoundTrips, Sent
 from shared.purchase.contacts import ContactDrainer

