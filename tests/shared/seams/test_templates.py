@@ -87,3 +87,40 @@ def test_importing_the_app_does_not_import_jinja2_and_the_first_page_does():
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False", "False", "True"]
+
+
+@pytest.mark.parametrize("partial", ["part.htm", "part.j2", "part.txt", "part", "part.HTML.bak"])
+@pytest.mark.parametrize("how", ["include", "import", "extends"])
+def test_everything_an_html_template_reaches_is_escaped_whatever_its_file_name(tmp_path, partial, how):
+    """A buyer's name the filter accepts, rendered through a partial an operator named anything."""
+    name = "<a href=//1249767168>Claim your refund</a>"
+    sources = {
+        "include": ('{% include "PART" %}', "<p>{{ v }}</p>"),
+        "import": (
+            '{% from "PART" import line %}{{ line(v) }}',
+            "{% macro line(x) %}<p>{{ x }}</p>{% endmacro %}",
+        ),
+        "extends": (
+            '{% extends "PART" %}{% block b %}{{ v }}{% endblock %}',
+            "<p>{% block b %}{% endblock %}</p>",
+        ),
+    }
+    root, part = sources[how]
+    (tmp_path / partial).write_text(part)
+    for sandboxed in (False, True):
+        page = render(tmp_path, "mail.html", root.replace("PART", partial), sandboxed=sandboxed, v=name)
+
+        assert "<a " not in page and "&lt;a href=//1249767168&gt;" in page
+
+
+def test_a_text_template_includes_its_partials_unescaped_whatever_their_names(tmp_path):
+    (tmp_path / "part.html").write_text("Hello {{ v }}")
+
+    assert (
+        render(tmp_path, "mail.txt", '{% include "part.html" %}', v="O'Brien & <Co>")
+        == "Hello O'Brien & <Co>"
+    )
+
+
+def test_an_htm_template_is_html(tmp_path):
+    assert render(tmp_path, "a.htm", "{{ v }}", v="<b>") == "&lt;b&gt;"
