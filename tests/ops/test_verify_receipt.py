@@ -3,6 +3,7 @@ JWKS first, the /api/ one only where a store not yet upgraded lacks the root one
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -114,3 +115,42 @@ def test_a_store_with_neither_jwks_is_unreadable_naming_both_urls(store, capsys)
     assert out == (
         f"UNREADABLE: cannot fetch {base}{ROOT_JWKS}: HTTP 404; cannot fetch {base}{API_JWKS}: HTTP 404\n"
     )
+
+
+def _off_curve(jwk: dict) -> dict:
+    """The same public key with its y coordinate changed: a point that is not on P-256."""
+    y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
+    y[-1] ^= 1
+    return {**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()}
+
+
+def _nested(depth: int) -> dict:
+    inner: object = "x"
+    for _ in range(depth):
+        inner = {"a": inner}
+    return {**CONTENT, "note": inner}
+
+
+@pytest.mark.parametrize(
+    "receipt, jwks",
+    [
+        # a forged receipt nested far deeper than any receipt, signed or not
+        (encode({**_nested(900), "signature": signatures.sign(CONTENT, KEYS)}), JWKS),
+        (b"[" * 5000 + b"]" * 5000, JWKS),
+        # a key set whose key for the receipt's kid is off the curve
+        (RECEIPT, json.dumps({"keys": [_off_curve(k) for k in KEYS.jwks()["keys"]]}).encode()),
+        (RECEIPT, json.dumps({"keys": "not a list"}).encode()),
+        (RECEIPT, json.dumps({"keys": [{"kid": KEYS.kid, "kty": "EC", "crv": "P-256"}]}).encode()),
+        (b"\xff\xfe not even text", JWKS),
+    ],
+    ids=["nested-900", "arrays-5000", "key-off-curve", "keys-not-a-list", "key-without-coordinates", "bytes"],
+)
+def test_any_receipt_or_key_set_gets_one_verdict_line_and_no_traceback(tmp_path, capsys, receipt, jwks):
+    (tmp_path / "receipt.json").write_bytes(receipt)
+    (tmp_path / "jwks.json").write_bytes(jwks)
+
+    code = verify_receipt.main([str(tmp_path / "receipt.json"), "--jwks", str(tmp_path / "jwks.json")])
+
+    out, err = capsys.readouterr()
+    assert code in (1, 2) and len(out.splitlines()) == 1 and err == ""
+    assert out.startswith(("INVALID: ", "UNREADABLE: "))

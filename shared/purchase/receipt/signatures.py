@@ -60,7 +60,16 @@ class Verdict:
 
 def verify(body: bytes, jwks: dict, *, exact_bytes: bool = True) -> Verdict:
     """Check a receipt's signature against a JWKS; with `exact_bytes`, also that the bytes are the
-    store's own serialisation of the content (so no byte was changed, whitespace included)."""
+    store's own serialisation of the content (so no byte was changed, whitespace included).
+    A verdict for any input: whatever a forged receipt or key set makes a library raise (a key
+    off its curve, a document nested past the stack) is an invalid receipt, never an exception."""
+    try:
+        return _verify(body, jwks, exact_bytes)
+    except Exception as exc:  # noqa: BLE001 - the input is the attacker's; the answer is a verdict
+        return Verdict(False, f"the receipt or its key set cannot be checked ({type(exc).__name__})")
+
+
+def _verify(body: bytes, jwks: dict, exact_bytes: bool) -> Verdict:
     try:
         receipt = json.loads(body)
     except (ValueError, RecursionError):
