@@ -6,12 +6,15 @@ echoes a long value."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import uuid
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from urllib.parse import urlsplit
+
+from cryptography.hazmat.primitives.asymmetric import ec
 
 # Costs are counted in whole millionths of a dollar.
 MONEY_PLACES = 6
@@ -53,7 +56,22 @@ def _is_public_ec_jwk(jwk: object) -> bool:
         and jwk.get("crv") == "P-256"
         and all(isinstance(jwk.get(m), str) and jwk.get(m) for m in ("x", "y"))
         and "d" not in jwk
+        and _on_p256(jwk["x"], jwk["y"])
     )
+
+
+def _on_p256(x: str, y: str) -> bool:
+    """Whether (x, y), base64url of 32 bytes each, is a point on P-256: a key off the curve would
+    be published, then fail every token and receipt that names it."""
+    try:
+        coordinates = [base64.urlsafe_b64decode(c + "=" * (-len(c) % 4)) for c in (x, y)]
+        if any(len(c) != 32 for c in coordinates):
+            return False
+        x_int, y_int = (int.from_bytes(c, "big") for c in coordinates)
+        ec.EllipticCurvePublicNumbers(x_int, y_int, ec.SECP256R1()).public_key()
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 class SettingReader:
@@ -164,7 +182,9 @@ class SettingReader:
             raise SettingsError(f"{name} must be JSON: a JWKS or a list of public JWKs") from None
         keys = parsed.get("keys") if isinstance(parsed, dict) else parsed
         if not isinstance(keys, list) or not all(_is_public_ec_jwk(k) for k in keys):
-            raise SettingsError(f"{name} must list public EC P-256 JWKs (kty, crv, x, y)")
+            raise SettingsError(
+                f"{name} must list public EC P-256 JWKs (kty, crv, x, y), each a point on P-256"
+            )
         return tuple(keys)
 
     def hosts(self, name: str) -> tuple[str, ...]:

@@ -91,6 +91,8 @@ class Downloads:
             raise Forbidden(f"the download link is not valid here: {exc}") from None
         except JOSEError:
             raise InvalidToken("the download link's signature does not verify") from None
+        except Exception as exc:  # noqa: BLE001 - a forged link is a 401, whatever a library raises
+            raise InvalidToken(f"the download link cannot be checked ({type(exc).__name__})") from None
         expires = claims.get("exp")
         if not isinstance(expires, (int, float)) or isinstance(expires, bool):
             raise InvalidToken("the download link carries no valid expiry")

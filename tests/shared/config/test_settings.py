@@ -632,6 +632,14 @@ def _jwk(**changes) -> dict:
     return {**public_jwk(ec.generate_private_key(ec.SECP256R1())), **changes}
 
 
+def _off_curve_jwk() -> dict:
+    """A P-256 key with one bit of y flipped: the point is no longer on the curve."""
+    jwk = _jwk()
+    y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
+    y[-1] ^= 1
+    return {**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()}
+
+
 def _p384_jwk() -> dict:
     numbers = ec.generate_private_key(ec.SECP384R1()).public_key().public_numbers()
     x, y = (
@@ -657,7 +665,8 @@ def test_retired_public_keys_are_read_from_a_json_list_of_jwks():
 
 
 def test_retired_public_keys_need_only_the_public_members():
-    bare = {m: _jwk()[m] for m in ("kty", "crv", "x", "y")}
+    jwk = _jwk()
+    bare = {m: jwk[m] for m in ("kty", "crv", "x", "y")}
 
     assert _retired(f"  {json.dumps([bare])}  ") == (bare,)
 
@@ -697,6 +706,10 @@ def _not_public_p256() -> list:
         pytest.param(json.dumps([{"kty": "oct", "k": "c2VjcmV0"}]), id="symmetric"),
         pytest.param(json.dumps([{k: v for k, v in _jwk().items() if k != "y"}]), id="missing-y"),
         pytest.param(json.dumps([_jwk(x="")]), id="empty-x"),
+        pytest.param(json.dumps([_off_curve_jwk()]), id="off-the-curve"),
+        pytest.param(json.dumps([_jwk(x="AAAA")]), id="x-too-short"),
+        pytest.param(json.dumps([_jwk(y=_jwk()["y"] + "AAAA")]), id="y-too-long"),
+        pytest.param(json.dumps([_jwk(x="not base64url!")]), id="x-not-base64url"),
         pytest.param(json.dumps([_jwk(x=12345)]), id="number-x"),
         pytest.param(json.dumps(["not a jwk"]), id="string-item"),
         pytest.param(json.dumps({"keys": {"kty": "EC"}}), id="keys-not-a-list"),

@@ -179,6 +179,22 @@ def test_a_token_stops_redeeming_once_its_key_is_no_longer_published(container, 
     assert isinstance(error, InvalidToken)
 
 
+def test_a_published_key_off_the_curve_refuses_its_tokens_and_never_fails(container, current, retired):
+    """The settings refuse such a key at start-up; however a key set came to hold one, a token
+    naming it is a 401, never a crypto library's exception."""
+    jwk = public_jwk(retired)
+    y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
+    y[-1] ^= 1
+    broken = KeySet.load(
+        pem(current), ({**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()},)
+    )
+    old = TokenSigner(KeySet.load(pem(retired)), ISSUER, 3600).mint(BUNDLE).token
+
+    error = refused(Downloads(lambda: broken, BlobBundleFiles(container), ISSUER), container, old)
+
+    assert isinstance(error, InvalidToken)
+
+
 def test_a_token_can_be_redeemed_more_than_once(downloads, good_token):
     assert downloads.redeem(good_token).body == downloads.redeem(good_token).body
 
