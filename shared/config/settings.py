@@ -25,6 +25,7 @@ from shared.config.settings_reader import (
     TABLE_NAME,
     SettingReader,
     SettingsError,
+    canonical_guid,
     is_guid,
 )
 from shared.config.settings_reader import (
@@ -262,6 +263,7 @@ def _storage(r: SettingReader, env: Mapping[str, str]) -> _StorageFields:
         raise SettingsError(f"{STORAGE}__credential must be managedidentity when set")
     if client_id and not is_guid(client_id):
         raise SettingsError(f"{STORAGE}__clientId must be the managed identity's client id (a GUID)")
+    client_id = canonical_guid(client_id) or ""
     on_platform = bool(env.get("IDENTITY_ENDPOINT", "").strip())
     return _StorageFields(
         storage_connection_string="",

@@ -37,11 +37,16 @@ def is_unresolved_reference(value: str) -> bool:
 
 
 def is_guid(value: str) -> bool:
+    return canonical_guid(value) is not None
+
+
+def canonical_guid(value: str) -> str | None:
+    """A GUID in the one form Azure sends it (lowercase, hyphenated), from any form `uuid` reads
+    (braces, `urn:uuid:`, bare hex, upper case); None when the value is no GUID."""
     try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
+        return str(uuid.UUID(value.strip()))
+    except (ValueError, AttributeError):
+        return None
 
 
 def _shown(raw: str) -> str:
@@ -159,9 +164,12 @@ class SettingReader:
 
     def guid(self, name: str) -> str:
         raw = self.raw(name)
-        if raw and not is_guid(raw):
+        if not raw:
+            return ""
+        guid = canonical_guid(raw)
+        if guid is None:
             raise SettingsError(f"{name} must be a GUID, as Azure shows it, got {_shown(raw)}")
-        return raw
+        return guid
 
     def name(self, name: str, default: str, rule: re.Pattern[str]) -> str:
         """A table, container or queue name that Azure accepts."""

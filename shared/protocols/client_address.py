@@ -8,6 +8,8 @@ import hmac
 import ipaddress
 from collections.abc import Callable
 
+from shared.config.settings_reader import canonical_guid
+
 UNKNOWN_IP = "unknown"
 
 
@@ -24,10 +26,12 @@ def client_address(header: Callable[[str], str | None], *, hops: int = 0, front_
 
 
 def _same_id(sent: str | None, configured: str) -> bool:
-    if sent is None:
+    """Whether the request carries the operator's Front Door id. The setting is canonical (read
+    by `SettingReader.guid`); the header is taken in any form a GUID is written."""
+    given = canonical_guid(sent) if sent is not None else None
+    if given is None:
         return False
-    given, expected = (value.strip().lower().encode("utf-8", "surrogatepass") for value in (sent, configured))
-    return hmac.compare_digest(given, expected)
+    return hmac.compare_digest(given.encode(), configured.encode())
 
 
 def client_ip(forwarded_for: str | None, hops: int = 0) -> str:

@@ -431,7 +431,7 @@ def test_names_and_urls_azure_accepts_are_kept():
     assert (settings.ledger_table, settings.bundles_container) == ("Ledger2026", "bundles-2026")
     assert settings.contact_queue == "c" * 56
     assert settings.brevo_base_url == "http://127.0.0.1:8025/v3"
-    assert settings.front_door_id == FRONT_DOOR_ID.upper()
+    assert settings.front_door_id == FRONT_DOOR_ID  # written the one way Azure sends it
 
 
 @pytest.mark.parametrize(
@@ -1072,3 +1072,38 @@ def test_a_purchase_against_storage_that_never_answers_waits_out_a_dozen_timeout
 
     assert answer.status_code == 503
     assert waited < STORAGE_TIMEOUTS_IN_SERIES * timeout + 2, waited
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        FRONT_DOOR_ID.upper(),
+        "{" + FRONT_DOOR_ID + "}",
+        "urn:uuid:" + FRONT_DOOR_ID,
+        FRONT_DOOR_ID.replace("-", ""),
+        f"  {FRONT_DOOR_ID}  ",
+    ],
+    ids=["upper", "braces", "urn", "bare-hex", "spaces"],
+)
+def test_a_front_door_id_in_any_guid_form_is_kept_as_azure_sends_it_and_matches(written):
+    """Every Front Door client would share one rate bucket if the id never matched X-Azure-FDID."""
+    from shared.protocols.client_address import client_address
+
+    settings = Settings.from_env({"STOREFRONT_FRONT_DOOR_ID": written})
+    headers = {
+        "x-azure-fdid": FRONT_DOOR_ID,
+        "x-azure-socketip": "198.51.100.7",
+        "x-forwarded-for": "10.0.0.1",
+    }
+
+    assert settings.front_door_id == FRONT_DOOR_ID
+    assert client_address(headers.get, front_door_id=settings.front_door_id) == "198.51.100.7"
+
+
+def test_a_managed_identity_client_id_is_kept_in_its_canonical_form():
+    env = {
+        "AzureWebJobsStorage__accountName": "acct",
+        "AzureWebJobsStorage__clientId": "{" + CLIENT_ID.upper() + "}",
+    }
+
+    assert Settings.from_env(env).storage_client_id == CLIENT_ID.lower()
