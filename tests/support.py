@@ -8,6 +8,7 @@ Azurite never see each other's data or limits.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import os
 import subprocess
@@ -202,3 +203,10 @@ class Buyer:
 
     def call_tool(self, arguments: dict, headers: dict | None = None) -> requests.Response:
         return self.mcp("tools/call", {"name": "purchase_free_bundle", "arguments": arguments}, headers)
+
+
+def off_curve(jwk: dict) -> dict:
+    """A public JWK with one bit of its y coordinate flipped: no longer a point on P-256."""
+    y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
+    y[-1] ^= 1
+    return {**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()}

@@ -62,6 +62,20 @@ def public_jwk(key: ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey) -> d
     return {**members, "kid": thumbprint(members), "alg": ALGORITHM, "use": "sig"}
 
 
+def on_p256(x: str, y: str) -> bool:
+    """Whether a JWK's `x` and `y` (base64url of 32 bytes each, as `public_jwk` writes them) make
+    a point on P-256: a key off the curve would be published, then fail all that names it."""
+    try:
+        coordinates = [base64.urlsafe_b64decode(c + "=" * (-len(c) % 4)) for c in (x, y)]
+        if any(len(c) != 32 for c in coordinates):
+            return False
+        x_int, y_int = (int.from_bytes(c, "big") for c in coordinates)
+        ec.EllipticCurvePublicNumbers(x_int, y_int, ec.SECP256R1()).public_key()
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def thumbprint(jwk: dict[str, str]) -> str:
     """RFC 7638 JWK thumbprint over the required EC members."""
     canonical = json.dumps({m: jwk[m] for m in _PUBLIC_MEMBERS}, separators=(",", ":"), sort_keys=True)

@@ -6,7 +6,6 @@ echoes a long value."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import uuid
@@ -14,7 +13,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from urllib.parse import urlsplit
 
-from cryptography.hazmat.primitives.asymmetric import ec
+from shared.config.keys import on_p256
 
 # Costs are counted in whole millionths of a dollar.
 MONEY_PLACES = 6
@@ -61,22 +60,8 @@ def _is_public_ec_jwk(jwk: object) -> bool:
         and jwk.get("crv") == "P-256"
         and all(isinstance(jwk.get(m), str) and jwk.get(m) for m in ("x", "y"))
         and "d" not in jwk
-        and _on_p256(jwk["x"], jwk["y"])
+        and on_p256(jwk["x"], jwk["y"])
     )
-
-
-def _on_p256(x: str, y: str) -> bool:
-    """Whether (x, y), base64url of 32 bytes each, is a point on P-256: a key off the curve would
-    be published, then fail every token and receipt that names it."""
-    try:
-        coordinates = [base64.urlsafe_b64decode(c + "=" * (-len(c) % 4)) for c in (x, y)]
-        if any(len(c) != 32 for c in coordinates):
-            return False
-        x_int, y_int = (int.from_bytes(c, "big") for c in coordinates)
-        ec.EllipticCurvePublicNumbers(x_int, y_int, ec.SECP256R1()).public_key()
-    except (ValueError, TypeError):
-        return False
-    return True
 
 
 class SettingReader:

@@ -3,7 +3,6 @@ JWKS first, the /api/ one only where a store not yet upgraded lacks the root one
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from ops import verify_receipt
 from shared.config.keys import KeySet
 from shared.purchase.receipt import signatures
 from shared.purchase.receipt.document import encode
+from tests.support import off_curve
 
 RECEIPT_PATH = "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy"
 ROOT_JWKS, API_JWKS = "/.well-known/jwks.json", "/api/.well-known/jwks.json"
@@ -117,13 +117,6 @@ def test_a_store_with_neither_jwks_is_unreadable_naming_both_urls(store, capsys)
     )
 
 
-def _off_curve(jwk: dict) -> dict:
-    """The same public key with its y coordinate changed: a point that is not on P-256."""
-    y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
-    y[-1] ^= 1
-    return {**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()}
-
-
 def _nested(depth: int) -> dict:
     inner: object = "x"
     for _ in range(depth):
@@ -138,7 +131,7 @@ def _nested(depth: int) -> dict:
         (encode({**_nested(900), "signature": signatures.sign(CONTENT, KEYS)}), JWKS),
         (b"[" * 5000 + b"]" * 5000, JWKS),
         # a key set whose key for the receipt's kid is off the curve
-        (RECEIPT, json.dumps({"keys": [_off_curve(k) for k in KEYS.jwks()["keys"]]}).encode()),
+        (RECEIPT, json.dumps({"keys": [off_curve(k) for k in KEYS.jwks()["keys"]]}).encode()),
         (RECEIPT, json.dumps({"keys": "not a list"}).encode()),
         (RECEIPT, json.dumps({"keys": [{"kid": KEYS.kid, "kty": "EC", "crv": "P-256"}]}).encode()),
         (b"\xff\xfe not even text", JWKS),

@@ -25,7 +25,7 @@ from shared.config.settings import (
 )
 from shared.config.settings_reader import SettingsError, is_unresolved_reference
 from shared.seams import telemetry
-from tests.support import ROOT
+from tests.support import ROOT, off_curve
 
 BREVO_KEY = "xkeysib-" + "0f1e2d3c4b5a6978" * 4 + "-Ab12Cd34Ef56Gh78"
 HASH_SECRET = "9c1d4e7f2a5b8c3d6e9f0a1b4c7d2e5f8a3b6c9d0e1f4a7b2c5d8e3f6a9b0c1d"
@@ -632,14 +632,6 @@ def _jwk(**changes) -> dict:
     return {**public_jwk(ec.generate_private_key(ec.SECP256R1())), **changes}
 
 
-def _off_curve_jwk() -> dict:
-    """A P-256 key with one bit of y flipped: the point is no longer on the curve."""
-    jwk = _jwk()
-    y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
-    y[-1] ^= 1
-    return {**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()}
-
-
 def _p384_jwk() -> dict:
     numbers = ec.generate_private_key(ec.SECP384R1()).public_key().public_numbers()
     x, y = (
@@ -706,7 +698,7 @@ def _not_public_p256() -> list:
         pytest.param(json.dumps([{"kty": "oct", "k": "c2VjcmV0"}]), id="symmetric"),
         pytest.param(json.dumps([{k: v for k, v in _jwk().items() if k != "y"}]), id="missing-y"),
         pytest.param(json.dumps([_jwk(x="")]), id="empty-x"),
-        pytest.param(json.dumps([_off_curve_jwk()]), id="off-the-curve"),
+        pytest.param(json.dumps([off_curve(_jwk())]), id="off-the-curve"),
         pytest.param(json.dumps([_jwk(x="AAAA")]), id="x-too-short"),
         pytest.param(json.dumps([_jwk(y=_jwk()["y"] + "AAAA")]), id="y-too-long"),
         pytest.param(json.dumps([_jwk(x="not base64url!")]), id="x-not-base64url"),

@@ -30,8 +30,8 @@ from shared.purchase.tokens import AUDIENCE, TokenSigner
 from shared.seams.bundle_files import BlobBundleFiles
 from shared.seams.storage import container_client
 from tests.support import new_ec_key as new_key
+from tests.support import off_curve, public_pem
 from tests.support import private_pem as pem
-from tests.support import public_pem
 
 ISSUER = "https://store.example.net"
 BUNDLE = "agent-starter-kit"
@@ -182,12 +182,7 @@ def test_a_token_stops_redeeming_once_its_key_is_no_longer_published(container, 
 def test_a_published_key_off_the_curve_refuses_its_tokens_and_never_fails(container, current, retired):
     """The settings refuse such a key at start-up; however a key set came to hold one, a token
     naming it is a 401, never a crypto library's exception."""
-    jwk = public_jwk(retired)
-    y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
-    y[-1] ^= 1
-    broken = KeySet.load(
-        pem(current), ({**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()},)
-    )
+    broken = KeySet.load(pem(current), (off_curve(public_jwk(retired)),))
     old = TokenSigner(KeySet.load(pem(retired)), ISSUER, 3600).mint(BUNDLE).token
 
     error = refused(Downloads(lambda: broken, BlobBundleFiles(container), ISSUER), container, old)
