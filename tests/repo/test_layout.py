@@ -8,6 +8,7 @@ import ast
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,8 @@ class Import:
     in_function: bool
 
 
-def imports(path: Path, root: Path = ROOT) -> list[Import]:
+@cache
+def imports(path: Path, root: Path = ROOT) -> tuple[Import, ...]:
     """Every import in `path`, relative ones resolved, each module and each name it takes from
     one (a name may be a submodule)."""
     package = list(path.relative_to(root).parent.parts)
@@ -51,7 +53,7 @@ def imports(path: Path, root: Path = ROOT) -> list[Import]:
             visit(child, inside)
 
     visit(ast.parse(path.read_text()), False)
-    return found
+    return tuple(found)
 
 
 def layer(module: str) -> int | None:
@@ -157,7 +159,8 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def defined_names(path: Path) -> set[str]:
+@cache
+def defined_names(path: Path) -> frozenset[str]:
     """What a module defines itself: its functions, classes and assigned names (under `if` and
     `try` too), never a name it imports."""
     names: set[str] = set()
@@ -168,16 +171,17 @@ def defined_names(path: Path) -> set[str]:
             elif isinstance(inner, (ast.Assign, ast.AnnAssign)):
                 targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
                 names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return names
+    return frozenset(names)
 
 
-def bound_names(path: Path) -> set[str]:
+@cache
+def bound_names(path: Path) -> frozenset[str]:
     """Every name a module binds at its top level: what it defines and what it imports."""
-    names = defined_names(path) | {"__doc__", "__file__", "__name__", "__spec__", "__path__"}
+    names = set(defined_names(path)) | {"__doc__", "__file__", "__name__", "__spec__", "__path__"}
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return names
+    return frozenset(names)
 
 
 def passed_on(path: Path, ours: dict[str, Path]) -> set[str]:
