@@ -26,7 +26,6 @@ from shared.config.settings_reader import (
     SettingReader,
     SettingsError,
     canonical_guid,
-    is_guid,
 )
 from shared.config.settings_reader import (
     is_unresolved_reference as is_unresolved_reference,  # offered here too
@@ -261,9 +260,10 @@ def _storage(r: SettingReader, env: Mapping[str, str]) -> _StorageFields:
         raise SettingsError(f"{STORAGE}__accountName must be 3 to 24 lowercase letters and digits")
     if credential and credential.lower() != "managedidentity":
         raise SettingsError(f"{STORAGE}__credential must be managedidentity when set")
-    if client_id and not is_guid(client_id):
-        raise SettingsError(f"{STORAGE}__clientId must be the managed identity's client id (a GUID)")
-    client_id = canonical_guid(client_id) or ""
+    if client_id:
+        client_id = canonical_guid(client_id) or ""
+        if not client_id:
+            raise SettingsError(f"{STORAGE}__clientId must be the managed identity's client id (a GUID)")
     on_platform = bool(env.get("IDENTITY_ENDPOINT", "").strip())
     return _StorageFields(
         storage_connection_string="",

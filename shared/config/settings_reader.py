@@ -35,10 +35,6 @@ def is_unresolved_reference(value: str) -> bool:
     return _REFERENCE.fullmatch(value.strip()) is not None
 
 
-def is_guid(value: str) -> bool:
-    return canonical_guid(value) is not None
-
-
 def canonical_guid(value: str) -> str | None:
     """A GUID in the one form Azure sends it (lowercase, hyphenated), from any form `uuid` reads
     (braces, `urn:uuid:`, bare hex, upper case); None when the value is no GUID."""
