@@ -19,7 +19,7 @@ import azure.functions as func
 
 from shared import runtime
 from shared.config.printable import printable
-from shared.protocols import api, failures, http
+from shared.protocols import agents, api, failures, http
 from shared.protocols.a2a import card
 from shared.protocols.a2a import endpoint as a2a
 from shared.protocols.mcp import endpoint as mcp
@@ -37,6 +37,7 @@ def _request(req: func.HttpRequest) -> http.Request:
         body=req.get_body() or b"",
         route_params=dict(req.route_params),
         params=dict(req.params),
+        url=req.url,
     )
 
 
@@ -72,7 +73,10 @@ def _observed(
     try:
         request = _request(req)
         with telemetry.purchase_span(channel, request.method) as span:
-            result = answer(request)
+            if channel is None:
+                result = answer(request)
+            else:  # every purchase door learns which agent signed the request, or refuses it
+                result = agents.identified(request, runtime.services().agents, answer, rpc=rpc)
             span.answered(result)
         return _response(result)
     except Exception as exc:

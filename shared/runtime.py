@@ -16,6 +16,7 @@ from shared.config.keys import KeySet
 from shared.config.settings import EMAIL_TEMPLATE_DIR, Settings
 from shared.config.settings_reader import SettingsError
 from shared.exactly_once.idempotency import IdempotencyHandler
+from shared.protocols.agents import AgentPolicy, AgentVerifier
 from shared.protocols.api import Services
 from shared.protocols.downloads import Downloads
 from shared.purchase.call import StoreConfig
@@ -27,6 +28,7 @@ from shared.seams.bundle_files import BlobBundleFiles
 from shared.seams.claims import TableClaimStore
 from shared.seams.contact_queue import open_queue
 from shared.seams.counters import TableCounters
+from shared.seams.key_directory import KeyDirectories
 from shared.seams.lease import TableLease
 from shared.seams.ledger import TableLedger
 from shared.seams.receipt_store import BlobReceiptStore
@@ -148,6 +150,7 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
                 s.cost_per_purchase_usd,
                 s.cost_counter_shards,
                 recipient_limit_per_day=s.recipient_limit_per_day,
+                agent_rate_limit_per_hour=s.agent_rate_limit_per_hour or None,
             ),
             local=counters_in_make_run(s),
         ),
@@ -168,8 +171,15 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
     )
     lease = TableLease(table(s.governance_table), DRAINER_LEASE, LEASE_SECONDS)
     drainer = ContactDrainer(contacts, brevo, lease, s.brevo_contact_list_id)
+    agents = AgentVerifier(
+        KeyDirectories(local=not s.hosted_on_azure),
+        TableCounters(table(s.governance_table)),
+        hasher,
+        AgentPolicy(s.agent_origins_allowed, s.agent_origins_denied, local=not s.hosted_on_azure),
+    )
     return Services(
         settings=s,
+        agents=agents,
         storefront=storefront,
         downloads=downloads,
         ledger=ledger,

@@ -37,6 +37,13 @@ class InvalidToken(StorefrontError):
     code = "invalid_token"
 
 
+class SignatureRefused(StorefrontError):
+    """A Web Bot Auth signature was sent and could not be accepted (docs/agents.md)."""
+
+    status = 401
+    code = "invalid_signature"
+
+
 class Forbidden(StorefrontError):
     status = 403
     code = "forbidden"

@@ -34,6 +34,14 @@ class Hasher:
     def client_ip(self, ip: str) -> str:
         return self._digest("client-ip", ip)
 
+    def agent(self, identity: str) -> str:
+        """A verified agent's rate bucket: its directory origin and key thumbprint."""
+        return self._digest("agent", identity)
+
+    def nonce(self, token: str) -> str:
+        """A Web Bot Auth signature's nonce (with its key id), counted once against replay."""
+        return self._digest("signature-nonce", token)
+
     def request_state(self, payload: str) -> str:
         """The seal on state a client carries between the rounds of one MCP request."""
         return self._digest("request-state", payload)

@@ -20,6 +20,7 @@ from typing import TypedDict
 from urllib.parse import urlsplit
 
 from shared.config import secret_strength
+from shared.config.origins import canonical_origin
 from shared.config.settings_reader import (
     CONTAINER_NAME,
     TABLE_NAME,
@@ -68,6 +69,7 @@ BOUNDS: dict[str, tuple[str, str]] = {
     "STOREFRONT_STORAGE_TIMEOUT_SECONDS": ("0.1", "10"),
     "STOREFRONT_RATE_LIMIT_PER_HOUR": ("1", "1000000"),
     "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": ("1", "1000000"),
+    "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR": ("1", "1000000"),
     "STOREFRONT_DAILY_COST_CEILING_USD": ("0", "1000000"),
     "STOREFRONT_COST_PER_PURCHASE_USD": ("0", "100"),
     "STOREFRONT_COST_COUNTER_SHARDS": ("1", "100"),
@@ -107,6 +109,9 @@ class Settings:
     contact_queue_shards: int = 4
     rate_limit_per_hour: int = 5
     recipient_limit_per_day: int = 3
+    agent_rate_limit_per_hour: int = 0  # a verified agent's hourly limit; 0: rate_limit_per_hour
+    agent_origins_allowed: tuple[str, ...] = ()  # origins whose agents are verified; empty: any
+    agent_origins_denied: tuple[str, ...] = ()
     daily_cost_ceiling_usd: Decimal = Decimal("5.00")
     cost_per_purchase_usd: Decimal = Decimal("0.01")
     cost_counter_shards: int = 8
@@ -187,6 +192,9 @@ class Settings:
             contact_queue_shards=r.integer("STOREFRONT_CONTACT_QUEUE_SHARDS", 4),
             rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5),
             recipient_limit_per_day=r.integer("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", 3),
+            agent_rate_limit_per_hour=r.integer("STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR", 0),
+            agent_origins_allowed=_origins(r, "STOREFRONT_AGENT_ORIGINS_ALLOWED"),
+            agent_origins_denied=_origins(r, "STOREFRONT_AGENT_ORIGINS_DENIED"),
             daily_cost_ceiling_usd=r.money("STOREFRONT_DAILY_COST_CEILING_USD", "5.00"),
             cost_per_purchase_usd=r.money("STOREFRONT_COST_PER_PURCHASE_USD", "0.01"),
             cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8),
@@ -213,6 +221,20 @@ class Settings:
             weak_secrets=weak,
             unresolved_settings=tuple(r.unresolved),
         )
+
+
+def _origins(r: SettingReader, name: str) -> tuple[str, ...]:
+    """Web origins (`https://agent.example`), comma-separated, each in its one written form."""
+    origins = []
+    for entry in filter(None, (part.strip() for part in r.raw(name).split(","))):
+        origin = canonical_origin(entry)
+        if origin is None:
+            raise SettingsError(
+                f"{name} must list origins such as https://agent.example, comma-separated; "
+                f"{entry[:80]!r} is not one"
+            )
+        origins.append(origin)
+    return tuple(dict.fromkeys(origins))
 
 
 def _secrets(r: SettingReader) -> dict[str, str]:

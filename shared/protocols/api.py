@@ -48,6 +48,7 @@ from shared.purchase.storefront import Storefront
 if TYPE_CHECKING:
     from shared.config.keys import KeySet
     from shared.config.settings import Settings
+    from shared.protocols.agents import AgentVerifier
     from shared.protocols.downloads import Downloads
     from shared.purchase.contacts import ContactDrainer
     from shared.seams.ledger import TableLedger
@@ -63,6 +64,7 @@ class Services:
     keys: Callable[[], KeySet]
     storage: StorageProbe
     drainer: ContactDrainer
+    agents: AgentVerifier | None = None  # verifies Web Bot Auth signatures on the purchase doors
 
 
 # Every method Azure lets a trigger list. Each route lists them all, because Azure answers a

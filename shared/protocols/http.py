@@ -17,6 +17,7 @@ from shared.config.errors import InvalidRequest, PayloadTooLarge, StorefrontErro
 from shared.config.printable import printable
 from shared.config.settings import Settings
 from shared.protocols.client_address import client_address
+from shared.purchase.agent import Agent
 from shared.purchase.call import Caller, PurchaseCall
 
 MAX_BODY_BYTES = 64 * 1024
@@ -34,6 +35,8 @@ class Request:
     body: bytes = b""
     route_params: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, str] = field(default_factory=dict)
+    url: str = ""  # as the host received it: a signature's @authority is checked against it
+    agent: Agent | None = None  # the Web Bot Auth agent that signed it (shared.protocols.agents)
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
@@ -121,8 +124,9 @@ def origin_allowed(origin: str | None, extra_hosts: tuple[str, ...]) -> bool:
 
 def caller(req: Request, channel: str) -> Caller:
     """Who called, as the receipt records it: the User-Agent with control and format characters
-    escaped, so the signed receipt, its page and a terminal show what was sent, inert."""
-    return Caller(channel, printable(req.header("user-agent") or "")[:200])
+    escaped, so the signed receipt, its page and a terminal show what was sent, inert; and the
+    agent whose Web Bot Auth signature was verified, if any."""
+    return Caller(channel, printable(req.header("user-agent") or "")[:200], req.agent)
 
 
 def purchase_call(req: Request, channel: str, arguments: object, settings: Settings) -> PurchaseCall:

@@ -67,9 +67,20 @@ def receipt_page(receipt: dict, verdict: Verdict) -> str:
         error=receipt.get("error") if isinstance(receipt.get("error"), dict) else None,
         channel=CHANNELS.get(channel, channel),
         caller=caller,
+        agent=verified_agent(caller),
         **{part: _obj(receipt.get(part)) for part in ("buyer", "download", "signature", "bundle", "billing")},
         jwks_path=JWKS_PATH,
     )
+
+
+def verified_agent(caller: dict) -> dict[str, str] | None:
+    """The verified agent the receipt names ({origin, key}); None for an unverified caller, and for
+    a receipt issued before agents were verified."""
+    agent = _obj(caller.get("agent"))
+    origin, key = agent.get("origin"), agent.get("key_thumbprint")
+    if agent.get("verified") is True and isinstance(origin, str) and isinstance(key, str):
+        return {"origin": origin, "key": key}
+    return None
 
 
 def day_page(listing: DayListing, page_size: int, code: str | None = None) -> str:

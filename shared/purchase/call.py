@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
+from shared.purchase.agent import UNVERIFIED, Agent
 from shared.purchase.governance import Governance
 from shared.purchase.receipt.document import Checks, new_receipt_id
 from shared.purchase.schema import PurchaseInput, normalise_email
@@ -30,9 +31,11 @@ OPERATION = "purchase_free_bundle"
 class Caller:
     channel: str
     user_agent: str = ""
+    agent: Agent | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        return {"channel": self.channel, "user_agent": self.user_agent[:200]}
+    def as_dict(self) -> dict[str, object]:
+        agent = self.agent.as_dict() if self.agent else UNVERIFIED
+        return {"channel": self.channel, "user_agent": self.user_agent[:200], "agent": agent}
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from decimal import Decimal
 
 from shared.config.errors import LimitExceeded, StorageOutage
 from shared.config.hashing import Hasher
+from shared.purchase.agent import Agent
 from shared.purchase.mailbox import mailbox
 from shared.seams.counters import Reservation, TableCounters, split_budget
 
@@ -50,6 +51,12 @@ class Limits:
     cost_per_purchase_usd: Decimal
     cost_shards: int = 8
     recipient_limit_per_day: int = 3
+    agent_rate_limit_per_hour: int | None = None  # a verified agent's; None: rate_limit_per_hour
+
+    @property
+    def agent_rate(self) -> int:
+        own = self.agent_rate_limit_per_hour
+        return self.rate_limit_per_hour if own is None else own
 
     @property
     def cost_partitions(self) -> int:
@@ -83,19 +90,26 @@ class Governance:
     def limits(self) -> Limits:
         return self._limits
 
-    def reserve_rate(self, ip: str) -> Reservation:
+    def reserve_rate(self, ip: str, agent: Agent | None = None) -> Reservation:
         """Count one attempt for this client in the current UTC hour, or refuse with 429.
 
-        The client is `rate_bucket(ip)` (an IPv6 client's /64), stored only as its keyed hash."""
+        The client is a verified agent (its directory origin and key thumbprint, under
+        `Limits.agent_rate`) when there is one, else `rate_bucket(ip)` (an IPv6 client's /64);
+        either is stored only as its keyed hash."""
         now = self._clock()
         hour = datetime.fromtimestamp(now, timezone.utc).strftime("rate-%Y%m%d%H")
-        wanted = Reservation(self._hasher.client_ip(rate_bucket(ip)), hour, 1)
-        reservation = self._counters.add(wanted, limit=self._limits.rate_limit_per_hour, likely_new=True)
+        if agent is not None:
+            bucket, limit = self._hasher.agent(f"{agent.origin} {agent.key}"), self._limits.agent_rate
+            who, setting = "from one verified agent (origin and key)", "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR"
+        else:
+            bucket, limit = self._hasher.client_ip(rate_bucket(ip)), self._limits.rate_limit_per_hour
+            who = "from one client address (an IPv6 client's whole /64)"
+            setting = "STOREFRONT_RATE_LIMIT_PER_HOUR"
+        reservation = self._counters.add(Reservation(bucket, hour, 1), limit=limit, likely_new=True)
         if reservation is None:
             raise LimitExceeded(
-                f"rate limit reached: {_count(self._limits.rate_limit_per_hour, 'purchase')} per hour "
-                "from one client address (an IPv6 client's whole /64); the store sets this limit with "
-                f"STOREFRONT_RATE_LIMIT_PER_HOUR{self._hint}",
+                f"rate limit reached: {_count(limit, 'purchase')} per hour {who}; the store sets this "
+                f"limit with {setting}{self._hint}",
                 code="rate_limited",
                 retry_after=3600 - int(now) % 3600,
             )

@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 from shared.config.errors import LimitExceeded, StorageOutage, StorefrontError
 from shared.config.hashing import Hasher
+from shared.purchase.agent import Agent
 from shared.purchase.call import Attempt, Validated
-from shared.purchase.governance import Governance
+from shared.purchase.governance import Governance, Limits
 from shared.purchase.receipt.document import mask_email
 from shared.purchase.schema import PurchaseInput, check_shape, validate_arguments
 from shared.seams.counters import Reservation
@@ -33,8 +34,8 @@ class Guards:
         self._guard(
             attempt,
             "rate_limit",
-            lambda: self._governance.reserve_rate(call.client_ip),
-            f"within {limits.rate_limit_per_hour} per hour from this client",
+            lambda: self._governance.reserve_rate(call.client_ip, call.caller.agent),
+            _within_rate(limits, call.caller.agent),
         )
         purchase = validate(attempt, self._hasher)
         self._guard_recipient(attempt, purchase.email)
@@ -61,7 +62,7 @@ class Guards:
             attempt.checks.set(
                 "rate_limit",
                 "pass",
-                f"within {limits.rate_limit_per_hour} per hour from this client and "
+                f"{_within_rate(limits, attempt.call.caller.agent)} and "
                 f"{limits.recipient_limit_per_day} per day to this recipient",
             )
 
@@ -69,6 +70,12 @@ class Guards:
         """Take one governance reservation, unless a predecessor's is on the claim."""
         if not attempt.checks.has(check) and _reserve(attempt, check, reserve):
             attempt.checks.set(check, "pass", within)
+
+
+def _within_rate(limits: Limits, agent: Agent | None) -> str:
+    if agent is not None:
+        return f"within {limits.agent_rate} per hour from this verified agent"
+    return f"within {limits.rate_limit_per_hour} per hour from this client"
 
 
 def _reserve(attempt: Attempt, check: str, reserve: Callable[[], Reservation]) -> bool:

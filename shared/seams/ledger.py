@@ -58,10 +58,14 @@ class LedgerEntry:
     currency: str
     cost_estimate: str
     cost_currency: str
+    agent_origin: str = ""  # the verified agent that asked (Web Bot Auth); "" when unverified
+    agent_key: str = ""  # its key's JWK thumbprint
 
     @classmethod
     def from_receipt(cls, receipt: dict) -> LedgerEntry:
         billing, bundle = receipt["billing"], receipt.get("bundle") or {}
+        agent = (receipt.get("caller") or {}).get("agent") or {}
+        verified = agent.get("verified") is True
         return cls(
             receipt_id=receipt["receipt_id"],
             issued_at=receipt["issued_at"],
@@ -71,6 +75,8 @@ class LedgerEntry:
             currency=billing["currency"],
             cost_estimate=billing["cost_estimate"],
             cost_currency=billing["cost_currency"],
+            agent_origin=str(agent.get("origin", "")) if verified else "",
+            agent_key=str(agent.get("key_thumbprint", "")) if verified else "",
         )
 
     def as_dict(self) -> dict[str, str]:
@@ -186,6 +192,8 @@ def _columns(entry: LedgerEntry) -> dict[str, str]:
         "Currency": entry.currency,
         "CostEstimate": entry.cost_estimate,
         "CostCurrency": entry.cost_currency,
+        "AgentOrigin": entry.agent_origin,
+        "AgentKey": entry.agent_key,
     }
 
 
@@ -199,6 +207,8 @@ def _entry(entity) -> LedgerEntry:
         currency=entity["Currency"],
         cost_estimate=entity["CostEstimate"],
         cost_currency=entity["CostCurrency"],
+        agent_origin=entity.get("AgentOrigin", ""),  # rows written before agents were verified have none
+        agent_key=entity.get("AgentKey", ""),
     )
 
 

@@ -254,7 +254,7 @@ def test_control_characters_in_the_user_agent_never_reach_the_receipt_or_its_pag
     saved.write_bytes(buyer.http.get(url, timeout=10).content)
 
     shown = r"agent/1.0\x00\x1b[2J\x1b]0;owned\x07\x85 (forged)"
-    assert receipt["caller"] == {"channel": channel, "user_agent": shown}
+    assert receipt["caller"] == {"channel": channel, "user_agent": shown, "agent": {"verified": False}}
     assert not any(char in saved.read_text() for char in "\x00\x1b\x07\x85")
     assert f"<code>{shown}</code>" in page
     assert not any(char in page for char in "\x00\x1b\x07\x85")

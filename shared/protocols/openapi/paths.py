@@ -24,6 +24,15 @@ from shared.seams.ledger import MAX_PAGE_SIZE
 TOKEN_PATTERN = "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"
 DAY_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 PURCHASE_EXAMPLE = {"email": "ada@example.org", "name": "Ada Lovelace", "bundle_id": "agent-starter-kit"}
+# Web Bot Auth (RFC 9421): optional, and the agent that signs is named in the receipt (docs/agents.md).
+SIGNATURE_HEADERS = (
+    (
+        "Signature-Input",
+        "RFC 9421 signature parameters; a member tagged `web-bot-auth` identifies the agent.",
+    ),
+    ("Signature", "RFC 9421 signature value."),
+    ("Signature-Agent", "The agent's origin, where its key directory is served (Web Bot Auth)."),
+)
 
 
 def _purchase() -> dict:
@@ -50,7 +59,17 @@ def _purchase() -> dict:
                     "required": False,
                     "description": "Used when the body has no `idempotency_key`.",
                     "schema": {"type": "string", "pattern": KEY_PATTERN},
-                }
+                },
+                *(
+                    {
+                        "name": name,
+                        "in": "header",
+                        "required": False,
+                        "description": what,
+                        "schema": {"type": "string"},
+                    }
+                    for name, what in SIGNATURE_HEADERS
+                ),
             ],
             "requestBody": {
                 "required": True,
@@ -79,6 +98,17 @@ def _purchase() -> dict:
                     "Refused for its shape: the body is not JSON or not an object, a field is missing, "
                     "unknown, of the wrong type or too long or short for `PurchaseRequest`, or the "
                     "idempotency key (body or header) is off its pattern."
+                ),
+                "401": error_response(
+                    "A Web Bot Auth signature was sent and cannot be accepted (malformed, expired, "
+                    "replayed, a key its directory does not hold, a directory that cannot be fetched or "
+                    "is not allowed): code `invalid_signature`, the message says which. Nothing ran and "
+                    "no limit was counted.",
+                    {
+                        "WWW-Authenticate": header(
+                            "What would be accepted: a web-bot-auth signature.", {"type": "string"}
+                        )
+                    },
                 ),
                 "403": error_response("The request's Origin is not an allowed host."),
                 "409": receipt_response(

@@ -147,7 +147,22 @@ OUTPUT_SCHEMA: dict = {
         ),
         "caller": {
             "type": "object",
-            "properties": {"channel": {"type": "string"}, "user_agent": {"type": "string"}},
+            "properties": {
+                "channel": {"type": "string"},
+                "user_agent": {"type": "string"},
+                "agent": {
+                    "type": "object",
+                    "description": "Who asked: an agent whose Web Bot Auth signature verified (its key "
+                    "directory's origin and key thumbprint), or verified false. Receipts issued before "
+                    "agents were verified have no agent.",
+                    "properties": {
+                        "verified": {"type": "boolean"},
+                        "origin": {"type": "string"},
+                        "key_thumbprint": {"type": "string"},
+                    },
+                    "required": ["verified"],
+                },
+            },
         },
         "signature": _nullable(
             {

@@ -290,7 +290,11 @@ def test_send_message_answers_a_completed_task_carrying_the_stored_receipt_bytes
     }
     assert task["artifacts"][0]["parts"][0]["mediaType"] == "application/json"
     assert receipt["bundle"]["id"] == "mcp-field-guide"
-    assert receipt["caller"] == {"channel": "a2a", "user_agent": buyer.http.headers["User-Agent"]}
+    assert receipt["caller"] == {
+        "channel": "a2a",
+        "user_agent": buyer.http.headers["User-Agent"],
+        "agent": {"verified": False},
+    }
     assert len(mail.emails_to(buyer.email)) == 1
 
 

@@ -78,7 +78,8 @@ def test_the_purchase_takes_the_mcp_tools_input_schema_and_answers_its_output_sc
     assert schemas["Receipt"] == mcp.TOOL["outputSchema"]
     assert body == {"$ref": "#/components/schemas/PurchaseRequest"}
     answers = {status: r["content"]["application/json"]["schema"] for status, r in post["responses"].items()}
-    assert {status for status, schema in answers.items() if schema != receipt} == {"403"}
+    # Refused before the purchase runs, so without a receipt: a foreign Origin, a bad signature.
+    assert {status for status, schema in answers.items() if schema != receipt} == {"401", "403"}
 
 
 def test_the_bundle_listing_answers_the_list_bundles_tools_output_schema():
@@ -104,14 +105,19 @@ def test_the_idempotency_headers_are_documented_where_the_purchase_sends_them():
     post = _document()["paths"]["/api/a2a/purchase"]["post"]
     responses = post["responses"]
 
-    assert post["parameters"] == [
-        {
-            "name": "Idempotency-Key",
-            "in": "header",
-            "required": False,
-            "description": "Used when the body has no `idempotency_key`.",
-            "schema": {"type": "string", "pattern": KEY_PATTERN},
-        }
+    assert post["parameters"][0] == {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": False,
+        "description": "Used when the body has no `idempotency_key`.",
+        "schema": {"type": "string", "pattern": KEY_PATTERN},
+    }
+    # The rest are Web Bot Auth's optional headers (docs/agents.md).
+    signing = post["parameters"][1:]
+    assert [(p["name"], p["in"], p["required"]) for p in signing] == [
+        ("Signature-Input", "header", False),
+        ("Signature", "header", False),
+        ("Signature-Agent", "header", False),
     ]
     assert set(responses["200"]["headers"]) == {"Idempotent-Replayed"}
     assert {status for status, r in responses.items() if "Retry-After" in r.get("headers", {})} == {

@@ -410,7 +410,11 @@ def test_a_keyed_purchase_answers_a_signed_receipt_saying_what_each_check_found(
         "receipt_url": f"{BASE_URL}/api/receipts/{receipt['receipt_id']}",
         "download": {"token_id": token_id(claim), "expires_at": iso(expires)},
         "error": None,
-        "caller": {"channel": "mcp", "user_agent": ("agent/" + "x" * 300)[:200]},
+        "caller": {
+            "channel": "mcp",
+            "user_agent": ("agent/" + "x" * 300)[:200],
+            "agent": {"verified": False},
+        },
     }
     message_id = shop.emails_to(email)[0]["messageId"]
     assert answer.checks == checks(
@@ -599,7 +603,11 @@ def test_the_refusal_of_a_request_that_could_not_be_read_fails_only_its_input_sc
         answer = Answer(answer, json.loads(answer.body))
         refused_alone(answer, status, code, message, None)
         assert answer.checks == checks(input_schema=("fail", message))
-        assert answer.receipt["caller"] == {"channel": "http", "user_agent": "curl/8"}
+        assert answer.receipt["caller"] == {
+            "channel": "http",
+            "user_agent": "curl/8",
+            "agent": {"verified": False},
+        }
     assert after.status == 200  # a refusal counts nothing against the client's one purchase an hour
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
+from azure.data.tables import UpdateMode
 
 from devstack.counting import RoundTrips
 from devstack.run import DEV_ACCOUNT_KEY
@@ -65,6 +66,7 @@ def receipt(
     currency: str = "USD",
     cost: str = "0.01",
     bundle_id: str = "agent-starter-kit",
+    agent: dict | None = None,
 ) -> dict:
     return {
         "receipt_id": new_receipt_id(),
@@ -74,7 +76,7 @@ def receipt(
         "bundle": {"id": bundle_id, "title": bundle_id.replace("-", " ").title()},
         "buyer": {"id": "f" * 64, "hint": "a***@e***.org"},
         "billing": {"amount": amount, "currency": currency, "cost_estimate": cost, "cost_currency": "USD"},
-        "caller": {"channel": "http", "user_agent": "test"},
+        "caller": {"channel": "http", "user_agent": "test", "agent": agent or {"verified": False}},
     }
 
 
@@ -139,6 +141,8 @@ def test_a_recorded_receipt_is_listed_on_its_day_with_the_days_totals(ledger):
                 "currency": "USD",
                 "cost_estimate": "0.01",
                 "cost_currency": "USD",
+                "agent_origin": "",
+                "agent_key": "",
             }
         ],
         "next_cursor": None,
@@ -170,8 +174,37 @@ def test_the_ledger_entity_holds_the_billing_figures_and_nothing_about_the_buyer
         "Currency": "EUR",
         "CostEstimate": "0.02",
         "CostCurrency": "USD",
+        "AgentOrigin": "",
+        "AgentKey": "",
     }
     assert "f" * 64 not in json.dumps(dict(entity)) and "a***@e***.org" not in json.dumps(dict(entity))
+
+
+def test_a_verified_agents_receipt_is_listed_with_its_origin_and_key(ledger):
+    agent = {"verified": True, "origin": "https://agent.example", "key_thumbprint": "k" * 43}
+    named, unverified = receipt(agent=agent), receipt()
+    old = receipt()
+    del old["caller"]["agent"]  # issued before agents were verified
+
+    for recorded in (named, unverified, old):
+        ledger.add(recorded)
+
+    rows = {entry.receipt_id: (entry.agent_origin, entry.agent_key) for entry in ledger.day(DAY).receipts}
+    assert rows[named["receipt_id"]] == ("https://agent.example", "k" * 43)
+    assert rows[unverified["receipt_id"]] == rows[old["receipt_id"]] == ("", "")
+
+
+def test_a_row_written_before_agents_were_recorded_reads_as_unverified(ledger, table):
+    recorded = receipt()
+    ledger.add(recorded)
+    partition = shard_of(DAY, recorded["receipt_id"])
+    entity = dict(table.get_entity(partition, recorded["receipt_id"]))
+    del entity["AgentOrigin"], entity["AgentKey"]
+    table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+
+    (entry,) = [e for e in ledger.day(DAY).receipts if e.receipt_id == recorded["receipt_id"]]
+
+    assert (entry.agent_origin, entry.agent_key) == ("", "")
 
 
 def test_totals_sum_every_receipt_of_the_day_per_currency(ledger):
