@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from http_message_signatures import HTTPMessageVerifier, HTTPSignatureKeyResolver, algorithms
 from http_message_signatures.exceptions import HTTPMessageSignaturesException
 
-from shared.config.errors import SignatureRefused, StorageOutage
+from shared.config.errors import NotConfigured, SignatureRefused, StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.origins import canonical_origin
 from shared.config.printable import printable
@@ -83,7 +83,7 @@ class AgentVerifier:
         if keyid not in directory.keys:
             raise SignatureRefused(f"the key directory of {origin} holds no key with this keyid")
         self._verify(req, label, agent_component, Ed25519PublicKey.from_public_bytes(directory.keys[keyid]))
-        if not self._first_use(keyid, params.get("nonce"), req.header("signature") or ""):
+        if not self._first_use(keyid, params["created"], params.get("nonce"), req.header("signature") or ""):
             raise SignatureRefused(
                 "this signature was used before: sign each request afresh, with a new nonce"
             )
@@ -147,21 +147,23 @@ class AgentVerifier:
         except (HTTPMessageSignaturesException, ValueError, TypeError, KeyError) as exc:
             raise SignatureRefused(f"the web-bot-auth signature does not verify: {_reason(exc)}") from None
 
-    def _first_use(self, keyid: str, nonce: object, signature: str) -> bool:
+    def _first_use(self, keyid: str, created: int, nonce: object, signature: str) -> bool:
         """Whether this is the signature's first use: its nonce (or, without one, the signature
-        itself) is counted once in Table storage, across every instance. Storage down: True,
-        and the caller is treated as unverified by `identify`'s caller (logged)."""
+        itself) is counted once in Table storage, across every instance, in a row named by the
+        signed `created` day (so a replay, which carries the same `created`, finds it on the next
+        day too). Raises ReplayUnchecked when storage, or the hash secret, is not there."""
         token = nonce if isinstance(nonce, str) and nonce else "signature:" + signature
-        key = self._hasher.nonce(f"{keyid}\x00{token}")
-        day = datetime.datetime.fromtimestamp(self._clock(), datetime.timezone.utc).strftime("nonce-%Y%m%d")
+        day = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).strftime("nonce-%Y%m%d")
         try:
+            key = self._hasher.nonce(f"{keyid}\x00{token}")
             return self._nonces.add(Reservation(key, day, 1), limit=1, likely_new=True) is not None
-        except StorageOutage as exc:
+        except (StorageOutage, NotConfigured) as exc:
             raise ReplayUnchecked(str(exc)) from None
 
 
 class ReplayUnchecked(Exception):
-    """The replay check's storage did not answer: the signature cannot be relied on."""
+    """The replay check could not be made (storage did not answer, or no hash secret is set):
+    the signature cannot be relied on, and the caller is served unverified."""
 
 
 def identified(

@@ -154,6 +154,24 @@ def test_a_replayed_signature_is_refused(counters, key, directory):
         verifier(counters).identify(request)  # another instance: the nonce is in Table storage
 
 
+def test_a_signature_replayed_after_midnight_is_still_refused(counters, key, directory):
+    """The nonce is kept under the signed `created` day, not the day it was checked."""
+    midnight = (int(time.time()) // 86400 + 1) * 86400
+    request = signed(key, directory.origin, created=midnight - 10)
+    assert verifier(counters, clock=lambda: midnight - 5).identify(request) is not None
+    with pytest.raises(SignatureRefused, match="used before"):
+        verifier(counters, clock=lambda: midnight + 5).identify(request)
+
+
+def test_without_a_hash_secret_a_signed_caller_is_served_unverified(counters, key, directory):
+    check = AgentVerifier(KeyDirectories(local=True), counters, Hasher(""), AgentPolicy(local=True))
+    seen: list[Request] = []
+    answer = identified(
+        signed(key, directory.origin), check, lambda r: seen.append(r) or Answer(200), rpc=False
+    )
+    assert answer.status == 200 and seen[0].agent is None
+
+
 def test_a_signature_without_a_nonce_is_used_once(counters, key, directory):
     request = signed(key, directory.origin, nonce=None)
     assert verifier(counters).identify(request) is not None
