@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from shared.config.errors import InvalidIdempotencyKey, InvalidRequest, Unprocessable
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID, Bundle, find_bundle
+from shared.purchase.domains import is_fake_a_label
 from shared.purchase.names import hides_text, looks_like_a_link
 
 KEY_PATTERN = "^[A-Za-z0-9._-]{8,128}$"
@@ -29,6 +30,10 @@ _TLD = r"(?:[A-Za-z]{2,63}|[Xx][Nn]--[A-Za-z0-9](?:[A-Za-z0-9-]{0,57}[A-Za-z0-9]
 _EMAIL_RE = re.compile(
     r"^(?P<local>[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*)"
     rf"@(?P<domain>{_LABEL}(?:\.{_LABEL})*\.{_TLD})$"
+)
+FAKE_A_LABEL_MESSAGE = (
+    "email is not a valid address: a domain label that starts with 'xn--' must be the A-label of "
+    "an internationalised name (IDNA 2008)"
 )
 NAME_HIDDEN_MESSAGE = (
     "name must not contain line breaks, control characters or invisible formatting characters "
@@ -177,10 +182,15 @@ def normalise_email(email: str) -> str:
 
 
 def _address(email: str) -> str:
+    """The address, trimmed and lower-cased, if it is one: ASCII only (an internationalised domain
+    in its A-labels), and every label with the `xn--` prefix an A-label IDNA 2008 accepts, so
+    that no fake A-label (`xn--gmail-2ha.com`) is sent to or counted as another name."""
     email = normalise_email(email)
     match = _EMAIL_RE.fullmatch(email)
     if not match or len(match["local"]) > 64:
         raise Unprocessable("email is not a valid address", code="invalid_email")
+    if any(is_fake_a_label(label) for label in match["domain"].split(".")):
+        raise Unprocessable(FAKE_A_LABEL_MESSAGE, code="invalid_email")
     return email
 
 

@@ -29,18 +29,28 @@ def mailbox_host(host_factory):
     return host_factory(STOREFRONT_RECIPIENT_LIMIT_PER_DAY="3", STOREFRONT_RATE_LIMIT_PER_HOUR="100")
 
 
-@pytest.mark.parametrize("domain", ["gmail.com", "example.org"])
-def test_spellings_of_one_inbox_get_the_recipient_limit_together(mailbox_host, mail, domain):
-    local = "victim" + uuid.uuid4().hex[:10]
-    spell = {
-        "gmail.com": [
-            f"{local}+1@gmail.com",
-            f"{local[:3]}.{local[3:]}@googlemail.com",
-            f"{local.upper()}@gmail.com",
-        ],
-        "example.org": [f"{local}+1@example.org", f"{local}+2@example.org", f"{local.upper()}+x@Example.org"],
-    }[domain]
-    fourth = f"{local}+4@{domain}"
+# Per family: three spellings of one inbox, a fourth, and another inbox's address beside them,
+# for the user name `{f}.{l}` ({F}.{L} in capitals).
+SPELLINGS = {
+    "gmail": "{f}{l}+1@gmail.com {f}.{l}@googlemail.com {F}.{L}@gmail.com {f}{l}+4@gmail.com "
+    "{f}{l}x@gmail.com",
+    "example.org": "{f}.{l}+1@example.org {f}.{l}+2@example.org {F}.{L}+x@Example.org {f}.{l}+4@example.org "
+    "{f}{l}@example.org",
+    # Proton's transparent . _ - on its four domains: one inbox, once six counts.
+    "proton": "{f}.{l}@proton.me {f}{l}@pm.me {f}-{l}@protonmail.com {f}_{l}@protonmail.ch {f}{l}x@proton.me",
+    # One Yandex login on all its domains, a dot and a hyphen alike; the dotless name is another.
+    "yandex": "{f}.{l}@yandex.ru {f}-{l}@ya.ru {f}.{l}+x@yandex.com {f}-{l}@yandex.kz {f}{l}@yandex.ru",
+    # Fastmail's subdomain addressing on sent.com, the user name's _ written - there.
+    "fastmail": "{f}_{l}@sent.com shop@{f}-{l}.sent.com {f}_{l}+x@sent.com news@{f}-{l}.sent.com "
+    "{f}_{l}@fastmail.com",
+}
+
+
+@pytest.mark.parametrize("family", SPELLINGS)
+def test_spellings_of_one_inbox_get_the_recipient_limit_together(mailbox_host, mail, family):
+    first, last = f"victim{uuid.uuid4().hex[:8]}", "lovelace"
+    names = {"f": first, "l": last, "F": first.upper(), "L": last.upper()}
+    *spell, fourth, other = SPELLINGS[family].format(**names).split()
     attackers = [Buyer(mailbox_host.url) for _ in range(4)]
 
     answers = [
@@ -59,15 +69,36 @@ def test_spellings_of_one_inbox_get_the_recipient_limit_together(mailbox_host, m
     drain_until_empty(mailbox_host.url)
     assert all(mail.contact(email) is not None for email in spell)
     assert mail.contact(fourth) is None
-    assert attackers[0].purchase({"email": f"{local}x@{domain}"}).status_code == 200, "another mailbox"
+    assert attackers[0].purchase({"email": other}).status_code == 200, "another mailbox"
 
 
-def test_a_hyphen_outside_yahoo_is_another_mailbox(mailbox_host):
+def test_a_fake_a_label_is_refused_and_uses_up_no_ones_limit(mailbox_host, mail):
+    """IDNA 2003 read xn--gmail-2ha.com (gmail and a soft hyphen) as gmail.com: strangers could
+    use up a Gmail user's limit with emails that never reached her."""
+    victim = f"grace.hopper{uuid.uuid4().hex[:8]}"
+    stranger = Buyer(mailbox_host.url)
+
+    refused = [stranger.purchase({"email": f"{victim}+{n}@xn--gmail-2ha.com"}) for n in range(4)]
+
+    assert [(a.status_code, a.json()["error"]["code"]) for a in refused] == [(422, "invalid_email")] * 4
+    assert mail.emails_to(f"{victim}+0@xn--gmail-2ha.com") == []
+    buyer = Buyer(mailbox_host.url, email=f"{victim}@gmail.com")
+    assert [buyer.purchase().status_code for _ in range(4)] == [200, 200, 200, 429]
+
+
+@pytest.mark.parametrize(
+    ("full", "other"),
+    [("{}@example.org", "{}-luc@example.org"), ("{}@xn--strae-oqa.de", "{}@strasse.de")],
+    ids=["a-hyphen-outside-yahoo", "strasse-beside-strasse-with-sharp-s"],
+)
+def test_another_mailbox_beside_a_full_one_gets_its_own_limit(mailbox_host, full, other):
+    """A hyphen is a tag only on Yahoo; straße.de and strasse.de are two registrable names (IDNA
+    2008 keeps ß), so two mailboxes."""
     local = "jean" + uuid.uuid4().hex[:10]
-    buyer = Buyer(mailbox_host.url, email=f"{local}@example.org")
+    buyer = Buyer(mailbox_host.url, email=full.format(local))
     assert [buyer.purchase().status_code for _ in range(3)] == [200, 200, 200]
 
-    assert buyer.purchase({"email": f"{local}-luc@example.org"}).status_code == 200
+    assert buyer.purchase({"email": other.format(local)}).status_code == 200
     assert buyer.purchase().status_code == 429
 
 

@@ -22,6 +22,7 @@ import pytest
 from ops import package
 from shared.config.settings import SECRET_SETTINGS, Settings
 from shared.protocols import api
+from shared.purchase.providers import PROVIDERS
 from tests.snippets import NOT_RUN, RUNNABLE, bash, blocks, runnable, snippet
 from tests.support import ROOT, unique_email, unique_key
 
@@ -290,6 +291,30 @@ def test_the_readmes_layout_marks_as_deployed_exactly_what_the_package_holds():
 def test_the_configuration_table_marks_exactly_the_codes_secrets():
     secret = {name for name, cells in configuration_rows().items() if cells[1] == "**yes**"}
     assert secret == set(SECRET_SETTINGS)
+
+
+def provider_rows() -> list[tuple[str, tuple[str, ...], tuple[str, ...], bool]]:
+    """The providers table of governance.md's "One mailbox, many spellings": each row's
+    provider, domains, source URLs and whether it is documented (or rests on user reports)."""
+    doc = (ROOT / "docs" / "governance.md").read_text()
+    section = doc.split("## One mailbox, many spellings", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| provider | domains | rule | source | documented or user reports |\n", 1)[1]
+    rows = []
+    for line in table.split("\n\n", 1)[0].splitlines()[1:]:
+        name, domains, _, sources, kind = (cell.strip() for cell in line.strip("|").split(" | "))
+        assert kind in ("documented", "user reports"), line
+        urls = tuple(re.findall(r"\]\((https?://[^)\s]+)\)", sources))
+        rows.append((name, tuple(re.findall(r"`([^`]+)`", domains)), urls, kind == "documented"))
+    return rows
+
+
+def test_the_providers_table_is_the_codes():
+    """The docs list exactly the providers, domains and sources the mailbox key reads addresses by."""
+    code = [
+        (row.name, row.domains, tuple(url for _, url in row.sources if url), row.documented)
+        for row in PROVIDERS
+    ]
+    assert provider_rows() == code
 
 
 def test_the_configuration_table_gives_the_codes_defaults():

@@ -168,9 +168,24 @@ def test_idempotency_key_is_an_allowed_field():
         "a" * 64 + "@example.org",
         "a@" + "b" * 63 + ".com",
         "user@xn--bcher-kva.example",
+        "user@xn--strae-oqa.de",
+        "user@example.xn--p1ai",
+        "user@r3--sn-abc.example.org",
         "a" * 64 + "@" + "b" * 63 + "." + "c" * 63 + "." + "d" * 61,
     ],
-    ids=["short", "dots", "plus-subdomains", "apostrophe", "local-64", "label-63", "punycode", "len-254"],
+    ids=[
+        "short",
+        "dots",
+        "plus-subdomains",
+        "apostrophe",
+        "local-64",
+        "label-63",
+        "punycode",
+        "punycode-sharp-s",
+        "punycode-tld",
+        "hyphens-3-4-no-a-label",
+        "len-254",
+    ],
 )
 def test_valid_email_addresses_are_accepted(email):
     assert validate_arguments({"email": email}).email == email
@@ -223,6 +238,17 @@ ERRORS = [
     pytest.param({"email": "a@" + "b" * 64 + ".com"}, Unprocessable, "invalid_email", id="email-label-64"),
     pytest.param({"email": "a" * 65 + "@example.org"}, Unprocessable, "invalid_email", id="email-local-65"),
     pytest.param({"email": "ü@example.org"}, Unprocessable, "invalid_email", id="email-non-ascii"),
+    # ASCII only: an internationalised domain is sent in its A-labels.
+    pytest.param({"email": "a@bücher.de"}, Unprocessable, "invalid_email", id="email-u-label"),
+    # Labels with the A-label prefix that IDNA 2008 refuses: no such name can be registered, and a
+    # reading by IDNA 2003 would take the first for gmail.com.
+    pytest.param({"email": "a@xn--gmail-2ha.com"}, Unprocessable, "invalid_email", id="email-soft-hyphen"),
+    pytest.param({"email": "a@xn--bcher-2pa.de"}, Unprocessable, "invalid_email", id="email-a-label-caps"),
+    pytest.param({"email": "a@XN--BCHER-2PA.DE"}, Unprocessable, "invalid_email", id="email-a-label-caps-2"),
+    pytest.param({"email": "a@xn--zz.de"}, Unprocessable, "invalid_email", id="email-a-label-invalid"),
+    pytest.param({"email": "a@xn--a.de"}, Unprocessable, "invalid_email", id="email-a-label-control"),
+    pytest.param({"email": "a@sub.xn--zz.example"}, Unprocessable, "invalid_email", id="email-inner-label"),
+    pytest.param({"email": "a@example.xn--zz"}, Unprocessable, "invalid_email", id="email-tld-fake"),
     pytest.param({"email": "a@example.org\nb"}, Unprocessable, "invalid_email", id="email-inner-newline"),
     pytest.param({"email": "a@example.org", "name": "a\x00b"}, Unprocessable, "invalid_name", id="name-nul"),
     pytest.param(
@@ -276,6 +302,15 @@ def test_invalid_email_error_does_not_echo_the_address():
         validate_arguments({"email": "secret person@example.org"})
 
     assert "secret" not in caught.value.message
+
+
+def test_a_fake_a_label_is_refused_with_what_an_a_label_must_be():
+    with pytest.raises(Unprocessable) as caught:
+        validate_arguments({"email": "grace.hopper@xn--gmail-2ha.com"})
+
+    assert caught.value.code == "invalid_email"
+    assert "xn--" in caught.value.message and "IDNA 2008" in caught.value.message
+    assert "grace" not in caught.value.message and "gmail" not in caught.value.message
 
 
 @pytest.mark.parametrize(
