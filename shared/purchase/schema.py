@@ -185,6 +185,8 @@ def _address(email: str) -> str:
     """The address, trimmed and lower-cased, if it is one: ASCII only (an internationalised domain
     in its A-labels), and every label with the `xn--` prefix an A-label IDNA 2008 accepts, so
     that no fake A-label (`xn--gmail-2ha.com`) is sent to or counted as another name."""
+    if not email.isascii():  # before lower-casing, which maps the Kelvin sign (U+212A) to "k"
+        raise Unprocessable("email is not a valid address", code="invalid_email")
     email = normalise_email(email)
     match = _EMAIL_RE.fullmatch(email)
     if not match or len(match["local"]) > 64:

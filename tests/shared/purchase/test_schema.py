@@ -230,6 +230,9 @@ ERRORS = [
     pytest.param({"email": "a@b.c"}, Unprocessable, "invalid_email", id="email-tld-1"),
     pytest.param({"email": "a@b.c0m"}, Unprocessable, "invalid_email", id="email-tld-digit"),
     pytest.param({"email": "a b@example.org"}, Unprocessable, "invalid_email", id="email-space"),
+    # U+212A KELVIN SIGN lower-cases to an ASCII "k": refused as typed, never sent as kim@.
+    pytest.param({"email": "\u212aim@example.org"}, Unprocessable, "invalid_email", id="email-kelvin-sign"),
+    pytest.param({"email": "kim@exampl\u212a.org"}, Unprocessable, "invalid_email", id="email-kelvin-domain"),
     pytest.param({"email": "a@@example.org"}, Unprocessable, "invalid_email", id="email-double-at"),
     pytest.param({"email": ".a@example.org"}, Unprocessable, "invalid_email", id="email-leading-dot"),
     pytest.param({"email": "a..b@example.org"}, Unprocessable, "invalid_email", id="email-double-dot"),
