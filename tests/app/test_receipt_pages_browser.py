@@ -21,6 +21,7 @@ import requests
 
 from shared.protocols import pages
 from shared.purchase.receipt import signatures
+from tests.agents import AgentKey, KeyDirectory, Signed
 from tests.support import ROOT, Buyer
 
 try:
@@ -119,11 +120,23 @@ def tab(browser: Browser) -> Iterator[Callable[..., Tab]]:
 
 
 @pytest.fixture(scope="module")
-def bought(host) -> dict:
-    """A fulfilled receipt from the real purchase flow (plus two more, so the day has a few)."""
+def agent():
+    """An agent that signs with Web Bot Auth, its key directory on loopback."""
+    key = AgentKey()
+    directory = KeyDirectory(key)
+    yield key, directory
+    directory.close()
+
+
+@pytest.fixture(scope="module")
+def bought(host, agent) -> dict:
+    """A fulfilled receipt from the real purchase flow, asked for by a verified agent (plus two
+    more by unverified callers, so the day has a few)."""
     receipts = []
-    for _ in range(3):
+    for signs in (True, False, False):
         buyer = Buyer(host.url)
+        if signs:
+            buyer.http.auth = Signed(agent[0], agent[1].origin)
         answer = buyer.purchase(headers={"Idempotency-Key": buyer.key, "User-Agent": USER_AGENT})
         assert answer.status_code == 200, answer.text
         receipts.append(answer.json())
@@ -217,6 +230,9 @@ def test_receipt_page_shows_the_audit_and_the_bill(host, bought, tab, tmp_path) 
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Receipt {bought['receipt_id']}")
     expect(page.get_by_role("heading", name="Security audit", level=2)).to_be_visible()
     expect(page.get_by_role("heading", name="Finance billing view", level=2)).to_be_visible()
+    agent = bought["caller"]["agent"]
+    expect(page.get_by_text(f"Verified: {agent['origin']}")).to_be_visible()
+    expect(page.get_by_text(agent["key_thumbprint"])).to_be_visible()
 
     checks = page.get_by_role("table", name=re.compile("runtime checks"))
     expect(checks).to_be_visible()
