@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from urllib.parse import urlsplit
 
-from shared.config.keys import on_p256
+from shared.config.keys import retired_key_problem
 
 # Costs are counted in whole millionths of a dollar.
 MONEY_PLACES = 6
@@ -49,15 +49,12 @@ def _shown(raw: str) -> str:
     return repr(raw if len(raw) <= 40 else raw[:40] + "...")
 
 
-def _is_public_ec_jwk(jwk: object) -> bool:
-    return (
-        isinstance(jwk, dict)
-        and jwk.get("kty") == "EC"
-        and jwk.get("crv") == "P-256"
-        and all(isinstance(jwk.get(m), str) and jwk.get(m) for m in ("x", "y"))
-        and "d" not in jwk
-        and on_p256(jwk["x"], jwk["y"])
-    )
+def _unique_members(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose every member is named once: readers disagree on which of two wins."""
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise ValueError("a member named twice")
+    return members
 
 
 class SettingReader:
@@ -161,19 +158,23 @@ class SettingReader:
         return value
 
     def jwks(self, name: str) -> tuple[dict, ...]:
-        """Public EC P-256 keys, as a JWKS (`{"keys": [...]}`) or a JSON list of JWKs."""
+        """Public EC P-256 keys, as a JWKS (`{"keys": [...]}`) or a JSON list of JWKs, each as
+        `shared.config.keys.retired_key_problem` accepts it and listed once."""
         raw = self.raw(name)
         if not raw:
             return ()
         try:
-            parsed = json.loads(raw)
-        except ValueError:
-            raise SettingsError(f"{name} must be JSON: a JWKS or a list of public JWKs") from None
-        keys = parsed.get("keys") if isinstance(parsed, dict) else parsed
-        if not isinstance(keys, list) or not all(_is_public_ec_jwk(k) for k in keys):
+            parsed = json.loads(raw, object_pairs_hook=_unique_members)
+        except (ValueError, RecursionError):
             raise SettingsError(
-                f"{name} must list public EC P-256 JWKs (kty, crv, x, y), each a point on P-256"
-            )
+                f"{name} must be JSON, each member named once: a JWKS or a list of public JWKs"
+            ) from None
+        keys = parsed.get("keys") if isinstance(parsed, dict) else parsed
+        if not isinstance(keys, list):
+            raise SettingsError(f"{name} must list public EC P-256 JWKs (kty, crv, x, y)")
+        for number, jwk in enumerate(keys, 1):
+            if problem := retired_key_problem(jwk):
+                raise SettingsError(f"{name} must list public EC P-256 JWKs: key {number} {problem}")
         return tuple(keys)
 
     def hosts(self, name: str) -> tuple[str, ...]:
