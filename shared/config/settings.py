@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TypedDict
-from urllib.parse import urlsplit
 
 from shared.config import secret_strength
 from shared.config.errors import NotConfigured
@@ -32,6 +31,7 @@ from shared.config.settings_reader import (
 from shared.config.settings_reader import (
     is_unresolved_reference as is_unresolved_reference,  # offered here too
 )
+from shared.config.urls import canonical_url
 
 DEFAULT_BREVO_BASE_URL = "https://api.brevo.com/v3"
 SECRET_SETTINGS = ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")
@@ -305,8 +305,9 @@ def _storage(r: SettingReader, env: Mapping[str, str]) -> _StorageFields:
 
 
 def _service_uri(key: str, given: dict[str, str], service: str) -> str:
-    """The service's URI as given, else derived from the account name. Tokens go over TLS only,
-    and a query string could carry a SAS: neither is accepted (the value is not echoed)."""
+    """The service's URI as given, in its canonical form, else derived from the account name.
+    Tokens go over TLS only, and a query string could carry a SAS: neither is accepted (the value
+    is not echoed)."""
     name, uri, account = f"{STORAGE}__{key}", given[key], given["accountName"]
     if not uri:
         if not account:
@@ -316,10 +317,6 @@ def _service_uri(key: str, given: dict[str, str], service: str) -> str:
             )
         return f"https://{account}.{service}.core.windows.net"
     try:
-        parts = urlsplit(uri)
-        usable = parts.scheme.lower() == "https" and parts.hostname and not (parts.query or parts.fragment)
-    except ValueError:
-        usable = False
-    if not usable:
-        raise SettingsError(f"{name} must be an https:// URL with no query string")
-    return uri.rstrip("/")
+        return canonical_url(uri, ("https",))
+    except ValueError as exc:
+        raise SettingsError(f"{name} must be an https:// URL with no query string: {exc}") from None
