@@ -132,14 +132,13 @@ class SettingReader:
             raise SettingsError(f"{name} must be from {low} to {high}, got {_shown(raw)}")
         return value.copy_abs() if value.is_zero() else value  # -0 is 0
 
-    def url(self, name: str, default: str, schemes: tuple[str, ...] = tuple(DEFAULT_PORTS)) -> str:
-        """An absolute URL with a host and no user, query or fragment, as `canonical_url` writes it."""
+    def url(self, name: str, default: str) -> str:
+        """An http(s) URL with a host and no user, query or fragment, as `canonical_url` writes it."""
         value = self.text(name, default)
         try:
-            return canonical_url(value, schemes)
+            return canonical_url(value, tuple(DEFAULT_PORTS))
         except ValueError as exc:
-            kinds = " or ".join(f"{scheme}://" for scheme in schemes)
-            raise SettingsError(f"{name} must be an {kinds} URL with a host: {exc}") from None
+            raise SettingsError(f"{name} must be an http:// or https:// URL with a host: {exc}") from None
 
     def guid(self, name: str) -> str:
         raw = self.raw(name)
@@ -160,7 +159,7 @@ class SettingReader:
 
     def jwks(self, name: str) -> tuple[dict, ...]:
         """Public EC P-256 keys, as a JWKS (`{"keys": [...]}`) or a JSON list of JWKs, each as
-        `shared.config.keys.retired_key_problem` accepts it and listed once."""
+        `shared.config.keys.retired_key_problem` accepts it; no JSON object names a member twice."""
         raw = self.raw(name)
         if not raw:
             return ()
