@@ -4,7 +4,9 @@ keep a secret. With a public hash secret anyone can reverse a receipt's `buyer.i
 with a public signing key anyone can forge receipts and mint download links.
 
 The published values are known here by fingerprint only: the signing key by its RFC 7638
-thumbprint (any encoding of the same key is caught), the others by SHA-256. Each problem is worded
+thumbprint (any encoding of the same key is caught), the others by SHA-256 of every text the value
+stands for (`shared.config.secret_forms`: quoted, encoded). A value not in its normal form is
+refused too, never normalised: what is hashed with is what was checked. Each problem is worded
 to name the setting and never to show its value.
 """
 
@@ -16,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from shared.config.errors import NotConfigured
 from shared.config.keys import load_private_key, public_jwk
+from shared.config.secret_forms import normal, stands_for
 
 HASH_SECRET_MIN_CHARS = 32
 HASH_SECRET_MIN_DISTINCT = 8
@@ -43,8 +46,14 @@ def problem(name: str, value: str) -> str | None:
         return None
     if name == "STOREFRONT_SIGNING_KEY":
         return _signing_key_problem(value)
-    if fingerprint(value) in PUBLISHED_VALUES.get(name, ()):
-        return f"{name} is the public development value from {EXAMPLE_FILE}"
+    if PUBLISHED_VALUES.get(name, frozenset()) & {fingerprint(text) for text in stands_for(value)}:
+        disguised = "" if fingerprint(value) in PUBLISHED_VALUES[name] else ", quoted or encoded"
+        return f"{name} is the public development value from {EXAMPLE_FILE}{disguised}"
+    if normal(value) != value:
+        return (
+            f"{name} is wrapped in quotes or invisible characters (a byte-order mark, a zero-width space), "
+            "or changes under Unicode normalisation (NFKC): set the value alone, as plain text"
+        )
     if name == "STOREFRONT_HASH_SECRET":
         if len(value) < HASH_SECRET_MIN_CHARS:
             return f"{name} is shorter than {HASH_SECRET_MIN_CHARS} characters"

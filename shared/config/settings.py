@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TypedDict
-from urllib.parse import urlsplit
 
 from shared.config import secret_strength
-from shared.config.origins import canonical_origin
+from shared.config.errors import NotConfigured
+from shared.config.keys import load_private_key, public_jwk, thumbprint
 from shared.config.settings_reader import (
     CONTAINER_NAME,
     TABLE_NAME,
@@ -31,9 +31,11 @@ from shared.config.settings_reader import (
 from shared.config.settings_reader import (
     is_unresolved_reference as is_unresolved_reference,  # offered here too
 )
+from shared.config.urls import canonical_url
 
 DEFAULT_BREVO_BASE_URL = "https://api.brevo.com/v3"
 SECRET_SETTINGS = ("BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET")
+RETIRED_KEYS = "STOREFRONT_RETIRED_PUBLIC_KEYS"
 STORAGE = "AzureWebJobsStorage"
 EMAIL_TEMPLATE_DIR = "STOREFRONT_EMAIL_TEMPLATE_DIR"
 DEVELOPMENT_STORAGE = "UseDevelopmentStorage=true"
@@ -180,6 +182,7 @@ class Settings:
         on_azure = hosted_on_azure(env)
         if on_azure:  # a refused secret is never used: it counts as unset
             secrets.update({name: "" for name, _ in weak})
+        retired = _retired_keys(r, secrets["STOREFRONT_SIGNING_KEY"], on_azure)
         return cls(  # every value is read before `r.unresolved`, the last argument
             **_storage(r, env),
             brevo_api_key=secrets["BREVO_API_KEY"],
@@ -193,8 +196,8 @@ class Settings:
             rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5),
             recipient_limit_per_day=r.integer("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", 3),
             agent_rate_limit_per_hour=r.integer("STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR", 0),
-            agent_origins_allowed=_origins(r, "STOREFRONT_AGENT_ORIGINS_ALLOWED"),
-            agent_origins_denied=_origins(r, "STOREFRONT_AGENT_ORIGINS_DENIED"),
+            agent_origins_allowed=r.origins("STOREFRONT_AGENT_ORIGINS_ALLOWED"),
+            agent_origins_denied=r.origins("STOREFRONT_AGENT_ORIGINS_DENIED"),
             daily_cost_ceiling_usd=r.money("STOREFRONT_DAILY_COST_CEILING_USD", "5.00"),
             cost_per_purchase_usd=r.money("STOREFRONT_COST_PER_PURCHASE_USD", "0.01"),
             cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8),
@@ -215,7 +218,7 @@ class Settings:
             receipts_container=r.name("STOREFRONT_RECEIPTS_CONTAINER", "receipts", CONTAINER_NAME),
             bundles_container=r.name("STOREFRONT_BUNDLES_CONTAINER", "bundles", CONTAINER_NAME),
             ledger_table=r.name("STOREFRONT_LEDGER_TABLE", "ledger", TABLE_NAME),
-            retired_public_keys=r.jwks("STOREFRONT_RETIRED_PUBLIC_KEYS"),
+            retired_public_keys=retired,
             missing_secrets=missing,
             hosted_on_azure=on_azure,
             weak_secrets=weak,
@@ -223,31 +226,42 @@ class Settings:
         )
 
 
-def _origins(r: SettingReader, name: str) -> tuple[str, ...]:
-    """Web origins (`https://agent.example`), comma-separated, each in its one written form."""
-    origins = []
-    for entry in filter(None, (part.strip() for part in r.raw(name).split(","))):
-        origin = canonical_origin(entry)
-        if origin is None:
-            raise SettingsError(
-                f"{name} must list origins such as https://agent.example, comma-separated; "
-                f"{entry[:80]!r} is not one"
-            )
-        origins.append(origin)
-    return tuple(dict.fromkeys(origins))
-
-
 def _secrets(r: SettingReader) -> dict[str, str]:
     """The three secrets as the app uses them (the signing key's `\\n` escapes made line breaks).
-    The Brevo key travels in an HTTP header, so anything a header cannot carry is refused here,
-    naming the setting and not the value."""
+    A signing key that is no single EC P-256 private key, and a Brevo key an HTTP header cannot
+    carry, are refused here, naming the setting and not the value."""
     secrets = {name: r.text(name, "") for name in SECRET_SETTINGS}
     secrets["STOREFRONT_SIGNING_KEY"] = secrets["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")
     if secrets["BREVO_API_KEY"] and not _HEADER_TOKEN.fullmatch(secrets["BREVO_API_KEY"]):
         raise SettingsError(
             "BREVO_API_KEY must be printable ASCII without spaces: Brevo takes it in an HTTP header"
         )
+    if secrets["STOREFRONT_SIGNING_KEY"]:
+        try:
+            load_private_key(secrets["STOREFRONT_SIGNING_KEY"])
+        except NotConfigured as exc:
+            raise SettingsError(exc.message) from None
     return secrets
+
+
+def _retired_keys(r: SettingReader, signing_pem: str, on_azure: bool) -> tuple[dict, ...]:
+    """The retired public keys, each named once in the JWKS beside the current key: a key listed
+    twice, or the current key listed as retired (a rotation that kept the new key's half, not the
+    old one's), stops the start; so does, on Azure, the example's key, which anyone can sign with."""
+    retired = r.jwks(RETIRED_KEYS)
+    kids = [thumbprint(jwk) for jwk in retired]
+    if signing_pem and public_jwk(load_private_key(signing_pem))["kid"] in kids:
+        raise SettingsError(
+            f"{RETIRED_KEYS} lists the current STOREFRONT_SIGNING_KEY: list only the keys it replaced"
+        )
+    if len(set(kids)) != len(kids):
+        raise SettingsError(f"{RETIRED_KEYS} lists one key twice (the same RFC 7638 thumbprint)")
+    if on_azure and secret_strength.PUBLISHED_SIGNING_KEYS & set(kids):
+        raise SettingsError(
+            f"{RETIRED_KEYS} lists the public development key from {secret_strength.EXAMPLE_FILE}, "
+            "which anyone can sign with"
+        )
+    return retired
 
 
 def _email_templates(r: SettingReader) -> str:
@@ -298,8 +312,9 @@ def _storage(r: SettingReader, env: Mapping[str, str]) -> _StorageFields:
 
 
 def _service_uri(key: str, given: dict[str, str], service: str) -> str:
-    """The service's URI as given, else derived from the account name. Tokens go over TLS only,
-    and a query string could carry a SAS: neither is accepted (the value is not echoed)."""
+    """The service's URI as given, in its canonical form, else derived from the account name.
+    Tokens go over TLS only, and a query string could carry a SAS: neither is accepted (the value
+    is not echoed)."""
     name, uri, account = f"{STORAGE}__{key}", given[key], given["accountName"]
     if not uri:
         if not account:
@@ -309,10 +324,6 @@ def _service_uri(key: str, given: dict[str, str], service: str) -> str:
             )
         return f"https://{account}.{service}.core.windows.net"
     try:
-        parts = urlsplit(uri)
-        usable = parts.scheme.lower() == "https" and parts.hostname and not (parts.query or parts.fragment)
-    except ValueError:
-        usable = False
-    if not usable:
-        raise SettingsError(f"{name} must be an https:// URL with no query string")
-    return uri.rstrip("/")
+        return canonical_url(uri, ("https",))
+    except ValueError as exc:
+        raise SettingsError(f"{name} must be an https:// URL with no query string: {exc}") from None

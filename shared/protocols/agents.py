@@ -23,8 +23,8 @@ from http_message_signatures.exceptions import HTTPMessageSignaturesException
 
 from shared.config.errors import NotConfigured, SignatureRefused, StorageOutage
 from shared.config.hashing import Hasher
-from shared.config.origins import canonical_origin
 from shared.config.printable import printable
+from shared.config.urls import canonical_origin
 from shared.protocols.http import JSON_TYPE, Answer, Request
 from shared.purchase.agent import Agent
 from shared.seams.counters import Reservation, TableCounters
@@ -114,7 +114,7 @@ class AgentVerifier:
         if member is None:
             raise SignatureRefused("the signature does not cover the Signature-Agent header")
         uri = _signature_agent(header, member.get("key"))
-        paths = ("", "/", DIRECTORY_PATH)
+        paths = ("", DIRECTORY_PATH)
         origin = canonical_origin(uri, paths=paths) if isinstance(uri, str) else None
         if origin is None or (origin.startswith("http://") and not self._policy.local):
             raise SignatureRefused("Signature-Agent must name the agent's https origin")

@@ -135,8 +135,24 @@ def _nested(depth: int) -> dict:
         (RECEIPT, json.dumps({"keys": "not a list"}).encode()),
         (RECEIPT, json.dumps({"keys": [{"kid": KEYS.kid, "kty": "EC", "crv": "P-256"}]}).encode()),
         (b"\xff\xfe not even text", JWKS),
+        # hostile keys under the receipt's kid: an HMAC key, a number, another curve, two keys
+        (RECEIPT, json.dumps({"keys": [{"kid": KEYS.kid, "kty": "oct", "k": "c2VjcmV0"}]}).encode()),
+        (RECEIPT, json.dumps({"keys": [{**KEYS.public_keys[0], "x": 12345}]}).encode()),
+        (RECEIPT, json.dumps({"keys": [{**KEYS.public_keys[0], "crv": "P-384"}]}).encode()),
+        (RECEIPT, json.dumps({"keys": [off_curve(KEYS.public_keys[0]), KEYS.public_keys[0]]}).encode()),
     ],
-    ids=["nested-900", "arrays-5000", "key-off-curve", "keys-not-a-list", "key-without-coordinates", "bytes"],
+    ids=[
+        "nested-900",
+        "arrays-5000",
+        "key-off-curve",
+        "keys-not-a-list",
+        "key-without-coordinates",
+        "bytes",
+        "hmac-key",
+        "number-coordinate",
+        "p384-curve",
+        "two-keys-one-kid",
+    ],
 )
 def test_any_receipt_or_key_set_gets_one_verdict_line_and_no_traceback(tmp_path, capsys, receipt, jwks):
     (tmp_path / "receipt.json").write_bytes(receipt)

@@ -36,7 +36,7 @@ import yaml
 
 from shared.config.keys import load_private_key
 from shared.config.settings import BOUNDS, SECRET_SETTINGS, Settings
-from tests.support import ROOT
+from tests.support import ROOT, new_ec_key, private_pem
 
 pytestmark = pytest.mark.services  # checkov runs in a virtualenv of its own
 
@@ -364,6 +364,7 @@ def production_env() -> dict[str, str]:
         "STOREFRONT_SENDER_EMAIL": "store@sample.example",
         "STOREFRONT_RETIRED_PUBLIC_KEYS": "",
         "BREVO_CONTACT_LIST_ID": "2",
+        "STOREFRONT_SIGNING_KEY": private_pem(new_ec_key()),  # what its Key Vault reference resolves to
     }
     file, env = site_file(), {}
     for name, value in app_settings().items():

@@ -13,7 +13,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from shared.config.errors import NotConfigured
-from shared.config.keys import ALGORITHM, KeySet, load_private_key, public_jwk, thumbprint
+from shared.config.keys import (
+    ALGORITHM,
+    KeySet,
+    load_private_key,
+    public_jwk,
+    retired_key_problem,
+    thumbprint,
+)
 
 PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "k", "oth")
 
@@ -275,3 +282,81 @@ def test_load_private_key_returns_the_p256_key(current):
 
     assert loaded.curve.name == "secp256r1"
     assert loaded.private_numbers() == current.private_numbers()
+
+
+# --- one written form per key ----------------------------------------------------------------------
+
+
+def test_the_key_set_keeps_the_pkcs8_form_of_the_key_it_read(current):
+    sec1 = current.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+
+    keys = KeySet.load("  \n" + sec1.replace("\n", "\r\n") + "\n ")
+
+    assert keys.private_pem == pem(current)
+    assert keys.kid == rfc7638(current)
+
+
+def _more_than_one_key() -> list:
+    key, other = new_key(), new_key()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return [
+        pytest.param(pem(key) + pem(other), id="two-private-keys"),
+        pytest.param(public.decode() + pem(other), id="a-public-key-first"),  # jose would sign with it
+        pytest.param(f'"{pem(key)}"', id="json-quotes"),
+        pytest.param(f"key: {pem(key)}", id="text-before"),
+        pytest.param(pem(key) + "-- the old one", id="text-after"),
+    ]
+
+
+@pytest.mark.parametrize("private_pem", _more_than_one_key())
+def test_a_signing_key_beside_anything_else_is_not_read(private_pem):
+    with pytest.raises(NotConfigured) as caught:
+        load_private_key(private_pem)
+
+    assert caught.value.message.startswith(
+        "STOREFRONT_SIGNING_KEY must be one PEM private key and nothing else"
+    )
+
+
+def test_a_retired_key_as_the_jwks_publishes_it_has_no_problem(current):
+    assert retired_key_problem(public_jwk(current)) is None
+    assert retired_key_problem(bare_jwk(current)) is None
+
+
+def _respelt(jwk: dict, member: str, spelling) -> dict:
+    return {**jwk, member: spelling(jwk[member])}
+
+
+def _unused_bits_set(text: str) -> str:
+    """The same 32 bytes with the unused low bits of the last character set: another spelling."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    return text[:-1] + alphabet[alphabet.index(text[-1]) | 3]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        pytest.param(lambda j: _respelt(j, "x", lambda x: x + "="), "unpadded base64url", id="padded"),
+        pytest.param(lambda j: _respelt(j, "y", lambda y: y[:20] + "!" + y[20:]), "base64url", id="stray"),
+        pytest.param(lambda j: _respelt(j, "y", _unused_bits_set), "unpadded base64url", id="unused-bits"),
+        pytest.param(lambda j: _respelt(j, "x", lambda x: "AA" + x), "32 bytes", id="33-bytes"),
+        pytest.param(lambda j: {**j, "x": 7}, "32 bytes", id="number"),
+        pytest.param(lambda j: {**j, "kid": "key-2025"}, "RFC 7638 thumbprint", id="kid"),
+        pytest.param(lambda j: {**j, "alg": "HS256"}, "ES256", id="alg"),
+        pytest.param(lambda j: {**j, "use": "enc"}, "use sig", id="use"),
+        pytest.param(lambda j: {**j, "d": "c2VjcmV0"}, "private member", id="private"),
+        pytest.param(lambda j: {**j, "crv": "P-384"}, "EC P-256", id="curve"),
+        pytest.param(lambda j: [j], "EC P-256", id="not-an-object"),
+    ],
+)
+def test_a_retired_key_in_any_other_form_is_named_as_the_problem(current, change, problem):
+    found = retired_key_problem(change(public_jwk(current)))
+
+    assert found is not None and problem in found
+    assert "c2VjcmV0" not in found

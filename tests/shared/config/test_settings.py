@@ -10,9 +10,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from shared.config.keys import public_jwk
+from shared.config.keys import load_private_key, public_jwk
 from shared.config.settings import (
     AZURE_MARKERS,
     BOUNDS,
@@ -25,13 +25,14 @@ from shared.config.settings import (
 )
 from shared.config.settings_reader import SettingsError, is_unresolved_reference
 from shared.seams import telemetry
-from tests.support import ROOT, off_curve
+from tests.support import ROOT, new_ec_key, off_curve, private_pem
 
 BREVO_KEY = "xkeysib-" + "0f1e2d3c4b5a6978" * 4 + "-Ab12Cd34Ef56Gh78"
 HASH_SECRET = "9c1d4e7f2a5b8c3d6e9f0a1b4c7d2e5f8a3b6c9d0e1f4a7b2c5d8e3f6a9b0c1d"
+SIGNING_KEY = private_pem(new_ec_key())
 SECRETS = {
     "BREVO_API_KEY": BREVO_KEY,
-    "STOREFRONT_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END PRIVATE KEY-----\\n",
+    "STOREFRONT_SIGNING_KEY": SIGNING_KEY.replace("\n", "\\n"),  # as an app setting holds it
     "STOREFRONT_HASH_SECRET": HASH_SECRET,
 }
 RETIRED_JWK = public_jwk(ec.generate_private_key(ec.SECP256R1()))
@@ -128,7 +129,7 @@ def test_every_setting_is_read_from_the_environment():
         daily_cost_ceiling_usd=Decimal("7.25"),
         cost_per_purchase_usd=Decimal("0.015"),
         cost_counter_shards=4,
-        signing_key_pem="-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        signing_key_pem=SIGNING_KEY,
         hash_secret=HASH_SECRET,
         sender_email="shop@example.net",
         sender_name="The Shop",
@@ -589,16 +590,14 @@ def test_explicit_public_base_url_wins_over_website_hostname():
 
 
 def test_escaped_newlines_in_the_signing_key_become_real_newlines():
-    settings = Settings.from_env({"STOREFRONT_SIGNING_KEY": "-----BEGIN-----\\nabc\\ndef\\n-----END-----"})
+    settings = Settings.from_env({"STOREFRONT_SIGNING_KEY": SIGNING_KEY.replace("\n", "\\n")})
 
-    assert settings.signing_key_pem == "-----BEGIN-----\nabc\ndef\n-----END-----"
+    assert settings.signing_key_pem == SIGNING_KEY
     assert "\\n" not in settings.signing_key_pem
 
 
 def test_a_signing_key_with_real_newlines_is_kept():
-    key = "-----BEGIN-----\nabc\n-----END-----"
-
-    assert Settings.from_env({"STOREFRONT_SIGNING_KEY": key}).signing_key_pem == key
+    assert Settings.from_env({"STOREFRONT_SIGNING_KEY": SIGNING_KEY}).signing_key_pem == SIGNING_KEY.strip()
 
 
 def test_the_development_signing_key_from_the_example_settings_is_usable():
@@ -1106,3 +1105,92 @@ def test_a_managed_identity_client_id_is_kept_in_its_canonical_form():
     }
 
     assert Settings.from_env(env).storage_client_id == CLIENT_ID.lower()
+
+
+# --- every configured key is checked at start-up -----------------------------------------------------
+
+
+def _unusable_signing_keys() -> list:
+    p384 = ec.generate_private_key(ec.SECP384R1())
+    return [
+        pytest.param("not a pem", "is not a readable PEM private key", id="garbage"),
+        pytest.param(SIGNING_KEY[:-40], "is not a readable PEM private key", id="truncated"),
+        pytest.param(SIGNING_KEY.replace("PRIVATE", "PUBLIC"), "is not a readable PEM", id="relabelled"),
+        pytest.param(private_pem(p384), "must be an EC P-256 private key", id="p384"),
+        pytest.param(
+            private_pem(rsa.generate_private_key(65537, 2048)), "must be an EC P-256 private key", id="rsa"
+        ),
+        pytest.param(SIGNING_KEY + private_pem(new_ec_key()), "must be one PEM private key", id="two-keys"),
+        pytest.param(json.dumps(SIGNING_KEY), "must be one PEM private key", id="json-quoted"),
+    ]
+
+
+@pytest.mark.parametrize(("value", "problem"), _unusable_signing_keys())
+def test_a_signing_key_that_is_no_single_p256_private_key_stops_start_up(value, problem):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({**SECRETS, "STOREFRONT_SIGNING_KEY": value})
+
+    assert str(caught.value).startswith(f"STOREFRONT_SIGNING_KEY {problem}")
+    assert SIGNING_KEY.splitlines()[1] not in str(caught.value)
+
+
+def test_the_current_key_listed_as_retired_stops_start_up():
+    current = public_jwk(load_private_key(SIGNING_KEY))
+
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({**SECRETS, "STOREFRONT_RETIRED_PUBLIC_KEYS": json.dumps([RETIRED_JWK, current])})
+
+    assert str(caught.value).startswith(
+        "STOREFRONT_RETIRED_PUBLIC_KEYS lists the current STOREFRONT_SIGNING_KEY"
+    )
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param(RETIRED_JWK, id="the-same-entry"),
+        pytest.param({m: RETIRED_JWK[m] for m in ("kty", "crv", "x", "y")}, id="without-kid-alg-use"),
+    ],
+)
+def test_a_retired_key_listed_twice_stops_start_up(second):
+    with pytest.raises(SettingsError, match="STOREFRONT_RETIRED_PUBLIC_KEYS lists one key twice"):
+        _retired(json.dumps([RETIRED_JWK, _jwk(), second]))
+
+
+def test_a_retired_key_with_a_member_named_twice_stops_start_up():
+    other = _jwk()
+    text = json.dumps([RETIRED_JWK])[:-2] + f', "x": "{other["x"]}"}}]'  # which x? readers differ
+
+    with pytest.raises(
+        SettingsError, match="STOREFRONT_RETIRED_PUBLIC_KEYS must be JSON, each member named once"
+    ):
+        _retired(text)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        pytest.param({"kid": "2025-key"}, "RFC 7638 thumbprint", id="foreign-kid"),
+        pytest.param({"alg": "RS256"}, "ES256", id="alg"),
+        pytest.param({"x": RETIRED_JWK["x"] + "="}, "unpadded base64url", id="padded"),
+    ],
+)
+def test_a_retired_key_that_would_be_published_otherwise_stops_start_up_naming_it(change, problem):
+    with pytest.raises(SettingsError) as caught:
+        _retired(json.dumps([_jwk(), {**RETIRED_JWK, **change}]))
+
+    assert str(caught.value).startswith(
+        "STOREFRONT_RETIRED_PUBLIC_KEYS must list public EC P-256 JWKs: key 2 "
+    )
+    assert problem in str(caught.value)
+
+
+def test_the_example_key_as_a_retired_key_stops_start_up_on_azure_only():
+    example = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+    example_jwk = public_jwk(load_private_key(example["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")))
+    env = {**SECRETS, "STOREFRONT_RETIRED_PUBLIC_KEYS": json.dumps([example_jwk])}
+
+    assert Settings.from_env(env).retired_public_keys == (example_jwk,)
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({**env, "WEBSITE_INSTANCE_ID": "x7"})
+    assert "STOREFRONT_RETIRED_PUBLIC_KEYS lists the public development key" in str(caught.value)

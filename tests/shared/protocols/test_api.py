@@ -102,9 +102,8 @@ def test_health_never_reveals_secret_values():
 
 
 def test_health_names_a_signing_key_that_is_set_but_unusable():
-    settings = Settings.from_env(
-        {"BREVO_API_KEY": "k", "STOREFRONT_HASH_SECRET": "h", "STOREFRONT_SIGNING_KEY": "not a pem"}
-    )
+    # The settings refuse such a key at start-up; settings that came to hold one still get a 503.
+    settings = Settings(brevo_api_key="k", hash_secret="h", signing_key_pem="not a pem")
 
     answer = _health(settings, keys=lambda: KeySet.load(settings.signing_key_pem))
     body = json.loads(answer.body)
@@ -119,7 +118,7 @@ def test_health_names_a_signing_key_that_is_set_but_unusable():
 @pytest.mark.parametrize("name", SECRET_SETTINGS)
 def test_health_names_an_unresolved_key_vault_reference_without_echoing_it(name):
     reference = "@Microsoft.KeyVault(SecretUri=https://shop-kv.vault.azure.net/secrets/s3cr3t/)"
-    values = {"BREVO_API_KEY": "k", "STOREFRONT_HASH_SECRET": "h", "STOREFRONT_SIGNING_KEY": "pem"}
+    values = {"BREVO_API_KEY": "k", "STOREFRONT_HASH_SECRET": "h", "STOREFRONT_SIGNING_KEY": KEYS.private_pem}
     settings = Settings.from_env({**values, name: reference})
     keys = (lambda: KEYS) if name != "STOREFRONT_SIGNING_KEY" else _no_keys
 
@@ -138,7 +137,7 @@ def test_health_names_an_unresolved_reference_in_a_setting_that_is_no_secret():
         {
             "BREVO_API_KEY": "k",
             "STOREFRONT_HASH_SECRET": "h",
-            "STOREFRONT_SIGNING_KEY": "pem",
+            "STOREFRONT_SIGNING_KEY": KEYS.private_pem,
             "STOREFRONT_SENDER_EMAIL": "@Microsoft.KeyVault(VaultName=shop-kv;SecretName=sender)",
         }
     )

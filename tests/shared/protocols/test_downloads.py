@@ -23,7 +23,7 @@ from jose import jwt
 from devstack.run import DEV_ACCOUNT_KEY
 from devstack.seed_bundles import sample_bundle, seed
 from shared.config.errors import BundleUnavailable, Forbidden, InvalidToken, NotConfigured
-from shared.config.keys import KeySet, public_jwk
+from shared.config.keys import KeySet, public_jwk, thumbprint
 from shared.protocols.downloads import MAX_TOKEN_LENGTH, Downloads
 from shared.purchase.catalog import BUNDLES, find_bundle
 from shared.purchase.tokens import AUDIENCE, TokenSigner
@@ -186,6 +186,28 @@ def test_a_published_key_off_the_curve_refuses_its_tokens_and_never_fails(contai
     old = TokenSigner(KeySet.load(pem(retired)), ISSUER, 3600).mint(BUNDLE).token
 
     error = refused(Downloads(lambda: broken, BlobBundleFiles(container), ISSUER), container, old)
+
+    assert isinstance(error, InvalidToken)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param(lambda jwk: {**jwk, "x": 12345}, id="number-coordinate"),
+        pytest.param(lambda jwk: {**jwk, "y": jwk["y"][:-2]}, id="short-coordinate"),
+        pytest.param(lambda jwk: {**jwk, "crv": "P-384"}, id="p384-curve"),
+        pytest.param(lambda jwk: {**jwk, "kty": "oct"}, id="oct-type"),
+    ],
+)
+def test_a_token_naming_a_published_key_no_library_can_use_is_a_401(container, current, retired, broken):
+    """However a key set came to publish such a key, the token that names it is refused, never a
+    500 from the library's exception."""
+    published = broken(public_jwk(retired))
+    hostile = KeySet.load(pem(current), (published,))
+    token = es256(pem(retired), claims(), kid=thumbprint(published))
+    assert hostile.public_key(thumbprint(published)) is not None
+
+    error = refused(Downloads(lambda: hostile, BlobBundleFiles(container), ISSUER), container, token)
 
     assert isinstance(error, InvalidToken)
 
@@ -450,6 +472,25 @@ def test_a_genuine_token_for_a_bundle_the_store_does_not_offer_is_forbidden(
 )
 def test_a_garbage_string_is_refused_as_an_invalid_token(downloads, container, token):
     assert isinstance(refused(downloads, container, token), InvalidToken)
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "\udcff.e30.c2ln",  # a lone surrogate: no UTF-8 encoder takes it
+        "e30.e30.c2ln\n",
+        " e30.e30.c2ln",
+        "e30.e30.c2l=",
+        "\uff45yJ.e30.c2ln",  # FULLWIDTH LATIN SMALL LETTER E
+        "e30.e30.c2ln\x00",
+        "e30.e30+.c2ln",
+    ],
+    ids=["surrogate", "newline", "space", "padding", "fullwidth", "nul", "plus"],
+)
+def test_a_token_of_characters_no_compact_jws_holds_is_malformed_not_a_crash(downloads, container, token):
+    error = refused(downloads, container, token)
+
+    assert str(error) == "the download link is malformed"
 
 
 def test_an_overlong_token_is_refused_even_when_genuine(downloads, container, current, keys):

@@ -252,6 +252,36 @@ def test_traditional_sec1_ec_key_pem_is_accepted(key):
     assert signer.kid == rfc7638_thumbprint(key)
 
 
+def test_tokens_are_signed_by_the_key_that_was_checked_in_whatever_form_it_was_given(key):
+    """The key set keeps the PKCS#8 form of the key it read, so jose, which reads the text again to
+    sign, signs with that key and names it by its kid."""
+    given = "\n " + pem(key, serialization.PrivateFormat.TraditionalOpenSSL).replace("\n", "\r\n") + " \n"
+    signer = TokenSigner(KeySet.load(given), ISSUER, TTL)
+
+    token = signer.mint("agent-starter-kit").token
+
+    assert jwt.get_unverified_header(token)["kid"] == rfc7638_thumbprint(key)
+    assert jwt.decode(token, public_pem(key), algorithms=["ES256"], audience=AUDIENCE)["sub"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(
+            lambda key: public_pem(ec.generate_private_key(ec.SECP256R1())) + pem(key), id="public-first"
+        ),
+        pytest.param(
+            lambda key: pem(key) + pem(ec.generate_private_key(ec.SECP256R1())), id="second-private"
+        ),
+    ],
+)
+def test_a_key_text_holding_another_key_is_not_configured_before_anything_is_signed(key, extra):
+    """cryptography reads the private key past a public one where jose reads the public one and
+    fails at every signature: such a text is refused, not signed with."""
+    with pytest.raises(NotConfigured, match="STOREFRONT_SIGNING_KEY must be one PEM private key"):
+        TokenSigner(KeySet.load(extra(key)), ISSUER, TTL)
+
+
 def _bad_keys() -> list:
     return [
         pytest.param("", "is not set", id="missing"),
