@@ -151,6 +151,7 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
                 s.cost_counter_shards,
                 recipient_limit_per_day=s.recipient_limit_per_day,
                 agent_rate_limit_per_hour=s.agent_rate_limit_per_hour or None,
+                agent_site_rate_limit_per_hour=s.agent_site_rate_limit_per_hour or None,
             ),
             local=counters_in_make_run(s),
         ),

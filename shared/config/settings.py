@@ -72,6 +72,7 @@ BOUNDS: dict[str, tuple[str, str]] = {
     "STOREFRONT_RATE_LIMIT_PER_HOUR": ("1", "1000000"),
     "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": ("1", "1000000"),
     "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR": ("1", "1000000"),
+    "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR": ("1", "1000000"),
     "STOREFRONT_DAILY_COST_CEILING_USD": ("0", "1000000"),
     "STOREFRONT_COST_PER_PURCHASE_USD": ("0", "100"),
     "STOREFRONT_COST_COUNTER_SHARDS": ("1", "100"),
@@ -112,6 +113,7 @@ class Settings:
     rate_limit_per_hour: int = 5
     recipient_limit_per_day: int = 3
     agent_rate_limit_per_hour: int = 0  # a verified agent's hourly limit; 0: rate_limit_per_hour
+    agent_site_rate_limit_per_hour: int = 0  # all verified agents of one site; 0: ten agents' limits
     agent_origins_allowed: tuple[str, ...] = ()  # origins whose agents are verified; empty: any
     agent_origins_denied: tuple[str, ...] = ()
     daily_cost_ceiling_usd: Decimal = Decimal("5.00")
@@ -196,6 +198,7 @@ class Settings:
             rate_limit_per_hour=r.integer("STOREFRONT_RATE_LIMIT_PER_HOUR", 5),
             recipient_limit_per_day=r.integer("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", 3),
             agent_rate_limit_per_hour=r.integer("STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR", 0),
+            agent_site_rate_limit_per_hour=r.integer("STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR", 0),
             agent_origins_allowed=r.origins("STOREFRONT_AGENT_ORIGINS_ALLOWED"),
             agent_origins_denied=r.origins("STOREFRONT_AGENT_ORIGINS_DENIED"),
             daily_cost_ceiling_usd=r.money("STOREFRONT_DAILY_COST_CEILING_USD", "5.00"),

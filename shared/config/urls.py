@@ -53,9 +53,11 @@ def canonical_host(host: str) -> str:
     IDNA-encoded; ValueError otherwise."""
     if host.startswith("["):
         try:
-            return f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
+            address = ipaddress.IPv6Address(host[1:-1])
         except ValueError:
             raise ValueError("its IPv6 address is malformed") from None
+        mapped = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1, the one host it reaches
+        return str(mapped) if mapped is not None else f"[{address.compressed}]"
     host = host.lower()
     if _DEVIATIONS & set(host):
         raise ValueError("its host has a character IDNA versions encode differently: give its xn-- form")

@@ -83,7 +83,7 @@ class AgentVerifier:
         if keyid not in directory.keys:
             raise SignatureRefused(f"the key directory of {origin} holds no key with this keyid")
         self._verify(req, label, agent_component, Ed25519PublicKey.from_public_bytes(directory.keys[keyid]))
-        if not self._first_use(keyid, params["created"], params.get("nonce"), req.header("signature") or ""):
+        if not self._first_use(keyid, params["created"], params.get("nonce"), _signature_bytes(req, label)):
             raise SignatureRefused(
                 "this signature was used before: sign each request afresh, with a new nonce"
             )
@@ -147,12 +147,13 @@ class AgentVerifier:
         except (HTTPMessageSignaturesException, ValueError, TypeError, KeyError) as exc:
             raise SignatureRefused(f"the web-bot-auth signature does not verify: {_reason(exc)}") from None
 
-    def _first_use(self, keyid: str, created: int, nonce: object, signature: str) -> bool:
-        """Whether this is the signature's first use: its nonce (or, without one, the signature
-        itself) is counted once in Table storage, across every instance, in a row named by the
-        signed `created` day (so a replay, which carries the same `created`, finds it on the next
-        day too). Raises ReplayUnchecked when storage, or the hash secret, is not there."""
-        token = nonce if isinstance(nonce, str) and nonce else "signature:" + signature
+    def _first_use(self, keyid: str, created: int, nonce: object, signature: bytes) -> bool:
+        """Whether this is the signature's first use: its nonce (or, without one, the signature's
+        own bytes, however its header is written) is counted once in Table storage, across every
+        instance, in a row named by the signed `created` day (so a replay, which carries the same
+        `created`, finds it on the next day too). Raises ReplayUnchecked when storage, or the hash
+        secret, is not there."""
+        token = nonce if isinstance(nonce, str) and nonce else "signature:" + signature.hex()
         day = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).strftime("nonce-%Y%m%d")
         try:
             key = self._hasher.nonce(f"{keyid}\x00{token}")
@@ -180,6 +181,9 @@ def identified(
     except ReplayUnchecked as exc:
         log.warning("web-bot-auth signature not relied on: its replay could not be checked (%s)", exc)
         agent = None
+    except Exception:  # noqa: BLE001 - the headers and the directory are a stranger's; never a 500
+        log.exception("web-bot-auth signature could not be checked")
+        return refused(SignatureRefused("the web-bot-auth signature could not be checked"), rpc=rpc)
     return answer(replace(req, agent=agent))
 
 
@@ -199,8 +203,12 @@ def _web_bot_auth_signature(req: Request) -> tuple[str | None, dict, list[tuple[
     """The label, parameters and covered components of the first signature tagged web-bot-auth;
     (None, {}, []) when none is."""
     text = req.header("signature-input") or ""
-    if len(text) > MAX_HEADER or req.header("signature") is None:
-        raise SignatureRefused("Signature-Input and Signature must both be sent, each under 4 KiB")
+    sizes = [len(req.header(name) or "") for name in ("signature-input", "signature", "signature-agent")]
+    if req.header("signature") is None or max(sizes) > MAX_HEADER:
+        raise SignatureRefused(
+            "Signature-Input and Signature must both be sent, and they and Signature-Agent must each be "
+            "under 4 KiB"
+        )
     try:
         parsed: Any = http_sf.parse(text.encode(), tltype="dictionary")
     except Exception:  # http_sf raises ValueError and others on malformed input
@@ -210,6 +218,14 @@ def _web_bot_auth_signature(req: Request) -> tuple[str | None, dict, list[tuple[
             covered = [(str(name).lower(), dict(p)) for name, p in members]
             return label, dict(params), covered
     return None, {}, []
+
+
+def _signature_bytes(req: Request, label: str) -> bytes:
+    """The signature value of `label`, decoded: what a replay carries, whatever else it changes in
+    the Signature header (parameters, spaces, other members). It verified, so it parses."""
+    members = cast(dict, http_sf.parse((req.header("signature") or "").encode(), tltype="dictionary"))
+    value, _ = members[label]
+    return bytes(value)
 
 
 def _signature_agent(header: str, key: object) -> object:

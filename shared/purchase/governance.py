@@ -24,6 +24,7 @@ from shared.purchase.mailbox import mailbox
 from shared.seams.counters import Reservation, TableCounters, split_budget
 
 MICROS = Decimal(1_000_000)
+AGENTS_PER_SITE = 10  # the default site limit: ten agents' limits
 IPV6_PREFIX = 64  # one IPv6 subscriber's network: what ISPs assign to one home or one host
 # Off Azure (make run, a dev host, func start) a developer who ran into a limit can start afresh.
 LOCAL_RESET_HINT = "; locally, `make reset` clears the counters"
@@ -52,11 +53,17 @@ class Limits:
     cost_shards: int = 8
     recipient_limit_per_day: int = 3
     agent_rate_limit_per_hour: int | None = None  # a verified agent's; None: rate_limit_per_hour
+    agent_site_rate_limit_per_hour: int | None = None  # all agents of one site; None: 10 agents' worth
 
     @property
     def agent_rate(self) -> int:
         own = self.agent_rate_limit_per_hour
         return self.rate_limit_per_hour if own is None else own
+
+    @property
+    def agent_site_rate(self) -> int:
+        site = self.agent_site_rate_limit_per_hour
+        return AGENTS_PER_SITE * self.agent_rate if site is None else site
 
     @property
     def cost_partitions(self) -> int:
@@ -90,21 +97,44 @@ class Governance:
     def limits(self) -> Limits:
         return self._limits
 
-    def reserve_rate(self, ip: str, agent: Agent | None = None) -> Reservation:
+    def reserve_rate(self, ip: str) -> Reservation:
         """Count one attempt for this client in the current UTC hour, or refuse with 429.
 
-        The client is a verified agent (its directory origin and key thumbprint, under
-        `Limits.agent_rate`) when there is one, else `rate_bucket(ip)` (an IPv6 client's /64);
-        either is stored only as its keyed hash."""
+        The client is `rate_bucket(ip)` (an IPv6 client's /64), stored only as its keyed hash."""
+        return self._reserve_hour(
+            self._hasher.client_ip(rate_bucket(ip)),
+            self._limits.rate_limit_per_hour,
+            "from one client address (an IPv6 client's whole /64)",
+            "STOREFRONT_RATE_LIMIT_PER_HOUR",
+        )
+
+    def reserve_agent_rate(self, agent: Agent) -> list[Reservation]:
+        """Count one attempt for a verified agent in the current UTC hour, in place of its
+        address, or refuse with 429: in its own bucket (its origin and key, under
+        `Limits.agent_rate`) and its site's (every agent of one registrable domain, under
+        `Limits.agent_site_rate`), so that minting keys or subdomains buys no more than the
+        site's limit. Each is stored only as its keyed hash; a refusal gives the first back."""
+        own = self._reserve_hour(
+            self._hasher.agent(f"{agent.origin} {agent.key}"),
+            self._limits.agent_rate,
+            "from one verified agent (origin and key)",
+            "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR",
+        )
+        try:
+            site = self._reserve_hour(
+                self._hasher.agent(f"site {agent.site}"),
+                self._limits.agent_site_rate,
+                f"from the verified agents of one site ({agent.site})",
+                "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR",
+            )
+        except (LimitExceeded, StorageOutage):
+            self.release(own)
+            raise
+        return [own, site]
+
+    def _reserve_hour(self, bucket: str, limit: int, who: str, setting: str) -> Reservation:
         now = self._clock()
         hour = datetime.fromtimestamp(now, timezone.utc).strftime("rate-%Y%m%d%H")
-        if agent is not None:
-            bucket, limit = self._hasher.agent(f"{agent.origin} {agent.key}"), self._limits.agent_rate
-            who, setting = "from one verified agent (origin and key)", "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR"
-        else:
-            bucket, limit = self._hasher.client_ip(rate_bucket(ip)), self._limits.rate_limit_per_hour
-            who = "from one client address (an IPv6 client's whole /64)"
-            setting = "STOREFRONT_RATE_LIMIT_PER_HOUR"
         reservation = self._counters.add(Reservation(bucket, hour, 1), limit=limit, likely_new=True)
         if reservation is None:
             raise LimitExceeded(

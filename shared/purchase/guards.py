@@ -20,6 +20,7 @@ from shared.purchase.schema import PurchaseInput, check_shape, validate_argument
 from shared.seams.counters import Reservation
 
 log = logging.getLogger("storefront.purchase")
+Taken = Reservation | list[Reservation]  # what a guard takes: one reservation, or several
 
 
 class Guards:
@@ -34,7 +35,7 @@ class Guards:
         self._guard(
             attempt,
             "rate_limit",
-            lambda: self._governance.reserve_rate(call.client_ip, call.caller.agent),
+            self._rate_reservations(call.client_ip, call.caller.agent),
             _within_rate(limits, call.caller.agent),
         )
         purchase = validate(attempt, self._hasher)
@@ -47,6 +48,11 @@ class Guards:
             f"(this purchase ${limits.cost_per_purchase_usd})",
         )
         return purchase
+
+    def _rate_reservations(self, ip: str, agent: Agent | None) -> Callable[[], list[Reservation]]:
+        if agent is not None:
+            return functools.partial(self._governance.reserve_agent_rate, agent)
+        return lambda: [self._governance.reserve_rate(ip)]
 
     def give_back(self, reservation: Reservation) -> None:
         self._governance.release(reservation)
@@ -66,7 +72,13 @@ class Guards:
                 f"{limits.recipient_limit_per_day} per day to this recipient",
             )
 
-    def _guard(self, attempt: Attempt, check: str, reserve: Callable[[], Reservation], within: str) -> None:
+    def _guard(
+        self,
+        attempt: Attempt,
+        check: str,
+        reserve: Callable[[], Taken],
+        within: str,
+    ) -> None:
         """Take one governance reservation, unless a predecessor's is on the claim."""
         if not attempt.checks.has(check) and _reserve(attempt, check, reserve):
             attempt.checks.set(check, "pass", within)
@@ -74,15 +86,19 @@ class Guards:
 
 def _within_rate(limits: Limits, agent: Agent | None) -> str:
     if agent is not None:
-        return f"within {limits.agent_rate} per hour from this verified agent"
+        return (
+            f"within {limits.agent_rate} per hour from this verified agent "
+            f"({limits.agent_site_rate} from its site)"
+        )
     return f"within {limits.rate_limit_per_hour} per hour from this client"
 
 
-def _reserve(attempt: Attempt, check: str, reserve: Callable[[], Reservation]) -> bool:
-    """Take a reservation, reported under `check`: a refusal fails the check (429); an
-    unreachable counter store fails open and marks it `degraded` (False)."""
+def _reserve(attempt: Attempt, check: str, reserve: Callable[[], Taken]) -> bool:
+    """Take a reservation (or several), reported under `check`: a refusal fails the check
+    (429); an unreachable counter store fails open and marks it `degraded` (False)."""
     try:
-        attempt.reservations.append(reserve())
+        taken = reserve()
+        attempt.reservations.extend(taken if isinstance(taken, list) else [taken])
     except LimitExceeded as exc:
         attempt.checks.set(check, "fail", exc.message)
         raise

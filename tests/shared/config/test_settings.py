@@ -86,6 +86,7 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_RATE_LIMIT_PER_HOUR": "12",
         "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": "2",
         "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR": "40",
+        "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR": "400",
         "STOREFRONT_AGENT_ORIGINS_ALLOWED": "HTTPS://Agent.Example:443/, https://other.example:8443",
         "STOREFRONT_AGENT_ORIGINS_DENIED": "https://bad.example",
         "STOREFRONT_DAILY_COST_CEILING_USD": "7.25",
@@ -124,6 +125,7 @@ def test_every_setting_is_read_from_the_environment():
         rate_limit_per_hour=12,
         recipient_limit_per_day=2,
         agent_rate_limit_per_hour=40,
+        agent_site_rate_limit_per_hour=400,
         agent_origins_allowed=("https://agent.example", "https://other.example:8443"),
         agent_origins_denied=("https://bad.example",),
         daily_cost_ceiling_usd=Decimal("7.25"),
@@ -157,7 +159,7 @@ def test_every_field_is_covered_by_the_full_environment_tests():
     # If a field is added, test_every_setting_is_read_from_the_environment (or, for storage
     # identity, test_user_assigned_identity_settings_are_read; for the secrets' strength, the
     # tests of public and weak secrets below) must name it too.
-    assert len(dataclasses.fields(Settings)) == 44
+    assert len(dataclasses.fields(Settings)) == 45
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():
@@ -284,6 +286,7 @@ FIELDS = {
     "STOREFRONT_RATE_LIMIT_PER_HOUR": "rate_limit_per_hour",
     "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": "recipient_limit_per_day",
     "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR": "agent_rate_limit_per_hour",
+    "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR": "agent_site_rate_limit_per_hour",
     "STOREFRONT_DAILY_COST_CEILING_USD": "daily_cost_ceiling_usd",
     "STOREFRONT_COST_PER_PURCHASE_USD": "cost_per_purchase_usd",
     "STOREFRONT_COST_COUNTER_SHARDS": "cost_counter_shards",

@@ -99,6 +99,7 @@ FORMS = [
     _whole("STOREFRONT_RATE_LIMIT_PER_HOUR", "rate_limit_per_hour", 12),
     _whole("STOREFRONT_RECIPIENT_LIMIT_PER_DAY", "recipient_limit_per_day", 20),
     _whole("STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR", "agent_rate_limit_per_hour", 40),
+    _whole("STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR", "agent_site_rate_limit_per_hour", 400),
     _whole("STOREFRONT_COST_COUNTER_SHARDS", "cost_counter_shards", 16),
     _whole("STOREFRONT_CONTACT_QUEUE_SHARDS", "contact_queue_shards", 16),
     _whole("BREVO_CONTACT_LIST_ID", "brevo_contact_list_id", 42),

@@ -154,6 +154,28 @@ def test_a_replayed_signature_is_refused(counters, key, directory):
         verifier(counters).identify(request)  # another instance: the nonce is in Table storage
 
 
+def test_a_signature_without_a_nonce_is_used_once_however_its_header_is_rewritten(counters, key, directory):
+    """Without a nonce the replay check keys on the signature's bytes, not the header's text: a
+    parameter, a space or another member added to Signature is the same signature."""
+    request = signed(key, directory.origin, nonce=None)
+    assert verifier(counters).identify(request) is not None
+    label_value = request.headers["signature"]
+    for rewritten in (label_value + ";x", " " + label_value, label_value + ", zz=:AAAA:"):
+        headers = {**request.headers, "signature": rewritten}
+        if "zz=" in rewritten:
+            headers["signature-input"] += ', zz=("@authority");created=1'
+        with pytest.raises(SignatureRefused, match="used before"):
+            verifier(counters).identify(Request("POST", headers, url=STORE))
+
+
+def test_headers_past_4_kib_are_refused(counters, key, directory):
+    request = signed(key, directory.origin)
+    for name in ("signature-input", "signature", "signature-agent"):
+        padded = {**request.headers, name: request.headers[name] + " " * 4097}
+        with pytest.raises(SignatureRefused, match="4 KiB"):
+            verifier(counters).identify(Request("POST", padded, url=STORE))
+
+
 def test_a_signature_replayed_after_midnight_is_still_refused(counters, key, directory):
     """The nonce is kept under the signed `created` day, not the day it was checked."""
     midnight = (int(time.time()) // 86400 + 1) * 86400
@@ -255,7 +277,7 @@ DIRECTORIES = {
         "no Ed25519",
     ),
     "too large": ({"document": {"keys": [], "pad": "x" * 70_000}}, "larger than"),
-    "too slow": ({"delay": 1.5}, "could not be fetched"),
+    "too slow": ({"delay": 1.5}, "cannot be fetched"),
 }
 
 

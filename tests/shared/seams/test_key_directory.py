@@ -1,60 +1,26 @@
-"""shared.seams.key_directory: which addresses a directory may be fetched from, and how long a
-directory is kept. Fetching, sizes and failures end to end are in tests/shared/protocols/test_agents.py."""
+"""shared.seams.key_directory: which keys a directory gives, how long it is kept, and what many
+callers at once, or a directory that stops answering, do to the cache. Fetching is tested in
+test_public_fetch.py; signatures end to end in tests/shared/protocols/test_agents.py."""
 
 from __future__ import annotations
 
-import pytest
-import requests
+import threading
 
+import pytest
+
+from shared.seams import key_directory
 from shared.seams.key_directory import (
     MAX_TTL,
     MIN_TTL,
-    NOT_PUBLIC,
     DirectoryUnavailable,
     KeyDirectories,
-    _session,
+    _ed25519_keys,
     _ttl,
-    is_public,
     thumbprint,
 )
 from tests.agents import AgentKey, KeyDirectory
 
-pytestmark = pytest.mark.services  # serves a directory on loopback
-
-
-@pytest.mark.parametrize(
-    ("address", "public"),
-    [
-        ("93.184.215.14", True),
-        ("2606:4700::6810:84e5", True),
-        ("127.0.0.1", False),
-        ("10.1.2.3", False),
-        ("172.16.0.1", False),
-        ("192.168.1.1", False),
-        ("169.254.169.254", False),  # the cloud metadata service
-        ("100.64.0.1", False),  # shared address space (CGNAT)
-        ("0.0.0.0", False),
-        ("::1", False),
-        ("fe80::1%eth0", False),
-        ("fd00::1", False),
-        ("::ffff:127.0.0.1", False),
-        ("::ffff:10.0.0.1", False),
-        ("224.0.0.1", False),
-        ("not an address", False),
-    ],
-)
-def test_only_public_addresses_are_public(address, public):
-    assert is_public(address) is public
-
-
-def test_on_azure_a_directory_on_a_loopback_address_is_never_connected_to():
-    served = KeyDirectory(AgentKey())
-    try:
-        with pytest.raises(requests.ConnectionError, match=NOT_PUBLIC):
-            _session(public_only=True).get(served.url, timeout=2)
-        assert served.hits == 0, "refused after connecting, before a byte of the request was sent"
-    finally:
-        served.close()
+pytestmark = pytest.mark.services  # serves directories on loopback
 
 
 def test_on_azure_only_https_directories_are_fetched():
@@ -72,6 +38,8 @@ def test_on_azure_only_https_directories_are_fetched():
         ("no-store", MIN_TTL),
         ('public, max-age="600"', 600),
         ("max-age=abc", 300),
+        ("max-age=\u00b2", 300),  # a digit to str.isdigit, not to int
+        ("max-age=" + "9" * 5000, 300),
     ],
 )
 def test_a_directory_is_kept_as_its_headers_say_within_bounds(cache_control, seconds):
@@ -80,7 +48,71 @@ def test_a_directory_is_kept_as_its_headers_say_within_bounds(cache_control, sec
 
 def test_the_thumbprint_is_rfc_7638s():
     # RFC 9421's Ed25519 test key, whose thumbprint Web Bot Auth's own test vectors name.
-    assert (
-        thumbprint("JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs")
-        == "poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U"
+    x = "JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs"
+    assert thumbprint(x) == "poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U"
+
+
+def test_one_key_is_one_thumbprint_however_its_x_is_spelled():
+    """The last base64url character of a 32-byte key carries 2 unused bits: the other spellings of
+    one key would give it other thumbprints, and so other rate buckets. Only the canonical one counts."""
+    x = AgentKey().x
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    base = alphabet.index(x[-1]) & ~0b11
+    spellings = [x[:-1] + alphabet[base + low] for low in range(4)]
+    jwks = b'{"keys": [%s]}' % b",".join(
+        b'{"kty":"OKP","crv":"Ed25519","x":"%s"}' % s.encode() for s in spellings
     )
+
+    assert list(_ed25519_keys(jwks)) == [thumbprint(x)]
+
+
+def test_callers_at_once_share_one_fetch(directory):
+    directory.delay = 0.3
+    directories = KeyDirectories(local=True)
+    found: list[object] = []
+    threads = [
+        threading.Thread(target=lambda: found.append(directories.keys(directory.origin))) for _ in range(10)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert len(found) == 10 and directory.hits == 1
+
+
+def test_a_failed_refetch_keeps_the_copy_that_is_still_fresh(directory):
+    now = [1000.0]
+    directories = KeyDirectories(local=True, clock=lambda: now[0])
+    good = directories.keys(directory.origin)
+    directory.status = 503
+    now[0] += 120
+
+    assert directories.keys(directory.origin, older_than=60) == good, "a stranger's unknown keyid"
+    assert directories.keys(directory.origin, older_than=60) == good
+    assert directory.hits == 2, "the failure is remembered: not fetched again at once"
+
+
+def test_the_least_recently_used_directories_leave_the_cache_first(monkeypatch):
+    monkeypatch.setattr(key_directory, "MAX_ORIGINS", 2)
+    served = [KeyDirectory(AgentKey()) for _ in range(3)]
+    try:
+        directories = KeyDirectories(local=True)
+        directories.keys(served[0].origin)
+        directories.keys(served[1].origin)
+        directories.keys(served[0].origin)  # used again: the second is now the oldest
+        directories.keys(served[2].origin)
+        directories.keys(served[0].origin)
+        directories.keys(served[1].origin)
+
+        assert [d.hits for d in served] == [1, 2, 1]
+    finally:
+        for d in served:
+            d.close()
+
+
+@pytest.fixture
+def directory():
+    served = KeyDirectory(AgentKey())
+    yield served
+    served.close()
