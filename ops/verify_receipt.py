@@ -17,14 +17,16 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import requests
-
 from shared.config.printable import printable
 from shared.purchase.receipt.signatures import verify
+from shared.seams.public_fetch import FetchFailed, PublicFetcher
 
 JWKS_PATH = "/.well-known/jwks.json"
 # Where stores published their keys before the domain-root path; the same keys are still there.
 OLD_JWKS_PATH = "/api/.well-known/jwks.json"
+# A receipt or key set is a few KiB; a host that sends more, or slower, is not a store. Any
+# address: the operator checks receipts of their own store, which may be on localhost.
+FETCHER = PublicFetcher(local=True, timeout=15, max_bytes=1024 * 1024)
 
 
 class Unreadable(Exception):
@@ -38,12 +40,12 @@ class NotServed(Unreadable):
 def load(source: str, accept: str = "application/json") -> bytes:
     if source.startswith(("http://", "https://")):
         try:
-            response = requests.get(source, headers={"Accept": accept}, timeout=15)
-        except requests.RequestException as exc:
-            raise Unreadable(f"cannot fetch {source}: {type(exc).__name__}") from None
-        if response.status_code != 200:
-            raise NotServed(f"cannot fetch {source}: HTTP {response.status_code}")
-        return response.content
+            response = FETCHER.get(source, accept)
+        except FetchFailed as exc:
+            raise Unreadable(f"cannot fetch {source}: {exc}") from None
+        if response.status != 200:
+            raise NotServed(f"cannot fetch {source}: HTTP {response.status}")
+        return response.body
     try:
         return Path(source).read_bytes()
     except OSError as exc:
@@ -80,6 +82,13 @@ def _is_key_set(body: bytes) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except Exception as exc:  # noqa: BLE001 - whatever the input does, the answer is a verdict line
+        return _say(2, "UNREADABLE", f"the receipt could not be checked ({type(exc).__name__})")
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.verify_receipt", description=__doc__.splitlines()[0])
     parser.add_argument("receipt", help="receipt URL or file")
     parser.add_argument("--jwks", help="JWKS URL or file (default: the store's, by the receipt's host)")
@@ -102,8 +111,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _say(status: int, verdict: str, detail: str) -> int:
-    """Print the verdict line, the untrusted detail escaped, and return the exit status."""
-    print(f"{verdict}: {printable(detail)}")
+    """Print the verdict line, the untrusted detail escaped, and return the exit status. A
+    character the terminal's encoding lacks is written as a backslash escape, never an error."""
+    encoding = sys.stdout.encoding or "utf-8"
+    line = f"{verdict}: {printable(detail)}"
+    print(line.encode(encoding, "backslashreplace").decode(encoding, "replace"))
     return status
 
 

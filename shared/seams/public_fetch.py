@@ -27,7 +27,16 @@ _DIGITS = re.compile(r"[0-9]{1,9}")
 _EMBEDDING = (ipaddress.IPv6Network("64:ff9b::/96"),)
 _NEVER = tuple(
     ipaddress.ip_network(n)
-    for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b:1::/48", "2001::/32", "192.0.0.0/24", "100.64.0.0/10")
+    for n in (
+        "::/96",
+        "::ffff:0:0:0/96",
+        "64:ff9b:1::/48",
+        "2001::/32",
+        "fec0::/10",  # deprecated site-local
+        "192.0.0.0/24",
+        "100.64.0.0/10",
+        "168.63.129.16/32",  # Azure's platform address (host DNS, health probes, WireServer)
+    )
 )
 
 
@@ -145,23 +154,35 @@ def _shut(sockets: list[socket.socket], late: threading.Event | None = None) -> 
 
 
 def _connected(conn: HTTPConnection, connect) -> socket.socket:
-    """The connection's socket, registered with its fetch's watchdog; for a public-only fetch,
-    refused unless every address the host resolves to, and the address connected to, is public."""
-    public_only = getattr(_opened, "public_only", True)
-    if public_only:
+    """The connection's socket, registered with its fetch's watchdog. For a public-only fetch the
+    host is resolved once, every address it gives must be public, and the socket connects to
+    those very addresses (never resolving again, so DNS cannot rebind the name to an internal
+    one between the check and the connection); TLS still checks the host's name."""
+    if not getattr(_opened, "public_only", True):
+        return _registered(connect())
+    try:
+        infos = socket.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
+    except OSError:
+        raise OSError("its host does not resolve") from None
+    if not infos or not all(is_public(str(info[4][0])) for info in infos):
+        raise OSError(f"{conn.host}: {NOT_PUBLIC}")
+    timeout = conn.timeout if isinstance(conn.timeout, (int, float)) else None
+    for family, kind, proto, _, address in infos[:2]:
+        sock = _registered(socket.socket(family, kind, proto))
         try:
-            infos = socket.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(address)
         except OSError:
-            raise OSError("its host does not resolve") from None
-        if not infos or not all(is_public(str(info[4][0])) for info in infos):
-            raise OSError(f"{conn.host}: {NOT_PUBLIC}")
-    sock = connect()
+            sock.close()
+            continue
+        return sock
+    raise OSError("it could not be connected to")
+
+
+def _registered(sock: socket.socket) -> socket.socket:
     sockets = getattr(_opened, "sockets", None)
     if sockets is not None:
         sockets.append(sock)
-    if public_only and not is_public(sock.getpeername()[0]):
-        sock.close()
-        raise OSError(f"{conn.host}: {NOT_PUBLIC}")
     return sock
 
 

@@ -3,7 +3,12 @@ JWKS first, the /api/ one only where a store not yet upgraded lacks the root one
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +21,8 @@ from ops import verify_receipt
 from shared.config.keys import KeySet
 from shared.purchase.receipt import signatures
 from shared.purchase.receipt.document import encode
-from tests.support import off_curve
+from shared.seams.public_fetch import PublicFetcher
+from tests.support import ROOT, off_curve
 
 RECEIPT_PATH = "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy"
 ROOT_JWKS, API_JWKS = "/.well-known/jwks.json", "/api/.well-known/jwks.json"
@@ -163,3 +169,67 @@ def test_any_receipt_or_key_set_gets_one_verdict_line_and_no_traceback(tmp_path,
     out, err = capsys.readouterr()
     assert code in (1, 2) and len(out.splitlines()) == 1 and err == ""
     assert out.startswith(("INVALID: ", "UNREADABLE: "))
+
+
+def test_a_host_sending_more_than_a_receipt_is_unreadable_not_a_memory_error(store, capsys):
+    store.pages[RECEIPT_PATH] = b"[" * (2 * 1024 * 1024)
+
+    code, out = verify(store, capsys)
+
+    assert code == 2 and out.startswith("UNREADABLE: ") and "larger than" in out
+    assert len(out.splitlines()) == 1
+
+
+def test_a_host_dribbling_its_answer_is_cut_off_at_the_deadline(store, capsys, monkeypatch):
+    monkeypatch.setattr(
+        verify_receipt, "FETCHER", PublicFetcher(local=True, timeout=1, max_bytes=1024 * 1024)
+    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def dribble() -> None:
+        conn, _ = listener.accept()
+        conn.recv(4096)
+        with contextlib.suppress(OSError):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            while not stop.wait(0.05):
+                conn.sendall(b"{")
+        conn.close()
+
+    threading.Thread(target=dribble, daemon=True).start()
+    try:
+        code = verify_receipt.main([f"http://127.0.0.1:{listener.getsockname()[1]}{RECEIPT_PATH}"])
+    finally:
+        stop.set()
+        listener.close()
+
+    out = capsys.readouterr().out
+    assert code == 2 and out.startswith("UNREADABLE: ") and len(out.splitlines()) == 1
+
+
+def test_a_terminal_without_unicode_still_gets_its_one_verdict_line(tmp_path):
+    """A receipt's text the terminal's encoding lacks is written as an escape, never a traceback."""
+    content = {**CONTENT, "receipt_id": "rcpt_\u9886\u6536\u636e"}
+    (tmp_path / "receipt.json").write_bytes(encode({**content, "signature": signatures.sign(content, KEYS)}))
+    (tmp_path / "jwks.json").write_bytes(JWKS)
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ops.verify_receipt",
+            str(tmp_path / "receipt.json"),
+            "--jwks",
+            str(tmp_path / "jwks.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith("VALID: receipt rcpt_\\u9886\\u6536\\u636e is signed")

@@ -26,6 +26,8 @@ pytestmark = pytest.mark.services  # serves sockets on loopback
         ("172.16.0.1", False),
         ("192.168.1.1", False),
         ("169.254.169.254", False),  # the cloud metadata service
+        ("168.63.129.16", False),  # Azure's platform address
+        ("fec0::1", False),  # deprecated site-local
         ("100.64.0.1", False),  # shared address space (CGNAT)
         ("192.0.0.8", False),  # IETF protocol assignments
         ("0.0.0.0", False),
@@ -106,6 +108,31 @@ def test_on_azure_a_loopback_host_is_refused_before_any_connection():
         with pytest.raises(FetchFailed, match=NOT_PUBLIC):
             fetcher.get(server.url.replace("http://", "https://"), "application/json")
         assert server.accepted == 0, "no connection was made, so no port's state shows"
+    finally:
+        server.close()
+
+
+def test_a_name_rebound_to_loopback_after_the_check_is_never_connected_to(monkeypatch):
+    """A rebinding name server answers the check with a public address and the next query with
+    127.0.0.1: the store resolves once and connects to the address it checked."""
+    server = Server(lambda conn: conn.sendall(OK + b"Content-Length: 2\r\n\r\n{}"))
+    port = int(server.url.split(":")[2].split("/")[0])
+    answers = iter(["93.184.215.14"] + ["127.0.0.1"] * 10)
+    real = socket.getaddrinfo
+
+    def rebinding(host, *args, **kwargs):
+        if host == "rebind.attacker.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    try:
+        with pytest.raises(FetchFailed) as refused:
+            PublicFetcher(local=False, timeout=1, max_bytes=1024).get(
+                f"https://rebind.attacker.example:{port}/doc", "application/json"
+            )
+        assert server.accepted == 0, "the loopback listener was never reached"
+        assert NOT_PUBLIC not in str(refused.value)
     finally:
         server.close()
 
