@@ -28,6 +28,20 @@ FAILURE_TTL = 30
 MAX_KEYS = 64
 MAX_ORIGINS = 1000  # directories kept in one instance's cache, the least recently used dropped
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]{43}")  # 32 bytes, unpadded
+_P = 2**255 - 19
+# Ed25519 points of small order (as libsodium lists them, the sign bit aside): with one as its
+# key, a forged signature (R the identity, S zero) verifies for many or all messages.
+SMALL_ORDER = tuple(
+    [bytes(32), (1).to_bytes(32, "little")]
+    + [
+        bytes.fromhex(h)
+        for h in (
+            "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+            "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+        )
+    ]
+    + [(_P + d).to_bytes(32, "little") for d in (-1, 0, 1)]
+)
 
 
 class DirectoryUnavailable(Exception):
@@ -146,8 +160,8 @@ def _ed25519_keys(body: bytes) -> dict[str, bytes]:
         x = jwk.get("x")
         if isinstance(x, str) and _BASE64URL.fullmatch(x):
             raw = base64.urlsafe_b64decode(x + "=")
-            if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == x:  # one spelling per key
-                keys[thumbprint(x)] = raw
+            if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == x and not _small_order(raw):
+                keys[thumbprint(x)] = raw  # one spelling per key, and no key anyone can sign for
     if not keys:
         raise DirectoryUnavailable("the key directory holds no Ed25519 key")
     return keys
@@ -160,6 +174,11 @@ def _base64url(text: str) -> bytes | None:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except ValueError:
         return None
+
+
+def _small_order(raw: bytes) -> bool:
+    unsigned = raw[:31] + bytes([raw[31] & 0x7F])
+    return unsigned in SMALL_ORDER
 
 
 def _ttl(cache_control: str) -> int:

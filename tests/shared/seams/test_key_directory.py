@@ -4,14 +4,19 @@ test_public_fetch.py; signatures end to end in tests/shared/protocols/test_agent
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 
 import pytest
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from shared.seams import key_directory
 from shared.seams.key_directory import (
     MAX_TTL,
     MIN_TTL,
+    SMALL_ORDER,
     DirectoryUnavailable,
     KeyDirectories,
     _ed25519_keys,
@@ -116,3 +121,27 @@ def directory():
     served = KeyDirectory(AgentKey())
     yield served
     served.close()
+
+
+@pytest.mark.parametrize("point", SMALL_ORDER, ids=lambda p: p.hex()[:8])
+@pytest.mark.parametrize("sign", [0, 0x80])
+def test_a_key_of_small_order_is_never_read_from_a_directory(point, sign):
+    """With such a key, a signature of the identity point and zero verifies for many messages
+    (for the identity itself, all): anyone could sign as the agent."""
+    raw = point[:31] + bytes([point[31] | sign])
+    forged = (1).to_bytes(32, "little") + bytes(32)
+    if sign == 0:  # the forgery is real: the library accepts it for some of a few messages
+        public = Ed25519PublicKey.from_public_bytes(raw)
+        assert any(_verifies(public, forged, bytes([i])) for i in range(64))
+    x = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    jwks = json.dumps({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": x}, AgentKey().public_jwk]})
+
+    assert thumbprint(x) not in _ed25519_keys(jwks.encode())
+
+
+def _verifies(public: Ed25519PublicKey, signature: bytes, message: bytes) -> bool:
+    try:
+        public.verify(signature, message)
+    except InvalidSignature:
+        return False
+    return True
