@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A domain written `name.*` stands for `name` under any top-level domain, or a country's
-# second-level one: `yahoo.*` is yahoo.com, yahoo.fr, yahoo.co.uk, yahoo.com.br.
-ANY_SUFFIX = ".*"
-
 
 @dataclass(frozen=True)
 class Provider:
@@ -71,6 +67,26 @@ FASTMAIL_DOMAINS = (
     "warpmail.net", "xsmail.com", "yepmail.net", "your-mail.com",
 )
 # fmt: on
+# yahoo.com and its country domains: the 62 "international domains" Yahoo put under a DMARC
+# reject policy in March 2016, as DMARC.org listed them, less its Groups domains (yahoogroups.*,
+# yahoogrupper.dk, yahoogruppi.it) and the y7mail.com and yahooxtra.co.nz mail brands. Yahoo Japan
+# (yahoo.co.jp) is another company's and not here.
+YAHOO_LIST = (
+    "Yahoo protects 62 additional domains with DMARC",
+    "https://dmarc.org/2016/03/yahoo-protects-62-additional-domains-with-dmarc/",
+)
+# fmt: off
+YAHOO_DOMAINS = (
+    "yahoo.com", "yahoo.at", "yahoo.be", "yahoo.bg", "yahoo.ca", "yahoo.cl", "yahoo.co.hu",
+    "yahoo.co.id", "yahoo.co.il", "yahoo.co.in", "yahoo.co.kr", "yahoo.co.nz", "yahoo.co.th",
+    "yahoo.co.uk", "yahoo.co.za", "yahoo.com.ar", "yahoo.com.au", "yahoo.com.br", "yahoo.com.co",
+    "yahoo.com.hk", "yahoo.com.hr", "yahoo.com.mx", "yahoo.com.my", "yahoo.com.pe", "yahoo.com.ph",
+    "yahoo.com.sg", "yahoo.com.tr", "yahoo.com.tw", "yahoo.com.ua", "yahoo.com.ve", "yahoo.com.vn",
+    "yahoo.cz", "yahoo.de", "yahoo.dk", "yahoo.ee", "yahoo.es", "yahoo.fi", "yahoo.fr", "yahoo.gr",
+    "yahoo.hr", "yahoo.hu", "yahoo.ie", "yahoo.in", "yahoo.it", "yahoo.lt", "yahoo.lv", "yahoo.nl",
+    "yahoo.no", "yahoo.pl", "yahoo.pt", "yahoo.ro", "yahoo.rs", "yahoo.se", "yahoo.si", "yahoo.sk",
+)
+# fmt: on
 YANDEX = ("yandex.ru", "yandex.com", "yandex.by", "yandex.kz", "yandex.ua", "ya.ru")
 
 PROVIDERS = (
@@ -110,12 +126,13 @@ PROVIDERS = (
     ),
     Provider(
         "Yahoo",
-        ("yahoo" + ANY_SUFFIX,),
+        YAHOO_DOMAINS,
         (
             (
                 "Using Disposable Addresses",
                 "http://help.yahoo.com/help/uk/bt/tutorials/mail/addressguard2.html",
             ),
+            YAHOO_LIST,
         ),
         tags="-",
     ),
@@ -180,6 +197,4 @@ _BY_DOMAIN = _index()
 
 def providers_of(domain: str) -> tuple[Provider, ...]:
     """The rows whose rules apply to `domain` (its key, shared.purchase.domains.domain_key)."""
-    labels = domain.split(".")
-    family = labels[0] + ANY_SUFFIX if 2 <= len(labels) <= 3 else ""
-    return _BY_DOMAIN.get(domain, ()) + _BY_DOMAIN.get(family, ())
+    return _BY_DOMAIN.get(domain, ())
