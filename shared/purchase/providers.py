@@ -25,6 +25,7 @@ class Provider:
     equivalent: str = ""  # characters it reads as one another (the first stands for all)
     tags: str = ""  # what starts a tag besides "+", which does on every domain
     subdomains: bool = False  # `anything@user.<domain>` is `user+anything@<domain>`
+    user_subdomains: bool = False  # all of `user.<domain>`, on each domain, is one user's mailbox
 
 
 GOOGLE_DOTS = ("Dots don't matter in Gmail addresses", "https://support.google.com/mail/answer/7436150")
@@ -145,6 +146,38 @@ PROVIDERS = (
                 "https://www.internetnews.com/blog/vanity-thy-name-is-yahoo/",
             ),
         ),
+    ),
+    Provider(
+        "Firefox Relay",
+        ("mozmail.com",),
+        (
+            (
+                "General questions about Relay email domains",
+                "https://support.mozilla.org/en-US/kb/general-questions-about-relay-email-domains",
+            ),
+        ),
+        user_subdomains=True,
+    ),
+    Provider(
+        "SimpleLogin",
+        ("simplelogin.com",),
+        (
+            ("Restore an alias", "https://simplelogin.io/docs/getting-started/restore-alias"),
+            ("Delete an alias", "https://simplelogin.io/docs/getting-started/delete-alias"),
+        ),
+        user_subdomains=True,
+    ),
+    Provider(
+        "addy.io",
+        ("anonaddy.com", "anonaddy.me"),
+        (
+            (
+                "What are the different kinds of aliases?",
+                "https://addy.io/help/what-are-the-different-kinds-of-aliases/",
+            ),
+            ("Creating new email aliases", "https://addy.io/help/creating-new-email-aliases/"),
+        ),
+        user_subdomains=True,
     ),
     Provider(
         "Microsoft",

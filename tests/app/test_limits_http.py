@@ -43,6 +43,9 @@ SPELLINGS = {
     # Fastmail's subdomain addressing on sent.com, the user name's _ written - there.
     "fastmail": "{f}_{l}@sent.com shop@{f}-{l}.sent.com {f}_{l}+x@sent.com news@{f}-{l}.sent.com "
     "{f}_{l}@fastmail.com",
+    # A Firefox Relay user's own subdomain: any user name there is one mailbox.
+    "relay": "shop@{f}{l}.mozmail.com news+x@{f}{l}.mozmail.com Bank@{F}{L}.MozMail.com "
+    "a.b@{f}{l}.mozmail.com {f}{l}@mozmail.com",
 }
 
 

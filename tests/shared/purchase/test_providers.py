@@ -53,9 +53,15 @@ def test_the_domains_of_one_namespace_have_one_main_name_and_the_same_rules(row)
 
 
 def test_no_listed_domain_lies_under_a_subdomain_addressed_one():
-    """Else subdomain addressing would read that domain's addresses as a user's."""
-    addressed = {domain for row in PROVIDERS if row.subdomains for domain in row.domains}
+    """Else subdomain addressing, or a relay's user subdomains, would read that domain's
+    addresses as a user's."""
+    addressed = {d for row in PROVIDERS if row.subdomains or row.user_subdomains for d in row.domains}
     assert not [domain for domain in DOMAINS if domain.partition(".")[2] in addressed]
+
+
+@pytest.mark.parametrize("row", PROVIDERS, ids=lambda row: row.name)
+def test_a_user_subdomain_is_one_mailbox_or_addresses_a_user_never_both(row):
+    assert not (row.subdomains and row.user_subdomains)
 
 
 @pytest.mark.parametrize(
@@ -75,6 +81,9 @@ def test_no_listed_domain_lies_under_a_subdomain_addressed_one():
         ("ya.ru", ["Yandex", "Yandex: dot and hyphen"]),
         ("sent.com", ["Fastmail"]),
         ("ada.sent.com", []),
+        ("mozmail.com", ["Firefox Relay"]),
+        ("ada.mozmail.com", []),
+        ("anonaddy.me", ["addy.io"]),
         ("example.org", []),
     ],
 )
