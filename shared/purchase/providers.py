@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A domain written `name.*` stands for `name` under any top-level domain, or a country's
-# second-level one: `yahoo.*` is yahoo.com, yahoo.fr, yahoo.co.uk, yahoo.com.br.
-ANY_SUFFIX = ".*"
-
 
 @dataclass(frozen=True)
 class Provider:
@@ -29,6 +25,7 @@ class Provider:
     equivalent: str = ""  # characters it reads as one another (the first stands for all)
     tags: str = ""  # what starts a tag besides "+", which does on every domain
     subdomains: bool = False  # `anything@user.<domain>` is `user+anything@<domain>`
+    user_subdomains: bool = False  # all of `user.<domain>`, on each domain, is one user's mailbox
 
 
 GOOGLE_DOTS = ("Dots don't matter in Gmail addresses", "https://support.google.com/mail/answer/7436150")
@@ -71,6 +68,26 @@ FASTMAIL_DOMAINS = (
     "warpmail.net", "xsmail.com", "yepmail.net", "your-mail.com",
 )
 # fmt: on
+# yahoo.com and its country domains: the 62 "international domains" Yahoo put under a DMARC
+# reject policy in March 2016, as DMARC.org listed them, less its Groups domains (yahoogroups.*,
+# yahoogrupper.dk, yahoogruppi.it) and the y7mail.com and yahooxtra.co.nz mail brands. Yahoo Japan
+# (yahoo.co.jp) is another company's and not here.
+YAHOO_LIST = (
+    "Yahoo protects 62 additional domains with DMARC",
+    "https://dmarc.org/2016/03/yahoo-protects-62-additional-domains-with-dmarc/",
+)
+# fmt: off
+YAHOO_DOMAINS = (
+    "yahoo.com", "yahoo.at", "yahoo.be", "yahoo.bg", "yahoo.ca", "yahoo.cl", "yahoo.co.hu",
+    "yahoo.co.id", "yahoo.co.il", "yahoo.co.in", "yahoo.co.kr", "yahoo.co.nz", "yahoo.co.th",
+    "yahoo.co.uk", "yahoo.co.za", "yahoo.com.ar", "yahoo.com.au", "yahoo.com.br", "yahoo.com.co",
+    "yahoo.com.hk", "yahoo.com.hr", "yahoo.com.mx", "yahoo.com.my", "yahoo.com.pe", "yahoo.com.ph",
+    "yahoo.com.sg", "yahoo.com.tr", "yahoo.com.tw", "yahoo.com.ua", "yahoo.com.ve", "yahoo.com.vn",
+    "yahoo.cz", "yahoo.de", "yahoo.dk", "yahoo.ee", "yahoo.es", "yahoo.fi", "yahoo.fr", "yahoo.gr",
+    "yahoo.hr", "yahoo.hu", "yahoo.ie", "yahoo.in", "yahoo.it", "yahoo.lt", "yahoo.lv", "yahoo.nl",
+    "yahoo.no", "yahoo.pl", "yahoo.pt", "yahoo.ro", "yahoo.rs", "yahoo.se", "yahoo.si", "yahoo.sk",
+)
+# fmt: on
 YANDEX = ("yandex.ru", "yandex.com", "yandex.by", "yandex.kz", "yandex.ua", "ya.ru")
 
 PROVIDERS = (
@@ -110,12 +127,13 @@ PROVIDERS = (
     ),
     Provider(
         "Yahoo",
-        ("yahoo" + ANY_SUFFIX,),
+        YAHOO_DOMAINS,
         (
             (
                 "Using Disposable Addresses",
                 "http://help.yahoo.com/help/uk/bt/tutorials/mail/addressguard2.html",
             ),
+            YAHOO_LIST,
         ),
         tags="-",
     ),
@@ -128,6 +146,38 @@ PROVIDERS = (
                 "https://www.internetnews.com/blog/vanity-thy-name-is-yahoo/",
             ),
         ),
+    ),
+    Provider(
+        "Firefox Relay",
+        ("mozmail.com",),
+        (
+            (
+                "General questions about Relay email domains",
+                "https://support.mozilla.org/en-US/kb/general-questions-about-relay-email-domains",
+            ),
+        ),
+        user_subdomains=True,
+    ),
+    Provider(
+        "SimpleLogin",
+        ("simplelogin.com",),
+        (
+            ("Restore an alias", "https://simplelogin.io/docs/getting-started/restore-alias"),
+            ("Delete an alias", "https://simplelogin.io/docs/getting-started/delete-alias"),
+        ),
+        user_subdomains=True,
+    ),
+    Provider(
+        "addy.io",
+        ("anonaddy.com", "anonaddy.me"),
+        (
+            (
+                "What are the different kinds of aliases?",
+                "https://addy.io/help/what-are-the-different-kinds-of-aliases/",
+            ),
+            ("Creating new email aliases", "https://addy.io/help/creating-new-email-aliases/"),
+        ),
+        user_subdomains=True,
     ),
     Provider(
         "Microsoft",
@@ -180,6 +230,4 @@ _BY_DOMAIN = _index()
 
 def providers_of(domain: str) -> tuple[Provider, ...]:
     """The rows whose rules apply to `domain` (its key, shared.purchase.domains.domain_key)."""
-    labels = domain.split(".")
-    family = labels[0] + ANY_SUFFIX if 2 <= len(labels) <= 3 else ""
-    return _BY_DOMAIN.get(domain, ()) + _BY_DOMAIN.get(family, ())
+    return _BY_DOMAIN.get(domain, ())

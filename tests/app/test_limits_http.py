@@ -43,6 +43,9 @@ SPELLINGS = {
     # Fastmail's subdomain addressing on sent.com, the user name's _ written - there.
     "fastmail": "{f}_{l}@sent.com shop@{f}-{l}.sent.com {f}_{l}+x@sent.com news@{f}-{l}.sent.com "
     "{f}_{l}@fastmail.com",
+    # A Firefox Relay user's own subdomain: any user name there is one mailbox.
+    "relay": "shop@{f}{l}.mozmail.com news+x@{f}{l}.mozmail.com Bank@{F}{L}.MozMail.com "
+    "a.b@{f}{l}.mozmail.com {f}{l}@mozmail.com",
 }
 
 
@@ -88,12 +91,16 @@ def test_a_fake_a_label_is_refused_and_uses_up_no_ones_limit(mailbox_host, mail)
 
 @pytest.mark.parametrize(
     ("full", "other"),
-    [("{}@example.org", "{}-luc@example.org"), ("{}@xn--strae-oqa.de", "{}@strasse.de")],
-    ids=["a-hyphen-outside-yahoo", "strasse-beside-strasse-with-sharp-s"],
+    [
+        ("{}@example.org", "{}-luc@example.org"),
+        ("{}@yahoo.eu.org", "{}-luc@yahoo.eu.org"),
+        ("{}@xn--strae-oqa.de", "{}@strasse.de"),
+    ],
+    ids=["a-hyphen-outside-yahoo", "a-hyphen-on-a-yahoo-named-domain", "strasse-beside-strasse-with-sharp-s"],
 )
 def test_another_mailbox_beside_a_full_one_gets_its_own_limit(mailbox_host, full, other):
-    """A hyphen is a tag only on Yahoo; straße.de and strasse.de are two registrable names (IDNA
-    2008 keeps ß), so two mailboxes."""
+    """A hyphen is a tag only on Yahoo's own domains (not on yahoo.eu.org); straße.de and
+    strasse.de are two registrable names (IDNA 2008 keeps ß), so two mailboxes."""
     local = "jean" + uuid.uuid4().hex[:10]
     buyer = Buyer(mailbox_host.url, email=full.format(local))
     assert [buyer.purchase().status_code for _ in range(3)] == [200, 200, 200]

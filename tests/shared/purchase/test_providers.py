@@ -8,7 +8,7 @@ import pytest
 
 from shared.purchase.domains import domain_key
 from shared.purchase.mailbox import TAG
-from shared.purchase.providers import ANY_SUFFIX, PROVIDERS, providers_of
+from shared.purchase.providers import PROVIDERS, providers_of
 
 DOMAINS = sorted({domain for row in PROVIDERS for domain in row.domains})
 
@@ -21,8 +21,7 @@ def test_every_row_has_a_name_of_its_own():
 @pytest.mark.parametrize("domain", DOMAINS)
 def test_a_domain_is_written_as_its_key(domain):
     """A row is looked up by the key `domain_key` gives, so it must list domains in that form."""
-    name = domain.removesuffix(ANY_SUFFIX)
-    assert name.isascii() and domain_key(name) == name
+    assert domain.isascii() and domain_key(domain) == domain
 
 
 @pytest.mark.parametrize("row", PROVIDERS, ids=lambda row: row.name)
@@ -54,9 +53,15 @@ def test_the_domains_of_one_namespace_have_one_main_name_and_the_same_rules(row)
 
 
 def test_no_listed_domain_lies_under_a_subdomain_addressed_one():
-    """Else subdomain addressing would read that domain's addresses as a user's."""
-    addressed = {domain for row in PROVIDERS if row.subdomains for domain in row.domains}
+    """Else subdomain addressing, or a relay's user subdomains, would read that domain's
+    addresses as a user's."""
+    addressed = {d for row in PROVIDERS if row.subdomains or row.user_subdomains for d in row.domains}
     assert not [domain for domain in DOMAINS if domain.partition(".")[2] in addressed]
+
+
+@pytest.mark.parametrize("row", PROVIDERS, ids=lambda row: row.name)
+def test_a_user_subdomain_is_one_mailbox_or_addresses_a_user_never_both(row):
+    assert not (row.subdomains and row.user_subdomains)
 
 
 @pytest.mark.parametrize(
@@ -65,12 +70,20 @@ def test_no_listed_domain_lies_under_a_subdomain_addressed_one():
         ("yahoo.com", ["Yahoo"]),
         ("yahoo.co.uk", ["Yahoo"]),
         ("yahoo.com.br", ["Yahoo"]),
+        ("yahoo.com.ar", ["Yahoo"]),
         ("mail.yahoo.co.uk", []),
         ("yahoo", []),
+        ("yahoo.example.org", []),
+        ("yahoo.eu.org", []),
+        ("yahoo.co.jp", []),
+        ("yahoo.ch", []),
         ("ymail.com", ["Yahoo: ymail.com and rocketmail.com"]),
         ("ya.ru", ["Yandex", "Yandex: dot and hyphen"]),
         ("sent.com", ["Fastmail"]),
         ("ada.sent.com", []),
+        ("mozmail.com", ["Firefox Relay"]),
+        ("ada.mozmail.com", []),
+        ("anonaddy.me", ["addy.io"]),
         ("example.org", []),
     ],
 )
