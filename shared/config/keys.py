@@ -25,6 +25,8 @@ _PUBLIC_MEMBERS = ("crv", "kty", "x", "y")
 _PEM_BEGIN = "-----BEGIN "
 _ONE_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.DOTALL)
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
+# The prime P-256's coordinates are taken modulo: x + p names the point x does.
+P256_PRIME = 2**256 - 2**224 + 2**192 + 2**96 - 1
 
 
 @dataclass(frozen=True)
@@ -84,12 +86,15 @@ def public_jwk(key: ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey) -> d
 def on_p256(x: object, y: object) -> bool:
     """Whether a JWK's `x` and `y`, each unpadded base64url of 32 bytes as `public_jwk` writes
     them, make a point on P-256: a key off the curve would be published, then fail all that names
-    it; a coordinate spelt another way (padding, stray characters, unused bits set) would publish
-    the key under a `kid` that no token of it names."""
+    it; a coordinate spelt another way (padding, stray characters, unused bits set, or p added:
+    each must be below the prime p) would publish the key under a `kid` that no token of it names,
+    in a JWK that verifiers refuse."""
     coordinates = [_coordinate(c) for c in (x, y)]
     if None in coordinates:
         return False
     x_int, y_int = (int.from_bytes(c or b"", "big") for c in coordinates)
+    if x_int >= P256_PRIME or y_int >= P256_PRIME:
+        return False
     try:
         ec.EllipticCurvePublicNumbers(x_int, y_int, ec.SECP256R1()).public_key()
     except ValueError:
@@ -117,7 +122,7 @@ def retired_key_problem(jwk: object) -> str | None:
     if "d" in jwk:
         return "holds a private member (d): list public keys only"
     if not on_p256(jwk.get("x"), jwk.get("y")):
-        return "has no x and y that are unpadded base64url of 32 bytes making a point on P-256"
+        return "has no x and y that are unpadded base64url of 32 bytes below p making a point on P-256"
     if "kid" in jwk and jwk["kid"] != thumbprint(jwk):
         return "has a kid other than its RFC 7638 thumbprint, which names it in tokens and receipts"
     if jwk.get("alg", ALGORITHM) != ALGORITHM or jwk.get("use", "sig") != "sig":

@@ -1,24 +1,24 @@
 """Which secret values the store will not run with on Azure: the development values published in
-`local.settings.json.example` (anyone who read the repository knows them) and values too weak to
-keep a secret. With a public hash secret anyone can reverse a receipt's `buyer.id` to the email;
-with a public signing key anyone can forge receipts and mint download links.
+`local.settings.json.example` (anyone who read the repository knows them) however disguised, and
+values too weak or too oddly pasted to keep a secret. With a public hash secret anyone can
+reverse a receipt's `buyer.id` to the email; with a public signing key anyone can forge receipts.
 
-The published values are known here by fingerprint only: the signing key by its RFC 7638
-thumbprint (any encoding of the same key is caught), the others by SHA-256 of every text the value
-stands for (`shared.config.secret_forms`: quoted, encoded). A value not in its normal form is
-refused too, never normalised: what is hashed with is what was checked. Each problem is worded
-to name the setting and never to show its value.
+The published values are known by fingerprint only: the signing key by its RFC 7638 thumbprint,
+the others by SHA-256 of their `skeleton`, looked for in every reading of a value
+(`shared.config.secret_forms`). A value is never normalised: what is hashed with is what was
+checked. Each problem names the setting and never shows the value.
 """
 
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from shared.config.errors import NotConfigured
 from shared.config.keys import load_private_key, public_jwk
-from shared.config.secret_forms import normal, stands_for
+from shared.config.secret_forms import invisible, readings, skeleton, stray_quote
 
 HASH_SECRET_MIN_CHARS = 32
 HASH_SECRET_MIN_DISTINCT = 8
@@ -31,6 +31,14 @@ PUBLISHED_SIGNING_KEYS = frozenset({"oj-UjtSqNwGjx2O18HqK2KSwfERj1t2m-alcMV9HNE4
 PUBLISHED_VALUES = {
     "STOREFRONT_HASH_SECRET": frozenset({"c3d9a02234b3befd3beea823fd346dced489a68d47763d7935603fe678ab5caa"}),
     "BREVO_API_KEY": frozenset({"2a82495eda11aeb725c2599405941dfcd4c7baa8d2139e46e7d7797139f2f456"}),
+}
+# The same values' skeletons: how many characters each has, and the SHA-256 of each.
+PUBLISHED_SKELETONS = {
+    "STOREFRONT_HASH_SECRET": (
+        32,
+        frozenset({"c754a52e776882a6b367146ff29b9f47e4de841335c37750b07996736c8364e3"}),
+    ),
+    "BREVO_API_KEY": (29, frozenset({"27d998ead382af293ffe5931b42b037693425bac991f0cd73c901ea0103647c2"})),
 }
 
 
@@ -46,14 +54,25 @@ def problem(name: str, value: str) -> str | None:
         return None
     if name == "STOREFRONT_SIGNING_KEY":
         return _signing_key_problem(value)
-    if PUBLISHED_VALUES.get(name, frozenset()) & {fingerprint(text) for text in stands_for(value)}:
-        disguised = "" if fingerprint(value) in PUBLISHED_VALUES[name] else ", quoted or encoded"
-        return f"{name} is the public development value from {EXAMPLE_FILE}{disguised}"
-    if normal(value) != value:
+    if name in PUBLISHED_SKELETONS and _holds_published(name, value):
+        if fingerprint(value) in PUBLISHED_VALUES[name]:
+            return f"{name} is the public development value from {EXAMPLE_FILE}"
         return (
-            f"{name} is wrapped in quotes or invisible characters (a byte-order mark, a zero-width space), "
-            "or changes under Unicode normalisation (NFKC): set the value alone, as plain text"
+            f"{name} holds the public development value from {EXAMPLE_FILE}, disguised (in another "
+            "case, quoted, with characters around or inside it, or encoded)"
         )
+    if any(map(invisible, value)):
+        return (
+            f"{name} holds an invisible character (a byte-order mark, a zero-width space, a soft hyphen, "
+            "a control character, a space other than a plain one): set the value alone, as plain text"
+        )
+    if stray_quote(value):
+        return (
+            f"{name} is wrapped in quotes or holds a typographic or unmatched quote: set the value alone, "
+            "as plain text"
+        )
+    if unicodedata.normalize("NFKC", value) != value:
+        return f"{name} changes under Unicode normalisation (NFKC): set the value as plain text"
     if name == "STOREFRONT_HASH_SECRET":
         if len(value) < HASH_SECRET_MIN_CHARS:
             return f"{name} is shorter than {HASH_SECRET_MIN_CHARS} characters"
@@ -62,6 +81,17 @@ def problem(name: str, value: str) -> str | None:
     if name == "BREVO_API_KEY" and len(value) < BREVO_KEY_MIN_CHARS:
         return f"{name} is shorter than {BREVO_KEY_MIN_CHARS} characters, too short to be a Brevo API key"
     return None
+
+
+def _holds_published(name: str, value: str) -> bool:
+    """Whether the skeleton of `value`, or of anything it decodes to, holds a published value's."""
+    length, fingerprints = PUBLISHED_SKELETONS[name]
+    for text in readings(value):
+        reduced = skeleton(text)
+        for start in range(len(reduced) - length + 1):
+            if fingerprint(reduced[start : start + length]) in fingerprints:
+                return True
+    return False
 
 
 def _signing_key_problem(pem: str) -> str | None:

@@ -1,7 +1,8 @@
-"""URL and host settings in the one form the app compares and builds with: scheme and host in
-lower case, an internationalised host in IDNA (`xn--`) form, an IPv6 address compressed, no
-default port, no trailing slash (paths are appended to it). What cannot be put in that form is
-refused, with the reason in words that never repeat the value. docs/configuration.md#written-forms
+"""URL and host settings in the one form the app compares and builds with, the form a browser
+writes: scheme and host in lower case, an internationalised host in IDNA (`xn--`) form, an IPv6
+address compressed, no default port, no trailing slash (paths are appended to it). What cannot
+be put in that form is refused, with the reason in words that never repeat the value.
+docs/configuration.md#written-forms
 """
 
 from __future__ import annotations
@@ -10,13 +11,12 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+import idna
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _NETLOC = re.compile(r"(\[[^\[\]]*\]|[^\[\]:]*)(?::([0-9]{0,5}))?")
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.{1,2}(?:/|$)")
-# Characters IDNA 2003 (Python's codec) maps where browsers' UTS 46 keeps them: the two would
-# give the host different `xn--` forms, so a host holding one is refused rather than guessed.
-_DEVIATIONS = frozenset("\u00df\u03c2\u200c\u200d")
 
 
 def canonical_url(value: str, schemes: tuple[str, ...]) -> str:
@@ -49,22 +49,26 @@ def canonical_url(value: str, schemes: tuple[str, ...]) -> str:
 
 
 def canonical_host(host: str) -> str:
-    """A host name or IP address as it stands in a URL (an IPv6 address in brackets), lower case,
-    IDNA-encoded; ValueError otherwise."""
+    """A host name or IP address as it stands in a URL and as a browser writes it: an IPv6
+    address in brackets, compressed, never as IPv4; a name in lower case, IDNA-encoded; ValueError
+    otherwise, and for a name that browsers (UTS 46) and Python's IDNA 2003 codec encode apart."""
     if host.startswith("["):
         try:
             address = ipaddress.IPv6Address(host[1:-1])
         except ValueError:
             raise ValueError("its IPv6 address is malformed") from None
-        mapped = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1, the one host it reaches
-        return str(mapped) if mapped is not None else f"[{address.compressed}]"
-    host = host.lower()
-    if _DEVIATIONS & set(host):
-        raise ValueError("its host has a character IDNA versions encode differently: give its xn-- form")
+        return f"[{_ipv6_text(address)}]"
     try:
-        ascii_host = host.encode("idna").decode("ascii")
+        ascii_host = host.lower().encode("idna").decode("ascii")
     except UnicodeError:
         raise ValueError("its host is not a valid host name") from None
+    if not host.isascii():
+        try:
+            browsers = idna.encode(host, uts46=True, transitional=False).decode("ascii")
+        except UnicodeError:
+            raise ValueError("its host is not an IDNA 2008 host name: give its xn-- form") from None
+        if browsers != ascii_host:
+            raise ValueError("its host is encoded apart by browsers and by IDNA 2003: give its xn-- form")
     labels = ascii_host.split(".")
     if not all(_LABEL.fullmatch(label) for label in labels):
         raise ValueError("its host is not a host name (letters, digits and hyphens, no trailing dot)")
@@ -74,6 +78,21 @@ def canonical_host(host: str) -> str:
         except ValueError:
             raise ValueError("its IPv4 address is not four decimal numbers") from None
     return ascii_host
+
+
+def _ipv6_text(address: ipaddress.IPv6Address) -> str:
+    """`address` as the URL Standard serialises it: eight hex pieces, the first longest run of
+    two or more zero pieces as `::`, and no dotted IPv4 tail (::ffff:c0a8:10a)."""
+    pieces = [int.from_bytes(address.packed[i : i + 2], "big") for i in range(0, 16, 2)]
+    start, length = -1, 1
+    for i in range(8):
+        run = next((n for n in range(8 - i) if pieces[i + n]), 8 - i)
+        if run > length and (i == 0 or pieces[i - 1]):
+            start, length = i, run
+    text = [f"{piece:x}" for piece in pieces]
+    if start < 0:
+        return ":".join(text)
+    return ":".join(text[:start]) + "::" + ":".join(text[start + length :])
 
 
 def origin_host(entry: str) -> str:
@@ -89,10 +108,16 @@ def origin_host(entry: str) -> str:
 
 def canonical_origin(text: str, *, paths: tuple[str, ...] = ("",)) -> str | None:
     """`scheme://host[:port]` of an http(s) URL in its canonical form whose path (without its
-    trailing slash) is among `paths`; None for anything else. An agent's `Signature-Agent` and
-    the agent origins in the settings are compared in this form."""
+    trailing slash) is among `paths`; None for anything else. An IPv4-mapped IPv6 host is
+    written as the IPv4 address it reaches. An agent's `Signature-Agent` and the agent origins
+    in the settings are compared in this form."""
     try:
         parts = urlsplit(canonical_url(text, tuple(DEFAULT_PORTS)))
     except ValueError:
         return None
-    return f"{parts.scheme}://{parts.netloc}" if parts.path in paths else None
+    if parts.path not in paths:
+        return None
+    netloc = parts.netloc
+    if netloc.startswith("[") and (mapped := ipaddress.IPv6Address(parts.hostname or "").ipv4_mapped):
+        netloc = str(mapped) + netloc[netloc.index("]") + 1 :]
+    return f"{parts.scheme}://{netloc}"

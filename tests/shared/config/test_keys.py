@@ -360,3 +360,34 @@ def test_a_retired_key_in_any_other_form_is_named_as_the_problem(current, change
 
     assert found is not None and problem in found
     assert "c2VjcmV0" not in found
+
+
+# Two points of P-256 with a small coordinate, so that the coordinate plus p still fits 32 bytes.
+SMALL_X = (5, 0x459243B9AA581806FE913BCE99817ADE11CA503C64D9A3C533415C083248FBCC)
+SMALL_Y = (0x8D0177EBAB9C6E9E10DB6DD095DBAC0D6375E8A97B70F611875D877F0069D2C7, 1)
+P256_P = 2**256 - 2**224 + 2**192 + 2**96 - 1
+
+
+def point_jwk(x: int, y: int) -> dict[str, str]:
+    x_text, y_text = (b64url(n.to_bytes(32, "big")) for n in (x, y))
+    return {"kty": "EC", "crv": "P-256", "x": x_text, "y": y_text}
+
+
+@pytest.mark.parametrize("point", [SMALL_X, SMALL_Y], ids=["small-x", "small-y"])
+def test_a_point_with_a_small_coordinate_is_a_retired_key_like_any_other(point):
+    assert retired_key_problem(point_jwk(*point)) is None
+
+
+@pytest.mark.parametrize(
+    ("point", "shift"),
+    [pytest.param(SMALL_X, (P256_P, 0), id="x-plus-p"), pytest.param(SMALL_Y, (0, P256_P), id="y-plus-p")],
+)
+def test_a_coordinate_plus_p_names_the_same_point_and_is_refused(point, shift):
+    """Arithmetic modulo p would read it as the same key under a second kid; verifiers refuse it."""
+    x, y = point[0] + shift[0], point[1] + shift[1]
+
+    assert x < 2**256 and y < 2**256
+    assert thumbprint(point_jwk(x, y)) != thumbprint(point_jwk(*point))
+    found = retired_key_problem(point_jwk(x, y))
+
+    assert found is not None and "below p" in found

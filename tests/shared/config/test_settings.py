@@ -25,6 +25,7 @@ from shared.config.settings import (
 )
 from shared.config.settings_reader import SettingsError, is_unresolved_reference
 from shared.seams import telemetry
+from tests.shared.config.test_keys import P256_P, SMALL_X, point_jwk
 from tests.support import ROOT, new_ec_key, off_curve, private_pem
 
 BREVO_KEY = "xkeysib-" + "0f1e2d3c4b5a6978" * 4 + "-Ab12Cd34Ef56Gh78"
@@ -724,6 +725,14 @@ def _not_public_p256() -> list:
 def test_retired_keys_that_are_not_public_ec_p256_jwks_are_refused_naming_the_setting(value):
     with pytest.raises(SettingsError, match="STOREFRONT_RETIRED_PUBLIC_KEYS"):
         _retired(value)
+
+
+def test_a_retired_key_listed_again_with_p_added_to_a_coordinate_stops_the_start():
+    """The reproduction: x and x + p are one point, so the same key would be published twice."""
+    x, y = SMALL_X
+
+    with pytest.raises(SettingsError, match="STOREFRONT_RETIRED_PUBLIC_KEYS .*below p"):
+        _retired(json.dumps([point_jwk(x, y), point_jwk(x + P256_P, y)]))
 
 
 def test_a_refused_private_retired_key_is_not_echoed_in_the_error():

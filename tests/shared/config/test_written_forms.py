@@ -10,12 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import idna
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from shared.config.keys import public_jwk, thumbprint
 from shared.config.settings import BOUNDS, IDENTITY_SETTINGS, MANAGED_IDENTITY, Settings
 from shared.config.settings_reader import SettingReader, SettingsError
+from shared.protocols.http import origin_allowed
 
 BOM, ZWSP = "\ufeff", "\u200b"
 GUID = "3f2a9c1e-7b4d-4e8a-9c6f-1d2e3f4a5b6c"
@@ -23,6 +25,17 @@ GUID = "3f2a9c1e-7b4d-4e8a-9c6f-1d2e3f4a5b6c"
 RETIRED = public_jwk(ec.derive_private_key(int(hashlib.sha256(b"retired").hexdigest(), 16), ec.SECP256R1()))
 BARE = {m: RETIRED[m] for m in ("kty", "crv", "x", "y")}
 ACCOUNT = {"AzureWebJobsStorage__accountName": "acct"}
+# Hosts Python's IDNA 2003 codec encodes one way and browsers (UTS 46) another, or only one reads.
+APART_HOSTS = [
+    "\u2c7cob.example",  # modifier small j: browsers send job.example
+    "\U0001f130gent.example",  # squared A: browsers send agent.example
+    "\u13a0.example",  # Cherokee: IDNA 2003 and UTS 46 case-map it apart
+    "\uab70.example",
+    "\u13f8.example",
+    "stra\u00dfe.example",  # sharp s: IDNA 2003 writes ss, UTS 46 keeps it
+    "\u2603.example",  # not an IDNA 2008 name
+]
+ENCODED_APART = [f"https://{host}" for host in APART_HOSTS]
 
 
 @dataclass(frozen=True)
@@ -197,6 +210,12 @@ FORMS = [
         [],
     ),
     _url(
+        "STOREFRONT_PUBLIC_BASE_URL",
+        "https://[::ffff:c0a8:10a]",  # as a browser writes it: IPv6, never the IPv4 it maps
+        ["https://[::ffff:192.168.1.10]", "https://[0:0:0:0:0:FFFF:C0A8:010A]/"],
+        ENCODED_APART,
+    ),
+    _url(
         "BREVO_BASE_URL",
         "http://127.0.0.1:8025/v3",
         ["http://127.0.0.1:8025/v3/", "HTTP://127.0.0.1:8025/v3"],
@@ -235,6 +254,16 @@ FORMS = [
         )
         for name in ("STOREFRONT_AGENT_ORIGINS_ALLOWED", "STOREFRONT_AGENT_ORIGINS_DENIED")
     ),
+    *(
+        Form(
+            name,
+            _field(name.removeprefix("STOREFRONT_").lower()),
+            ("https://192.0.2.7:8443",),  # the IPv4 address an IPv4-mapped host reaches
+            ["https://[::ffff:192.0.2.7]:8443", "https://[::ffff:c000:207]:8443/, https://192.0.2.7:8443"],
+            ENCODED_APART,
+        )
+        for name in ("STOREFRONT_AGENT_ORIGINS_ALLOWED", "STOREFRONT_AGENT_ORIGINS_DENIED")
+    ),
     Form(
         "STOREFRONT_ALLOWED_ORIGINS",
         _field("allowed_origins"),
@@ -255,8 +284,21 @@ FORMS = [
             "https://",
             "user@app.example.net",
             "stra\u00dfe.example",
+            *APART_HOSTS,
+            *ENCODED_APART,
             *_wrapped("app.example.net"),
         ],
+    ),
+    Form(
+        "STOREFRONT_ALLOWED_ORIGINS",
+        _field("allowed_origins"),
+        ("::ffff:c0a8:10a", "agent.example"),  # as urlsplit reads a browser's Origin
+        [
+            "[::ffff:192.168.1.10], \uff41gent.example",
+            "https://[::ffff:c0a8:10a]:8443, https://agent\u3002example",
+            "http://[0:0:0:0:0:ffff:c0a8:010a], AGENT.example",
+        ],
+        [],
     ),
     Form(
         "STOREFRONT_RETIRED_PUBLIC_KEYS",
@@ -327,6 +369,46 @@ def test_any_other_way_stops_start_up_naming_the_setting(form, value):
 
     assert str(caught.value).startswith(form.name)
     assert "sig=" not in str(caught.value)  # a URI's SAS is never echoed
+
+
+# Hosts an operator may write, and for an IPv6 address the host a browser's Origin carries for it
+# (the URL Standard's form); a name's is what UTS 46 (non-transitional) encodes it to, as browsers
+# do (they allow hyphens in the third and fourth place of an ASCII label, as here).
+WRITTEN_HOSTS = {
+    "app.example.net": None,
+    "App.Example.NET": None,
+    "b\u00fccher.example": None,
+    "B\u00dcCHER.example": None,
+    "xn--bcher-KVA.example": None,
+    "\u043f\u0440\u0438\u043c\u0435\u0440.example": None,
+    "\uff41gent.example": None,
+    "agent\u3002example": None,
+    "shop.example\uff0ecom": None,
+    "\u01c5.example": None,
+    "\u0130.example": None,
+    "ab--cd.example": None,
+    "127.0.0.1": None,
+    **{host: None for host in APART_HOSTS},
+    "[::1]": "[::1]",
+    "[0:0::1]": "[::1]",
+    "[::ffff:192.168.1.10]": "[::ffff:c0a8:10a]",
+    "[0:0:0:0:0:FFFF:C0A8:010A]": "[::ffff:c0a8:10a]",
+    "[2001:db8:0:0:1:0:0:1]": "[2001:db8::1:0:0:1]",
+}
+
+
+@pytest.mark.parametrize(("host", "sent"), WRITTEN_HOSTS.items(), ids=repr)
+def test_each_accepted_allowed_origin_allows_the_origin_a_browser_sends_for_it(host, sent):
+    for entry in (host, f"https://{host}:8443"):
+        try:
+            allowed = Settings.from_env({"STOREFRONT_ALLOWED_ORIGINS": entry}).allowed_origins
+        except SettingsError:
+            assert host in APART_HOSTS  # refused, then: never accepted and then never matched
+            continue
+        if sent is None:
+            uts46 = host.isascii() and host.lower() or idna.encode(host, uts46=True, transitional=False)
+            sent = uts46 if isinstance(uts46, str) else uts46.decode("ascii")
+        assert origin_allowed(f"https://{sent}:8443", allowed), entry
 
 
 def test_money_and_timeouts_are_written_out_without_an_exponent():
