@@ -6,13 +6,17 @@ double nothing."""
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 import requests
 from azure.storage.queue import QueueClient
 
+from devstack.ports import free_port
+from devstack.services import Service, start_process
 from shared.config.sealing import Sealer
 from shared.purchase.contacts import FIRST_PAUSE_SECONDS, ContactDrainer
 from shared.seams.brevo import BrevoClient
@@ -31,6 +35,19 @@ class Clock:
 
     def __call__(self) -> float:
         return time.time() + self.offset
+
+
+@pytest.fixture(scope="module")
+def sandbox(logs) -> Iterator[Service]:
+    """A Brevo sandbox of this module's own: its tests tighten the sandbox's limits and count its
+    imports and refusals, which the session's dev hosts, draining their own queues into the
+    session's sandbox meanwhile, would otherwise share."""
+    port = free_port()
+    log = logs / "sandbox-contacts.log"
+    proc = start_process([sys.executable, "-m", "devstack.brevo_sandbox", "--port", str(port)], port, log)
+    service = Service(proc, f"http://127.0.0.1:{port}", log)
+    yield service
+    service.stop()
 
 
 @pytest.fixture
