@@ -23,6 +23,7 @@ from shared.protocols import agents, api, failures, http
 from shared.protocols.a2a import card
 from shared.protocols.a2a import endpoint as a2a
 from shared.protocols.mcp import endpoint as mcp
+from shared.protocols.ucp import endpoint as ucp
 from shared.seams import telemetry
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
@@ -173,6 +174,18 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route=".well-known/agent-card.json", methods=api.EVERY_METHOD)
 def agent_card(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, card.CARD_USAGE, lambda r: card.agent_card(r, runtime.settings()))
+
+
+@app.route(route=".well-known/ucp", methods=api.EVERY_METHOD)
+def ucp_profile(req: func.HttpRequest) -> func.HttpResponse:
+    """The UCP business profile, where UCP platforms discover a business."""
+    return _serve(req, ucp.PROFILE_USAGE, lambda r: ucp.profile(r, runtime.services()))
+
+
+@app.route(route="ucp/catalog/{operation}", methods=api.EVERY_METHOD)
+def ucp_catalog(req: func.HttpRequest) -> func.HttpResponse:
+    """UCP catalog search, lookup and get-product, negotiated with the calling platform."""
+    return _serve(req, ucp.CATALOG_USAGE, lambda r: ucp.catalog_request(r, runtime.services()))
 
 
 @app.route(route="api/a2a", methods=api.EVERY_METHOD)

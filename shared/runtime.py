@@ -19,6 +19,7 @@ from shared.exactly_once.idempotency import IdempotencyHandler
 from shared.protocols.agents import AgentPolicy, AgentVerifier
 from shared.protocols.api import Services
 from shared.protocols.downloads import Downloads
+from shared.protocols.ucp.negotiation import MAX_PROFILE_BYTES, Platforms, pre_approved
 from shared.purchase.call import StoreConfig
 from shared.purchase.contacts import LEASE_SECONDS, ContactDrainer
 from shared.purchase.governance import Governance, Limits
@@ -31,6 +32,7 @@ from shared.seams.counters import TableCounters
 from shared.seams.key_directory import KeyDirectories
 from shared.seams.lease import TableLease
 from shared.seams.ledger import TableLedger
+from shared.seams.public_fetch import PublicFetcher
 from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 from shared.seams.storage import Account, Transports, container_client, identity_credential, table_client
@@ -178,9 +180,15 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
         hasher,
         AgentPolicy(s.agent_origins_allowed, s.agent_origins_denied, local=not s.hosted_on_azure),
     )
+    platforms = Platforms(
+        {url: pre_approved() for url in s.ucp_platforms},
+        PublicFetcher(local=not s.hosted_on_azure, timeout=3.0, max_bytes=MAX_PROFILE_BYTES),
+        local=not s.hosted_on_azure,
+    )
     return Services(
         settings=s,
         agents=agents,
+        platforms=platforms,
         storefront=storefront,
         downloads=downloads,
         ledger=ledger,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -210,3 +211,18 @@ def off_curve(jwk: dict) -> dict:
     y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
     y[-1] ^= 1
     return {**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()}
+
+
+def json_answers_of(code: str, cwd) -> list:
+    """Run a page's shell snippet with bash (-euo pipefail) and read the JSON documents it printed,
+    one after another, as the reader would see them."""
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    decoder, answers, rest = json.JSONDecoder(), [], done.stdout.strip()
+    while rest:
+        answer, end = decoder.raw_decode(rest)
+        answers.append(answer)
+        rest = rest[end:].strip()
+    return answers

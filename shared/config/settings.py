@@ -116,6 +116,7 @@ class Settings:
     agent_site_rate_limit_per_hour: int = 0  # all verified agents of one site; 0: ten agents' limits
     agent_origins_allowed: tuple[str, ...] = ()  # origins whose agents are verified; empty: any
     agent_origins_denied: tuple[str, ...] = ()
+    ucp_platforms: tuple[str, ...] = ()  # UCP platforms' profile URLs, pre-approved: never fetched
     daily_cost_ceiling_usd: Decimal = Decimal("5.00")
     cost_per_purchase_usd: Decimal = Decimal("0.01")
     cost_counter_shards: int = 8
@@ -201,6 +202,7 @@ class Settings:
             agent_site_rate_limit_per_hour=r.integer("STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR", 0),
             agent_origins_allowed=r.origins("STOREFRONT_AGENT_ORIGINS_ALLOWED"),
             agent_origins_denied=r.origins("STOREFRONT_AGENT_ORIGINS_DENIED"),
+            ucp_platforms=_profile_urls(r, "STOREFRONT_UCP_PLATFORMS"),
             daily_cost_ceiling_usd=r.money("STOREFRONT_DAILY_COST_CEILING_USD", "5.00"),
             cost_per_purchase_usd=r.money("STOREFRONT_COST_PER_PURCHASE_USD", "0.01"),
             cost_counter_shards=r.integer("STOREFRONT_COST_COUNTER_SHARDS", 8),
@@ -227,6 +229,18 @@ class Settings:
             weak_secrets=weak,
             unresolved_settings=tuple(r.unresolved),
         )
+
+
+def _profile_urls(r: SettingReader, name: str) -> tuple[str, ...]:
+    """Profile URLs (`https://platform.example/profile`), comma-separated, each in its canonical
+    form, the form a UCP-Agent header's URL is compared in."""
+    urls = []
+    for entry in filter(None, (part.strip() for part in r.raw(name).split(","))):
+        try:
+            urls.append(canonical_url(entry, ("https", "http")))
+        except ValueError as exc:
+            raise SettingsError(f"{name} must list profile URLs, comma-separated: {exc}") from None
+    return tuple(dict.fromkeys(urls))
 
 
 def _secrets(r: SettingReader) -> dict[str, str]:

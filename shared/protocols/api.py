@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from shared.config.settings import Settings
     from shared.protocols.agents import AgentVerifier
     from shared.protocols.downloads import Downloads
+    from shared.protocols.ucp.negotiation import Platforms
     from shared.purchase.contacts import ContactDrainer
     from shared.seams.ledger import TableLedger
     from shared.seams.storage_probe import StorageProbe
@@ -64,6 +65,7 @@ class Services:
     keys: Callable[[], KeySet]
     storage: StorageProbe
     drainer: ContactDrainer
+    platforms: Platforms  # UCP platforms' profiles, for negotiating every UCP request
     agents: AgentVerifier | None = None  # verifies Web Bot Auth signatures on the purchase doors
 
 
@@ -86,6 +88,8 @@ ENDPOINTS = (
     "GET /api/download/{token}",
     f"GET {OPENAPI_PATH}",
     "GET /api/health",
+    "GET /.well-known/ucp",
+    "POST /ucp/catalog/{operation}",
 )
 
 

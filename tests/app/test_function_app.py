@@ -48,6 +48,8 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "health": ("api/health", EVERY_METHOD),
         "agent_card": (".well-known/agent-card.json", EVERY_METHOD),
         "a2a_endpoint": ("api/a2a", EVERY_METHOD),
+        "ucp_profile": (".well-known/ucp", EVERY_METHOD),
+        "ucp_catalog": ("ucp/catalog/{operation}", EVERY_METHOD),
         "zz_unknown_route": ("{*path}", EVERY_METHOD),
     }
     assert timers == {
@@ -152,6 +154,8 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
         "openapi_document",
         "agent_card",
         "a2a_endpoint",
+        "ucp_profile",
+        "ucp_catalog",
         "zz_unknown_route",
     }
     assert set(levels.values()) == {"ANONYMOUS"}

@@ -78,6 +78,11 @@ SNIPPETS = (
         ),
     ),
     Snippet(
+        "docs/ucp.md",
+        "/.well-known/ucp",
+        ("tests/app/test_ucp_http.py::test_the_docs_snippet_discovers_and_searches_as_the_page_says",),
+    ),
+    Snippet(
         "docs/receipts.md",
         "ops.verify_receipt",
         ("tests/repo/test_docs.py::test_the_verify_receipt_snippet_says_valid_online_and_offline",),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
 import uuid
 
 import pytest
@@ -17,7 +16,7 @@ import requests
 
 from shared.config.errors import ProtocolError, StorefrontError
 from shared.protocols import api
-from tests.support import ROOT, Buyer, unique_email, unique_key
+from tests.support import ROOT, Buyer, json_answers_of, unique_email, unique_key
 
 PAGE = ROOT / "docs" / "errors.md"
 SOURCES = [ROOT / "function_app.py", *sorted((ROOT / "shared").rglob("*.py"))]
@@ -367,17 +366,7 @@ def test_the_curl_snippet_is_refused_415_as_the_page_says_then_buys(shop, mail, 
     (block,) = [b for b in re.findall(r"^```sh\n(.*?)^```", PAGE.read_text(), re.M | re.S) if "# 415:" in b]
     code = block.replace("http://localhost:7071", shop.url).replace("ada@example.org", email)
 
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-
-    assert done.returncode == 0, done.stderr
-    decoder, answers, rest = json.JSONDecoder(), [], done.stdout.strip()
-    while rest:
-        answer, end = decoder.raw_decode(rest)
-        answers.append(answer)
-        rest = rest[end:].strip()
-    refused, bought = answers
+    refused, bought = json_answers_of(code, tmp_path)
     shown = re.search(r"# 415: (.*?)\.\.\.$", code, re.M)[1]
     assert refused["error"]["message"].startswith(shown)
     assert (refused["error"]["code"], bought["status"]) == ("unsupported_media_type", "fulfilled")

@@ -90,6 +90,7 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR": "400",
         "STOREFRONT_AGENT_ORIGINS_ALLOWED": "HTTPS://Agent.Example:443/, https://other.example:8443",
         "STOREFRONT_AGENT_ORIGINS_DENIED": "https://bad.example",
+        "STOREFRONT_UCP_PLATFORMS": "HTTPS://Platform.Example:443/ucp/, https://spck.dev/agent",
         "STOREFRONT_DAILY_COST_CEILING_USD": "7.25",
         "STOREFRONT_COST_PER_PURCHASE_USD": "0.015",
         "STOREFRONT_COST_COUNTER_SHARDS": "4",
@@ -129,6 +130,7 @@ def test_every_setting_is_read_from_the_environment():
         agent_site_rate_limit_per_hour=400,
         agent_origins_allowed=("https://agent.example", "https://other.example:8443"),
         agent_origins_denied=("https://bad.example",),
+        ucp_platforms=("https://platform.example/ucp", "https://spck.dev/agent"),
         daily_cost_ceiling_usd=Decimal("7.25"),
         cost_per_purchase_usd=Decimal("0.015"),
         cost_counter_shards=4,
@@ -160,7 +162,7 @@ def test_every_field_is_covered_by_the_full_environment_tests():
     # If a field is added, test_every_setting_is_read_from_the_environment (or, for storage
     # identity, test_user_assigned_identity_settings_are_read; for the secrets' strength, the
     # tests of public and weak secrets below) must name it too.
-    assert len(dataclasses.fields(Settings)) == 45
+    assert len(dataclasses.fields(Settings)) == 46
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():

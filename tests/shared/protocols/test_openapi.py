@@ -20,6 +20,9 @@ from tests.support import ROOT, fresh_python
 
 # JSON-RPC endpoints: one URL, the operation in the body, described by their own protocols.
 JSON_RPC_ROUTES = {"api/a2a/mcp", "api/a2a"}
+# UCP's routes: UCP's own OpenAPI document describes them (services/shopping/rest.openapi.json,
+# which the business profile names), not the store's.
+UCP_ROUTES = {".well-known/ucp", "ucp/catalog/{operation}"}
 # Every path no other route serves: its 404 is in the document's description, not a path of it.
 CATCH_ALL = "{*path}"
 # The errors of other endpoints: a download token's (401, 403), a receipt's or an unknown path's
@@ -64,7 +67,7 @@ def test_the_document_is_valid_openapi_3_1():
 def test_every_http_route_of_the_app_is_described_but_the_json_rpc_endpoints():
     described = set(_document()["paths"])
 
-    assert described == {"/" + route for route in _http_routes() - JSON_RPC_ROUTES - {CATCH_ALL}}
+    assert described == {"/" + route for route in _http_routes() - JSON_RPC_ROUTES - UCP_ROUTES - {CATCH_ALL}}
 
 
 def test_the_purchase_takes_the_mcp_tools_input_schema_and_answers_its_output_schema():
