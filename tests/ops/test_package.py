@@ -48,6 +48,8 @@ FUNCTIONS = {
     "health": http("api/health"),
     "agent_card": http(".well-known/agent-card.json"),
     "a2a_endpoint": http("api/a2a"),
+    "ucp_profile": http(".well-known/ucp"),
+    "ucp_catalog": http("ucp/catalog/{operation}"),
     "zz_unknown_route": http("{*path}"),
     "reap_idempotency_keys": timer("0 */15 * * * *"),
     "repair_receipts": timer("0 */5 * * * *"),
