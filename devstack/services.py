@@ -82,8 +82,9 @@ def start_process(
 HOST_TIMERS = "drain_contacts"
 
 
-def start_host(log_dir: Path, env: dict[str, str], timers: str = HOST_TIMERS) -> Service:
-    port = free_port()
+def start_host(log_dir: Path, env: dict[str, str], timers: str = HOST_TIMERS, port: int = 0) -> Service:
+    """A dev host on `port` (0: a free one) with the development settings and `env` over them."""
+    port = port or free_port()
     log_path = log_dir / f"devhost-{port}.log"
     full_env = {**dev_settings(), **env}
     proc = start_process(
