@@ -25,6 +25,7 @@ from shared.config.errors import NotConfigured, SignatureRefused, StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.printable import printable
 from shared.config.urls import canonical_origin
+from shared.protocols.failures import log_unexpected
 from shared.protocols.http import JSON_TYPE, Answer, Request
 from shared.purchase.agent import Agent
 from shared.seams.counters import Reservation, TableCounters
@@ -122,7 +123,7 @@ class AgentVerifier:
             raise SignatureRefused(f"agents of {origin} are refused here (STOREFRONT_AGENT_ORIGINS_DENIED)")
         if self._policy.allowed and origin not in self._policy.allowed:
             raise SignatureRefused(f"{origin} is not among STOREFRONT_AGENT_ORIGINS_ALLOWED")
-        component = '"signature-agent"' + (f';key="{member["key"]}"' if "key" in member else "")
+        component = http_sf.ser(("signature-agent", {"key": member["key"]} if "key" in member else {}))
         return origin, component
 
     def _directory(self, origin: str, older_than: float | None = None) -> Directory:
@@ -181,9 +182,10 @@ def identified(
     except ReplayUnchecked as exc:
         log.warning("web-bot-auth signature not relied on: its replay could not be checked (%s)", exc)
         agent = None
-    except Exception:  # noqa: BLE001 - the headers and the directory are a stranger's; never a 500
-        log.exception("web-bot-auth signature could not be checked")
-        return refused(SignatureRefused("the web-bot-auth signature could not be checked"), rpc=rpc)
+    except Exception as exc:  # noqa: BLE001 - the headers and the directory are a stranger's; never a 500
+        correlation_id = log_unexpected(exc, "the web-bot-auth check")  # by type and place, not message
+        message = f"the web-bot-auth signature could not be checked; correlation id {correlation_id}"
+        return refused(SignatureRefused(message), rpc=rpc)
     return answer(replace(req, agent=agent))
 
 

@@ -371,3 +371,15 @@ def test_when_the_replay_check_cannot_be_made_the_caller_is_unverified(key, dire
     )
 
     assert answer.status == 200 and seen[0].agent is None
+
+
+def test_an_unforeseen_failure_is_a_401_and_the_log_keeps_no_caller_text(caplog):
+    class Broken:
+        def identify(self, req):
+            raise RuntimeError('Signature-Agent: agent1="https://evil.example" \x1b[31m')
+
+    answer = identified(Request("POST", {}, url=STORE), Broken(), lambda r: Answer(200), rpc=False)  # type: ignore[arg-type]
+
+    assert answer.status == 401 and "correlation id" in json.loads(answer.body)["error"]["message"]
+    assert "evil.example" not in caplog.text and "\x1b" not in caplog.text
+    assert "RuntimeError" in caplog.text
