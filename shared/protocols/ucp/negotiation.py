@@ -22,6 +22,7 @@ from shared.protocols.ucp.profile import CAPABILITIES
 from shared.seams.public_fetch import FetchFailed, PublicFetcher
 
 PROFILE_TTL_SECONDS = 300  # at least 60 (overview "Fetching")
+FAILURE_TTL_SECONDS = 30
 MAX_PROFILES = 1000
 MAX_PROFILE_BYTES = 128 * 1024
 
@@ -53,7 +54,7 @@ class Platforms:
         self._fetcher = fetcher
         self._local = local
         self._clock = clock
-        self._cache: OrderedDict[str, tuple[float, dict]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[float, dict | Refusal]] = OrderedDict()
         self._lock = threading.Lock()
 
     def negotiate(self, header: str | None, capability: str) -> str:
@@ -75,13 +76,33 @@ class Platforms:
         return url
 
     def _profile(self, url: str) -> dict:
+        """The platform's profile: pre-approved, cached (a failure for FAILURE_TTL_SECONDS, so
+        a caller naming an unreachable profile does not make every request fetch it), or fetched."""
         if url in self._registry:
             return self._registry[url]
         now = self._clock()
         with self._lock:
             cached = self._cache.get(url)
-        if cached is not None and now - cached[0] < PROFILE_TTL_SECONDS:
-            return cached[1]
+        if cached is not None:
+            at, found = cached
+            if now - at < (FAILURE_TTL_SECONDS if isinstance(found, Refusal) else PROFILE_TTL_SECONDS):
+                if isinstance(found, Refusal):
+                    raise found
+                return found
+        try:
+            found = self._fetch(url)
+        except Refusal as refusal:
+            found = refusal
+        with self._lock:
+            self._cache[url] = (now, found)
+            self._cache.move_to_end(url)
+            while len(self._cache) > MAX_PROFILES:
+                self._cache.popitem(last=False)
+        if isinstance(found, Refusal):
+            raise found
+        return found
+
+    def _fetch(self, url: str) -> dict:
         try:
             answer = self._fetcher.get(url, "application/json")
         except FetchFailed as exc:
@@ -96,11 +117,6 @@ class Platforms:
             raise Refusal("profile_malformed", 422, "the platform profile is not JSON") from None
         if not isinstance(profile, dict):
             raise Refusal("profile_malformed", 422, "the platform profile is not a JSON object")
-        with self._lock:
-            self._cache[url] = (now, profile)
-            self._cache.move_to_end(url)
-            while len(self._cache) > MAX_PROFILES:
-                self._cache.popitem(last=False)
         return profile
 
 

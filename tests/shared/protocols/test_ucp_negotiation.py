@@ -98,3 +98,13 @@ def test_on_azure_a_profile_on_a_loopback_address_is_never_fetched(served):
         platforms(local=False).negotiate(f'profile="{served.origin.replace("http", "https")}/p"', SEARCH)
 
     assert refused.value.code == "profile_unreachable" and served.hits == 0
+
+
+def test_a_profile_that_failed_is_not_fetched_again_at_once(served):
+    served.status = 404
+    check = platforms()
+    for _ in range(3):
+        with pytest.raises(Refusal):
+            check.negotiate(f'profile="{served.origin}/.well-known/ucp"', SEARCH)
+
+    assert served.hits == 1
