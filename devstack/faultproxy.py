@@ -161,6 +161,9 @@ class FaultProxy:
         self._links.add(link)
         self._counts["connections"] += 1
         try:
+            if self._mode in ("refuse", "cut"):  # accepted just before the switch: cut it too
+                link.reset()
+                return
             if not await self._flowing(link):
                 return
             try:
