@@ -188,6 +188,30 @@ def ucp_catalog(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(req, ucp.CATALOG_USAGE, lambda r: ucp.catalog_request(r, runtime.services()))
 
 
+@app.route(route="ucp/checkout-sessions", methods=api.EVERY_METHOD)
+def ucp_checkouts(req: func.HttpRequest) -> func.HttpResponse:
+    """UCP: create a checkout session."""
+    return _serve(req, ucp.CHECKOUT_USAGE, lambda r: ucp.checkout_request(r, runtime.services()))
+
+
+@app.route(route="ucp/checkout-sessions/{id}", methods=api.EVERY_METHOD)
+def ucp_checkout(req: func.HttpRequest) -> func.HttpResponse:
+    """UCP: get or update a checkout session."""
+    return _serve(req, ucp.CHECKOUT_USAGE, lambda r: ucp.checkout_request(r, runtime.services()))
+
+
+@app.route(route="ucp/checkout-sessions/{id}/{action}", methods=api.EVERY_METHOD)
+def ucp_checkout_action(req: func.HttpRequest) -> func.HttpResponse:
+    """UCP: complete or cancel a checkout session; a complete runs the purchase."""
+    completes = (req.route_params.get("action") or "").lower() == "complete"
+    return _serve(
+        req,
+        ucp.CHECKOUT_USAGE,
+        lambda r: ucp.checkout_request(r, runtime.services()),
+        "ucp" if completes else None,  # the purchase door: its Web Bot Auth signature is checked
+    )
+
+
 @app.route(route="api/a2a", methods=api.EVERY_METHOD)
 def a2a_endpoint(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(
@@ -211,12 +235,15 @@ def unknown_route(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.timer_trigger(schedule="0 */15 * * * *", arg_name="timer", run_on_startup=False)
 def reap_idempotency_keys(timer: func.TimerRequest) -> None:
-    """Every 15 minutes: delete idempotency claims past their expiry."""
-    _scheduled(
-        "reap_idempotency_keys",
-        lambda: runtime.services().storefront.reap_expired_keys(),
-        "reaped %d expired idempotency keys",
-    )
+    """Every 15 minutes: delete idempotency claims past their expiry, and the UCP checkout
+    sessions and Idempotency-Key answers past theirs."""
+
+    def reap() -> int:
+        services = runtime.services()
+        sessions = services.checkouts.reap() if services.checkouts else 0
+        return services.storefront.reap_expired_keys() + sessions
+
+    _scheduled("reap_idempotency_keys", reap, "reaped %d expired idempotency keys and checkout sessions")
 
 
 @app.timer_trigger(schedule="*/10 * * * * *", arg_name="timer", run_on_startup=False)

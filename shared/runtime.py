@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from shared.config.hashing import Hasher
 from shared.config.keys import KeySet
+from shared.config.sealing import Sealer
 from shared.config.settings import EMAIL_TEMPLATE_DIR, Settings
 from shared.config.settings_reader import SettingsError
 from shared.exactly_once.idempotency import IdempotencyHandler
@@ -20,12 +21,16 @@ from shared.protocols.agents import AgentPolicy, AgentVerifier
 from shared.protocols.api import Services
 from shared.protocols.downloads import Downloads
 from shared.protocols.ucp.negotiation import MAX_PROFILE_BYTES, Platforms, pre_approved
+from shared.protocols.ucp.replay import Replays
+from shared.protocols.ucp.sessions import CheckoutSessions
 from shared.purchase.call import StoreConfig
 from shared.purchase.contacts import LEASE_SECONDS, ContactDrainer
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
 from shared.seams.bundle_files import BlobBundleFiles
+from shared.seams.checkout_store import PURPOSE as CHECKOUT_PURPOSE
+from shared.seams.checkout_store import CheckoutStore
 from shared.seams.claims import TableClaimStore
 from shared.seams.contact_queue import open_queue
 from shared.seams.counters import TableCounters
@@ -185,10 +190,13 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
         PublicFetcher(local=not s.hosted_on_azure, timeout=3.0, max_bytes=MAX_PROFILE_BYTES),
         local=not s.hosted_on_azure,
     )
+    checkout_store = CheckoutStore(table(s.ucp_table), Sealer(s.hash_secret, CHECKOUT_PURPOSE))
     return Services(
         settings=s,
         agents=agents,
         platforms=platforms,
+        checkouts=CheckoutSessions(checkout_store, storefront, hasher),
+        replays=Replays(checkout_store, hasher, lease_seconds=s.idempotency_lease_seconds),
         storefront=storefront,
         downloads=downloads,
         ledger=ledger,

@@ -226,3 +226,13 @@ def json_answers_of(code: str, cwd) -> list:
         answers.append(answer)
         rest = rest[end:].strip()
     return answers
+
+
+class StoppedClock:
+    """A clock that moves only when a test moves it (`clock.now += seconds`)."""
+
+    def __init__(self, now: float = 1_900_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -173,6 +173,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     STOREFRONT_IDEMPOTENCY_TABLE: 'idempotency'
     STOREFRONT_GOVERNANCE_TABLE: 'governance'
     STOREFRONT_LEDGER_TABLE: 'ledger'
+    STOREFRONT_UCP_TABLE: 'ucpcheckouts'
     STOREFRONT_CONTACT_QUEUE: contactQueuePrefix
     STOREFRONT_CONTACT_QUEUE_SHARDS: string(contactQueueShards)
     STOREFRONT_RECEIPTS_CONTAINER: receiptsContainerName

@@ -49,3 +49,11 @@ class Hasher:
     def request(self, canonical: str) -> str:
         """The payload fingerprint stored beside an idempotency key."""
         return self._digest("request", canonical)
+
+    def ucp_key(self, scoped_key: str) -> str:
+        """A UCP Idempotency-Key with its platform, operation and resource (the row it is kept under)."""
+        return self._digest("ucp-idempotency-key", scoped_key)
+
+    def platform(self, profile_url: str) -> str:
+        """The UCP platform a checkout session belongs to, by its profile URL."""
+        return self._digest("ucp-platform", profile_url)

@@ -139,6 +139,7 @@ class Settings:
     receipts_container: str = "receipts"
     bundles_container: str = "bundles"
     ledger_table: str = "ledger"
+    ucp_table: str = "ucpcheckouts"
     retired_public_keys: tuple[dict, ...] = ()
     missing_secrets: tuple[str, ...] = field(default=())
     unresolved_settings: tuple[str, ...] = ()
@@ -223,6 +224,7 @@ class Settings:
             receipts_container=r.name("STOREFRONT_RECEIPTS_CONTAINER", "receipts", CONTAINER_NAME),
             bundles_container=r.name("STOREFRONT_BUNDLES_CONTAINER", "bundles", CONTAINER_NAME),
             ledger_table=r.name("STOREFRONT_LEDGER_TABLE", "ledger", TABLE_NAME),
+            ucp_table=r.name("STOREFRONT_UCP_TABLE", "ucpcheckouts", TABLE_NAME),
             retired_public_keys=retired,
             missing_secrets=missing,
             hosted_on_azure=on_azure,

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from shared.protocols.agents import AgentVerifier
     from shared.protocols.downloads import Downloads
     from shared.protocols.ucp.negotiation import Platforms
+    from shared.protocols.ucp.replay import Replays
+    from shared.protocols.ucp.sessions import CheckoutSessions
     from shared.purchase.contacts import ContactDrainer
     from shared.seams.ledger import TableLedger
     from shared.seams.storage_probe import StorageProbe
@@ -67,6 +69,8 @@ class Services:
     drainer: ContactDrainer
     platforms: Platforms  # UCP platforms' profiles, for negotiating every UCP request
     agents: AgentVerifier | None = None  # verifies Web Bot Auth signatures on the purchase doors
+    checkouts: CheckoutSessions | None = None  # UCP checkout sessions, completed by the purchase
+    replays: Replays | None = None  # UCP's Idempotency-Key rule on the checkout operations
 
 
 # Every method Azure lets a trigger list. Each route lists them all, because Azure answers a
@@ -90,6 +94,9 @@ ENDPOINTS = (
     "GET /api/health",
     "GET /.well-known/ucp",
     "POST /ucp/catalog/{operation}",
+    "POST /ucp/checkout-sessions",
+    "GET /ucp/checkout-sessions/{id}",
+    "POST /ucp/checkout-sessions/{id}/{action}",
 )
 
 

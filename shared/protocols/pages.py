@@ -43,7 +43,11 @@ STATUS_BADGES = {
     "refused": ("\u2717", "Refused", "fail"),
     "failed": ("\u2717", "Failed", "fail"),
 }
-CHANNELS = {"mcp": "MCP (tools/call)", "http": "HTTP (POST /api/a2a/purchase)"}
+CHANNELS = {
+    "mcp": "MCP (tools/call)",
+    "http": "HTTP (POST /api/a2a/purchase)",
+    "ucp": "UCP (checkout complete)",
+}
 
 
 def message_page(title: str, message: str) -> str:

@@ -26,7 +26,7 @@ from azure.core.exceptions import (
 from azure.data.tables import TableClient, UpdateMode
 
 from shared.config.errors import StorageOutage
-from shared.seams.storage import on_table, outage
+from shared.seams.storage import delete_past, on_table, outage
 
 WHAT = "idempotency table"
 # The entity holding the scoping horizon (`scoping_horizon`): no key hash starts with "~".
@@ -112,31 +112,7 @@ class TableClaimStore:
             raise outage(exc, WHAT) from exc
 
     def reap(self, now: float) -> int:
-        removed = 0
-        try:
-            expired = list(
-                self._table.query_entities(
-                    "ExpiresAt lt @now", parameters={"now": float(now)}, select=["PartitionKey", "RowKey"]
-                )
-            )
-        except ResourceNotFoundError:
-            return 0
-        except AzureError as exc:
-            raise outage(exc, WHAT) from exc
-        for entity in expired:
-            try:
-                self._table.delete_entity(
-                    entity["PartitionKey"],
-                    entity["RowKey"],
-                    etag=entity.metadata["etag"],
-                    match_condition=MatchConditions.IfNotModified,
-                )
-                removed += 1
-            except ResourceModifiedError:
-                continue
-            except AzureError as exc:
-                raise outage(exc, WHAT) from exc
-        return removed
+        return delete_past(self._table, WHAT, "ExpiresAt", now)
 
     def scoping_horizon(self, now: float, window: float) -> float:
         for _ in range(2):

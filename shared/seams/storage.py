@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from azure.core import MatchConditions
 from azure.core.credentials import AccessToken, TokenCredential
 from azure.core.exceptions import (
     AzureError,
@@ -233,3 +234,33 @@ def create_table(table: TableClient) -> None:
         pass
     except AzureError as exc:
         raise outage(exc, "table storage") from exc
+
+
+def delete_past(table: TableClient, what: str, field: str, now: float) -> int:
+    """Delete every entity whose `field` (a time) is before `now`; the number deleted. One
+    written again since it was read keeps its new time (ETag); a missing table holds nothing."""
+    removed = 0
+    try:
+        past = list(
+            table.query_entities(
+                f"{field} lt @now", parameters={"now": float(now)}, select=["PartitionKey", "RowKey"]
+            )
+        )
+    except ResourceNotFoundError:
+        return 0
+    except AzureError as exc:
+        raise outage(exc, what) from exc
+    for entity in past:
+        try:
+            table.delete_entity(
+                entity["PartitionKey"],
+                entity["RowKey"],
+                etag=entity.metadata["etag"],
+                match_condition=MatchConditions.IfNotModified,
+            )
+            removed += 1
+        except ResourceModifiedError:
+            continue
+        except AzureError as exc:
+            raise outage(exc, what) from exc
+    return removed

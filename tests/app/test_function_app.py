@@ -50,6 +50,9 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "a2a_endpoint": ("api/a2a", EVERY_METHOD),
         "ucp_profile": (".well-known/ucp", EVERY_METHOD),
         "ucp_catalog": ("ucp/catalog/{operation}", EVERY_METHOD),
+        "ucp_checkouts": ("ucp/checkout-sessions", EVERY_METHOD),
+        "ucp_checkout": ("ucp/checkout-sessions/{id}", EVERY_METHOD),
+        "ucp_checkout_action": ("ucp/checkout-sessions/{id}/{action}", EVERY_METHOD),
         "zz_unknown_route": ("{*path}", EVERY_METHOD),
     }
     assert timers == {
@@ -156,6 +159,9 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
         "a2a_endpoint",
         "ucp_profile",
         "ucp_catalog",
+        "ucp_checkouts",
+        "ucp_checkout",
+        "ucp_checkout_action",
         "zz_unknown_route",
     }
     assert set(levels.values()) == {"ANONYMOUS"}

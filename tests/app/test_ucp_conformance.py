@@ -27,7 +27,10 @@ NOT_TESTED = {
     "catalog.getproduct_selected": "every bundle has one variant: no product is configurable",
     "catalog.pagination_default_limit": "it needs more than ten products; the store has two bundles",
     "catalog.pagination_cursor_walk": "it needs more than ten products; the store has two bundles",
-    "payment.no_credential_echo": "checkout is not declared yet, so nothing completes a payment",
+    # Its checkouts name no buyer, and a bundle is sent to the buyer's email: the store answers
+    # its complete `incomplete`, never `completed`. The store's own test completes with a
+    # credential and finds it nowhere (tests/app/test_ucp_checkout_http.py).
+    "payment.no_credential_echo": "its checkouts carry no buyer email, so none can complete",
 }
 
 
@@ -69,5 +72,11 @@ def test_every_check_of_a_declared_capability_passes_but_the_listed_ones(report)
         "catalog.search_shape",
         "catalog.lookup_inputs",
         "catalog.getproduct_not_found",
+        "checkout.create_valid",
+        "checkout.retrieve",
+        "checkout.update",
+        "checkout.cancel",
+        "checkout.create_requires_line_items",
+        "idempotency.conflict_409",
     }
     assert all(status == "clean-pass" for check, status in ran.items() if check not in NOT_TESTED), ran

@@ -31,7 +31,7 @@ def product(bundle: Bundle, matched: str | None = None) -> dict:
     """A bundle as a UCP product (types/product.json) with its one variant; `matched` is the
     identifier a lookup asked for, recorded in the variant's `inputs` (lookup.md "Client
     Correlation")."""
-    price = {"amount": _minor(bundle), "currency": bundle.currency}
+    price = {"amount": minor_units(bundle), "currency": bundle.currency}
     variant: dict = {
         "id": bundle.id,
         "title": bundle.title,
@@ -93,7 +93,7 @@ def get_product(body: object) -> tuple[int, dict]:
     return 200, {"ucp": envelope(LOOKUP), "product": product(bundle)}
 
 
-def _minor(bundle: Bundle) -> int:
+def minor_units(bundle: Bundle) -> int:
     """The price in minor units (cents), as UCP's Price carries it; "0.00" is 0."""
     whole, _, cents = bundle.price.partition(".")
     return int(whole) * 100 + int((cents + "00")[:2])
@@ -110,7 +110,7 @@ def _within_price(bundle: Bundle, filters: object) -> bool:
     if not isinstance(price, dict):
         return True
     low, high = price.get("min"), price.get("max")
-    amount = _minor(bundle)
+    amount = minor_units(bundle)
     return (not isinstance(low, int) or amount >= low) and (not isinstance(high, int) or amount <= high)
 
 

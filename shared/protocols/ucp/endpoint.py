@@ -1,6 +1,7 @@
-"""UCP's REST routes as plain functions: the business profile at /.well-known/ucp, and the catalog
-operations under /ucp/catalog, each negotiated with the calling platform first. Bodies and
-refusals take UCP's shapes (overview/index.md "Error Handling"; shopping/catalog/rest.md)."""
+"""UCP's REST routes as plain functions: the business profile at /.well-known/ucp, the catalog
+operations under /ucp/catalog and the checkout sessions under /ucp/checkout-sessions, each
+negotiated with the calling platform first. Bodies and refusals take UCP's shapes
+(overview/index.md "Error Handling"; shopping/catalog/rest.md; shopping/checkout/rest.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,20 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from shared.config.errors import NotConfigured, StorefrontError
-from shared.protocols.http import Answer, Request, Usage, check_json_declared, json_answer, parse_body
-from shared.protocols.ucp import catalog
+from shared.config.errors import NotConfigured, StorageOutage, StorefrontError
+from shared.protocols.http import (
+    Answer,
+    Request,
+    Usage,
+    check_json_declared,
+    json_answer,
+    parse_body,
+    purchase_call,
+)
+from shared.protocols.ucp import catalog, checkout
 from shared.protocols.ucp.negotiation import Refusal
 from shared.protocols.ucp.profile import CACHE_CONTROL, business_profile
+from shared.protocols.ucp.wire import protocol_error
 
 if TYPE_CHECKING:
     from shared.protocols.api import Services
@@ -22,6 +32,18 @@ PROFILE_USAGE = Usage(("GET", "HEAD"), "GET it for the store's UCP business prof
 CATALOG_USAGE = Usage(
     ("POST",), 'POST a UCP catalog request as JSON, with UCP-Agent: profile="<your platform profile URL>"'
 )
+CHECKOUT_USAGE = Usage(
+    ("GET", "HEAD", "PUT", "POST"),
+    "POST /ucp/checkout-sessions to create one; GET or PUT /ucp/checkout-sessions/{id}; POST "
+    "/ucp/checkout-sessions/{id}/complete or /cancel",
+)
+# (has an id, action) → {method: operation}
+CHECKOUT_ROUTES: dict[tuple[bool, str], dict[str, str]] = {
+    (False, ""): {"POST": "create"},
+    (True, ""): {"GET": "get", "HEAD": "get", "PUT": "update"},
+    (True, "complete"): {"POST": "complete"},
+    (True, "cancel"): {"POST": "cancel"},
+}
 OPERATIONS: dict[str, tuple[str, Callable[[object], tuple[int, dict]]]] = {
     "search": (catalog.SEARCH, catalog.search),
     "lookup": (catalog.LOOKUP, catalog.lookup),
@@ -42,6 +64,84 @@ def profile(req: Request, services: Services) -> Answer:
     if req.header("if-none-match") == etag:
         return Answer(304, b"", headers)
     return json_answer(200, document, headers)
+
+
+def _negotiated(
+    req: Request, services: Services, capability: str, shaped: Callable[[str, str], dict]
+) -> str | Answer:
+    """The platform's profile URL once negotiation with it succeeds; else the refusal's answer
+    (`capabilities_incompatible` a 200 in the capability's envelope, made by `shaped`)."""
+    continue_url = services.settings.public_base_url.rstrip("/") + "/"
+    try:
+        return services.platforms.negotiate(req.header("ucp-agent"), capability)
+    except Refusal as refused:
+        if refused.status == 200:
+            return json_answer(200, {**shaped(refused.code, refused.content), "continue_url": continue_url})
+        return json_answer(refused.status, refused.body(continue_url))
+
+
+def checkout_request(req: Request, services: Services) -> Answer:
+    """One checkout operation, chosen by the path and the method, after negotiating with the
+    platform; the state-changing ones under UCP's Idempotency-Key rule."""
+    checkout_id = req.route_params.get("id") or ""
+    action = (req.route_params.get("action") or "").lower()
+    methods = CHECKOUT_ROUTES.get((bool(checkout_id), action))
+    if methods is None:
+        return protocol_error(404, "not_found", "no such checkout operation; there are /complete and /cancel")
+    operation = methods.get(req.method.upper())
+    if operation is None:
+        allow = ", ".join(methods)
+        answer = protocol_error(405, "method_not_allowed", f"this path answers {allow} only")
+        return Answer(answer.status, answer.body, {**answer.headers, "Allow": allow})
+    sessions, replays = services.checkouts, services.replays
+    if sessions is None or replays is None:
+        return protocol_error(503, "not_configured", "checkout sessions are not set up on this store")
+    negotiated = _negotiated(
+        req, services, checkout.CHECKOUT, lambda code, content: _checkout_error(code, content)
+    )
+    if isinstance(negotiated, Answer):
+        return negotiated
+    profile_url = negotiated
+    platform = sessions.platform_id(profile_url)
+    key = req.header("idempotency-key")
+
+    def run() -> Answer:
+        try:
+            body = None if operation in ("get", "cancel") else _read(req)
+            if operation == "create":
+                return sessions.create(platform, body, sessions.seed(profile_url, key))
+            if operation == "get":
+                return sessions.get(platform, checkout_id)
+            if operation == "update":
+                return sessions.update(platform, checkout_id, body)
+            if operation == "cancel":
+                return sessions.cancel(platform, checkout_id)
+            call = purchase_call(req, "ucp", None, services.settings)
+            return sessions.complete(platform, checkout_id, body, call)
+        except StorefrontError as exc:
+            return protocol_error(exc.status, exc.code, exc.message, retry_after=exc.retry_after)
+        except StorageOutage:
+            return protocol_error(
+                503, "storage_unavailable", "the store cannot reach its storage; nothing was changed", 5
+            )
+
+    if operation == "get":
+        return run()
+    scope = f"{profile_url}\x00{operation}\x00{checkout_id}"
+    return replays.run(scope, key.strip() if key is not None else None, req.body, run)
+
+
+def _read(req: Request) -> object:
+    check_json_declared(req)
+    try:
+        return parse_body(req.body)
+    except ValueError as exc:  # parse_body raises the error tree; this is belt and braces
+        raise StorefrontError(f"the body is not JSON: {exc}", code="invalid_request") from None
+
+
+def _checkout_error(code: str, content: str) -> dict:
+    message = checkout.error(code, content, severity="unrecoverable")
+    return {"ucp": {**checkout.envelope("error")}, "messages": [message]}
 
 
 def catalog_request(req: Request, services: Services) -> Answer:

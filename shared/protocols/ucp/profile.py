@@ -5,11 +5,13 @@ bundle is free) and the store's ES256 keys, served cacheable as "Hosting" asks."
 from __future__ import annotations
 
 from shared.protocols.ucp.catalog import LOOKUP, SEARCH, VERSION
+from shared.protocols.ucp.checkout import CHECKOUT
 
 SPEC = f"https://ucp.dev/{VERSION}/specification"
 SCHEMAS = f"https://ucp.dev/{VERSION}/schemas"
 REST_PATH = "/ucp"
 CAPABILITIES = {
+    CHECKOUT: ("shopping/checkout", "shopping/checkout.json"),
     SEARCH: ("shopping/catalog/search", "shopping/catalog_search.json"),
     LOOKUP: ("shopping/catalog/lookup", "shopping/catalog_lookup.json"),
 }

@@ -22,7 +22,13 @@ from tests.support import ROOT, fresh_python
 JSON_RPC_ROUTES = {"api/a2a/mcp", "api/a2a"}
 # UCP's routes: UCP's own OpenAPI document describes them (services/shopping/rest.openapi.json,
 # which the business profile names), not the store's.
-UCP_ROUTES = {".well-known/ucp", "ucp/catalog/{operation}"}
+UCP_ROUTES = {
+    ".well-known/ucp",
+    "ucp/catalog/{operation}",
+    "ucp/checkout-sessions",
+    "ucp/checkout-sessions/{id}",
+    "ucp/checkout-sessions/{id}/{action}",
+}
 # Every path no other route serves: its 404 is in the document's description, not a path of it.
 CATCH_ALL = "{*path}"
 # The errors of other endpoints: a download token's (401, 403), a receipt's or an unknown path's

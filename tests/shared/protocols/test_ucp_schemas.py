@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from shared.config.keys import KeySet
-from shared.protocols.ucp import catalog
+from shared.protocols.ucp import catalog, checkout
 from shared.protocols.ucp.profile import business_profile
 from shared.purchase.catalog import BUNDLES
 from tests.support import ROOT, new_ec_key, private_pem
@@ -88,3 +88,33 @@ def test_the_schemas_do_refuse_a_broken_answer(registry):
     del document["products"][0]["variants"]
 
     assert problems(registry, document, "shopping/catalog_search.json#/$defs/search_response")
+
+
+def _session(status: str, buyer: dict, **extra) -> checkout.Session:
+    from shared.purchase.catalog import find_bundle
+
+    bundle = find_bundle("agent-starter-kit")
+    lines = [checkout.Line(bundle)] if bundle else []
+    return checkout.Session("chk_" + "a" * 26, "p", status, lines, buyer, 1.9e9, 1.9e9 + 21600, **extra)
+
+
+ORDER = {"id": "rcpt_x", "label": "rcpt_x", "permalink_url": "https://shop.example/api/receipts/rcpt_x"}
+CHECKOUTS = {
+    "incomplete": lambda: checkout.checkout(
+        _session("incomplete", {}),
+        (checkout.warning("quantity_adjusted", "one", "$.line_items[0].quantity"),),
+    ),
+    "ready": lambda: checkout.checkout(_session("ready_for_complete", {"email": "ada@example.org"})),
+    "completed": lambda: checkout.checkout(_session("completed", {"email": "ada@example.org"}, order=ORDER)),
+    "canceled": lambda: checkout.checkout(_session("canceled", {})),
+}
+
+
+@pytest.mark.parametrize("answer", CHECKOUTS.values(), ids=CHECKOUTS.keys())
+def test_each_checkout_answer_is_a_valid_checkout(registry, answer):
+    assert problems(registry, answer(), "shopping/checkout.json") == []
+
+
+def test_a_missing_checkout_is_a_valid_error_response(registry):
+    assert problems(registry, checkout.not_found(), "common/types/error_response.json") == []
+    assert problems(registry, checkout.not_found(), "shopping/checkout.json"), "and no checkout"
