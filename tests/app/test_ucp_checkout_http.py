@@ -5,6 +5,7 @@ platform; concurrent completes send one email."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +14,7 @@ import requests
 
 from shared.protocols.ucp.checkout import CHECKOUT
 from shared.purchase.receipt.document import CHECK_NAMES
-from tests.support import unique_email
+from tests.support import ROOT, json_answers_of, unique_email
 
 APPROVED = "https://platform.example/profile"
 OTHER = "https://other.example/profile"
@@ -228,3 +229,19 @@ def test_a_payment_credential_sent_with_a_free_complete_is_never_echoed(shop):
     assert [m["code"] for m in two.json()["messages"]] == ["payment_failed"]
     assert one.status_code == 200 and one.json()["status"] == "completed"
     assert token not in one.text and token not in act(shop, checkout_id, "get").text
+
+
+def test_the_docs_checkout_snippet_runs_as_the_page_says(shop, mail, tmp_path):
+    (block,) = re.findall(r"^```bash\n(.*?)^```", (ROOT / "docs" / "ucp.md").read_text(), re.M | re.S)
+    email = unique_email("docs")
+    code = block.replace("http://localhost:7071", shop.url).replace("ada@example.org", email)
+
+    created, updated, completed = json_answers_of(code, tmp_path)
+
+    assert created["status"] == "incomplete"
+    assert [m["path"] for m in created["messages"]] == ["$.buyer.email"]
+    assert updated["status"] == "ready_for_complete"
+    assert completed["status"] == "completed" and completed["order"]["permalink_url"].endswith(
+        completed["order"]["id"]
+    )
+    assert len(mail.emails_to(email)) == 1

@@ -83,6 +83,11 @@ SNIPPETS = (
         ("tests/app/test_ucp_http.py::test_the_docs_snippet_discovers_and_searches_as_the_page_says",),
     ),
     Snippet(
+        "docs/ucp.md",
+        "/ucp/checkout-sessions",
+        ("tests/app/test_ucp_checkout_http.py::test_the_docs_checkout_snippet_runs_as_the_page_says",),
+    ),
+    Snippet(
         "docs/receipts.md",
         "ops.verify_receipt",
         ("tests/repo/test_docs.py::test_the_verify_receipt_snippet_says_valid_online_and_offline",),
