@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from shared.protocols.http import (
     parse_body,
     purchase_call,
 )
-from shared.protocols.ucp import catalog, checkout
+from shared.protocols.ucp import catalog, checkout, signatures
 from shared.protocols.ucp.negotiation import Refusal
 from shared.protocols.ucp.profile import CACHE_CONTROL, business_profile
 from shared.protocols.ucp.wire import protocol_error
@@ -72,12 +73,18 @@ def _negotiated(
     """The platform's profile URL once negotiation with it succeeds; else the refusal's answer
     (`capabilities_incompatible` a 200 in the capability's envelope, made by `shaped`)."""
     continue_url = services.settings.public_base_url.rstrip("/") + "/"
+    platforms = services.platforms
     try:
-        return services.platforms.negotiate(req.header("ucp-agent"), capability)
+        url = platforms.negotiate(req.header("ucp-agent"), capability)
+        if signatures.signed(req):  # verified with the keys the platform's profile publishes
+            signatures.verify_request(req, lambda fresh: platforms.keys(url, fresh=fresh))
+        return url
     except Refusal as refused:
         if refused.status == 200:
             return json_answer(200, {**shaped(refused.code, refused.content), "continue_url": continue_url})
         return json_answer(refused.status, refused.body(continue_url))
+    except signatures.SignatureRefusal as refused:
+        return protocol_error(refused.status, refused.code, refused.content)
 
 
 def checkout_request(req: Request, services: Services) -> Answer:
@@ -96,9 +103,7 @@ def checkout_request(req: Request, services: Services) -> Answer:
     sessions, replays = services.checkouts, services.replays
     if sessions is None or replays is None:
         return protocol_error(503, "not_configured", "checkout sessions are not set up on this store")
-    negotiated = _negotiated(
-        req, services, checkout.CHECKOUT, lambda code, content: _checkout_error(code, content)
-    )
+    negotiated = _negotiated(req, services, checkout.CHECKOUT, _checkout_error)
     if isinstance(negotiated, Answer):
         return negotiated
     profile_url = negotiated
@@ -106,6 +111,9 @@ def checkout_request(req: Request, services: Services) -> Answer:
     key = req.header("idempotency-key")
 
     def run() -> Answer:
+        return _signed(operate(), services)
+
+    def operate() -> Answer:
         try:
             body = None if operation in ("get", "cancel") else _read(req)
             if operation == "create":
@@ -131,6 +139,18 @@ def checkout_request(req: Request, services: Services) -> Answer:
     return replays.run(scope, key.strip() if key is not None else None, req.body, run)
 
 
+def _signed(answer: Answer, services: Services) -> Answer:
+    """A checkout answer that succeeded, signed by the store (signatures.md "REST Response
+    Signing": recommended for complete); unsigned while the store has no signing key."""
+    if answer.status >= 300:
+        return answer
+    try:
+        keys = services.keys()
+    except NotConfigured:
+        return answer
+    return signatures.sign_answer(answer, keys, time.time())
+
+
 def _read(req: Request) -> object:
     check_json_declared(req)
     return parse_body(req.body)  # the error tree: 400 not JSON, 413 too large
@@ -143,8 +163,6 @@ def _checkout_error(code: str, content: str) -> dict:
 
 def catalog_request(req: Request, services: Services) -> Answer:
     """One catalog operation (`operation` in the route), after negotiating with the platform."""
-    public_base_url = services.settings.public_base_url
-    platforms = services.platforms
     operation = req.route_params.get("operation", "")
     if operation not in OPERATIONS:
         known = ", ".join(f"/ucp/catalog/{name}" for name in OPERATIONS)
@@ -152,16 +170,11 @@ def catalog_request(req: Request, services: Services) -> Answer:
             404, {"code": "not_found", "content": f"no such catalog operation; there are {known}"}
         )
     capability, run = OPERATIONS[operation]
-    continue_url = public_base_url.rstrip("/") + "/"
-    try:
-        platforms.negotiate(req.header("ucp-agent"), capability)
-    except Refusal as refused:
-        if refused.status == 200:  # capabilities_incompatible: a business outcome, in the UCP envelope
-            return json_answer(
-                200,
-                {**catalog.error(capability, refused.code, refused.content), "continue_url": continue_url},
-            )
-        return json_answer(refused.status, refused.body(continue_url))
+    negotiated = _negotiated(
+        req, services, capability, lambda code, content: catalog.error(capability, code, content)
+    )
+    if isinstance(negotiated, Answer):
+        return negotiated
     try:
         check_json_declared(req)
         body = parse_body(req.body)

@@ -23,6 +23,7 @@ from shared.seams.public_fetch import FetchFailed, PublicFetcher
 
 PROFILE_TTL_SECONDS = 300  # at least 60 (overview "Fetching")
 FAILURE_TTL_SECONDS = 30
+REFRESH_SECONDS = 60  # the least age at which an unknown key id fetches the profile again
 MAX_PROFILES = 1000
 MAX_PROFILE_BYTES = 128 * 1024
 
@@ -75,17 +76,29 @@ class Platforms:
             raise Refusal("capabilities_incompatible", 200, f"the platform does not declare {capability}")
         return url
 
+    def keys(self, url: str, *, fresh: bool = False) -> list[dict]:
+        """The signing keys (`keys[]`) of the platform's profile as fetched, a pre-approved one's
+        too (its keys are what it publishes). `fresh`: a key was not found, so a copy older than
+        REFRESH_SECONDS is fetched again (overview "Fetching": at most once per TTL). Raises Refusal."""
+        profile = self._fetched(url, REFRESH_SECONDS if fresh else None)
+        keys = profile.get("keys")
+        return [key for key in keys if isinstance(key, dict)] if isinstance(keys, list) else []
+
     def _profile(self, url: str) -> dict:
         """The platform's profile: pre-approved, cached (a failure for FAILURE_TTL_SECONDS, so
         a caller naming an unreachable profile does not make every request fetch it), or fetched."""
         if url in self._registry:
             return self._registry[url]
+        return self._fetched(url)
+
+    def _fetched(self, url: str, max_age: float | None = None) -> dict:
         now = self._clock()
         with self._lock:
             cached = self._cache.get(url)
         if cached is not None:
             at, found = cached
-            if now - at < (FAILURE_TTL_SECONDS if isinstance(found, Refusal) else PROFILE_TTL_SECONDS):
+            ttl = FAILURE_TTL_SECONDS if isinstance(found, Refusal) else PROFILE_TTL_SECONDS
+            if now - at < (ttl if max_age is None else min(ttl, max_age)):
                 if isinstance(found, Refusal):
                     raise found
                 return found
