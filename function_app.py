@@ -212,6 +212,12 @@ def ucp_checkout_action(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
+@app.route(route="ucp/orders/{id}", methods=api.EVERY_METHOD)
+def ucp_order(req: func.HttpRequest) -> func.HttpResponse:
+    """UCP: get an order, for the platform whose checkout it was (its request signed)."""
+    return _serve(req, ucp.ORDER_USAGE, lambda r: ucp.order_request(r, runtime.services()))
+
+
 @app.route(route="api/a2a", methods=api.EVERY_METHOD)
 def a2a_endpoint(req: func.HttpRequest) -> func.HttpResponse:
     return _serve(
@@ -254,6 +260,16 @@ def drain_contacts(timer: func.TimerRequest) -> None:
         "drain_contacts",
         lambda: runtime.services().drainer.run().handed,
         "handed %d queued contacts to Brevo",
+    )
+
+
+@app.timer_trigger(schedule="0 * * * * *", arg_name="timer", run_on_startup=False)
+def deliver_order_webhooks(timer: func.TimerRequest) -> None:
+    """Every minute: send the UCP order events that are due, retrying those that failed."""
+    _scheduled(
+        "deliver_order_webhooks",
+        lambda: runtime.services().webhooks.deliver_due() if runtime.services().webhooks else 0,
+        "delivered %d order events",
     )
 
 

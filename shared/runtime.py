@@ -23,6 +23,7 @@ from shared.protocols.downloads import Downloads
 from shared.protocols.ucp.negotiation import MAX_PROFILE_BYTES, Platforms, pre_approved
 from shared.protocols.ucp.replay import Replays
 from shared.protocols.ucp.sessions import CheckoutSessions
+from shared.protocols.ucp.webhooks import Webhooks
 from shared.purchase.call import StoreConfig
 from shared.purchase.contacts import LEASE_SECONDS, ContactDrainer
 from shared.purchase.governance import Governance, Limits
@@ -191,11 +192,18 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
         local=not s.hosted_on_azure,
     )
     checkout_store = CheckoutStore(table(s.ucp_table), Sealer(s.hash_secret, CHECKOUT_PURPOSE))
+    webhooks = Webhooks(
+        checkout_store,
+        PublicFetcher(local=not s.hosted_on_azure, timeout=5.0, max_bytes=64 * 1024),
+        keys,
+        s.public_base_url.rstrip("/") + "/.well-known/ucp",
+    )
     return Services(
         settings=s,
         agents=agents,
         platforms=platforms,
-        checkouts=CheckoutSessions(checkout_store, storefront, hasher),
+        webhooks=webhooks,
+        checkouts=CheckoutSessions(checkout_store, storefront, hasher, webhooks=webhooks),
         replays=Replays(checkout_store, hasher, lease_seconds=s.idempotency_lease_seconds),
         storefront=storefront,
         downloads=downloads,

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from shared.protocols.ucp.negotiation import Platforms
     from shared.protocols.ucp.replay import Replays
     from shared.protocols.ucp.sessions import CheckoutSessions
+    from shared.protocols.ucp.webhooks import Webhooks
     from shared.purchase.contacts import ContactDrainer
     from shared.seams.ledger import TableLedger
     from shared.seams.storage_probe import StorageProbe
@@ -71,6 +72,7 @@ class Services:
     agents: AgentVerifier | None = None  # verifies Web Bot Auth signatures on the purchase doors
     checkouts: CheckoutSessions | None = None  # UCP checkout sessions, completed by the purchase
     replays: Replays | None = None  # UCP's Idempotency-Key rule on the checkout operations
+    webhooks: Webhooks | None = None  # UCP order events to the platforms that ask for them
 
 
 # Every method Azure lets a trigger list. Each route lists them all, because Azure answers a
@@ -97,6 +99,7 @@ ENDPOINTS = (
     "POST /ucp/checkout-sessions",
     "GET /ucp/checkout-sessions/{id}",
     "POST /ucp/checkout-sessions/{id}/{action}",
+    "GET /ucp/orders/{id}",
 )
 
 

@@ -57,6 +57,19 @@ class CheckoutStore:
             raise outage(exc, WHAT) from exc
         return self._row(entity)
 
+    def rows(self, key: str, limit: int = 100) -> list[Row]:
+        """Up to `limit` rows of one partition (one query)."""
+        try:
+            found = self._table.query_entities(
+                "PartitionKey eq @key", parameters={"key": key}, results_per_page=limit
+            )
+            entities = list(next(found.by_page(), []))
+        except ResourceNotFoundError:
+            return []
+        except AzureError as exc:
+            raise outage(exc, WHAT) from exc
+        return [self._row(entity) for entity in entities[:limit]]
+
     def create(self, row: Row) -> Row | None:
         """The row as written, or None when a row with its keys exists."""
         try:

@@ -1,5 +1,6 @@
-"""Fetching a document a caller named (an agent's key directory): the one kind of outbound call
-whose address a stranger chooses, so it is held tight. On Azure only HTTPS, only public addresses
+"""Fetching a document a caller named (an agent's key directory, a platform's profile) or posting
+to one (a platform's webhook): the one kind of outbound call whose address a stranger chooses, so
+it is held tight. On Azure only HTTPS, only public addresses
 (every address the name resolves to, then the socket actually connected), no proxy from the
 environment, no redirect. Everywhere: a hard deadline for the whole fetch, headers and body alike,
 enforced by shutting its sockets down; a size cap; at most MAX_CONCURRENT fetches at once."""
@@ -85,6 +86,13 @@ class PublicFetcher:
 
     def get(self, url: str, accept: str) -> Fetched:
         """GET `url` within the deadline and the size cap. Raises FetchFailed."""
+        return self._guarded("GET", url, {"Accept": accept}, None)
+
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> Fetched:
+        """POST `body` to `url` with `headers`, under the same guards as `get`. Raises FetchFailed."""
+        return self._guarded("POST", url, headers, body)
+
+    def _guarded(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Fetched:
         if not (url.startswith("https://") or (self._local and url.startswith("http://"))):
             raise FetchFailed("it must be served over HTTPS")
         if not self._slots.acquire(blocking=False):
@@ -95,7 +103,7 @@ class PublicFetcher:
         watchdog = threading.Timer(self._timeout, _shut, (sockets, late))
         watchdog.start()
         try:
-            fetched = self._get(url, accept)
+            fetched = self._send(method, url, headers, body)
             if late.is_set():  # what arrived before the sockets were shut is cut short
                 raise FetchFailed(f"it took longer than {self._timeout:g} seconds")
             return fetched
@@ -111,10 +119,12 @@ class PublicFetcher:
             _shut(sockets)
             self._slots.release()
 
-    def _get(self, url: str, accept: str) -> Fetched:
-        with self._session.get(
+    def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Fetched:
+        with self._session.request(
+            method,
             url,
-            headers={"Accept": accept, "Connection": "close"},
+            data=body,
+            headers={**headers, "Connection": "close"},
             timeout=self._timeout,
             allow_redirects=False,
             stream=True,

@@ -53,12 +53,14 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "ucp_checkouts": ("ucp/checkout-sessions", EVERY_METHOD),
         "ucp_checkout": ("ucp/checkout-sessions/{id}", EVERY_METHOD),
         "ucp_checkout_action": ("ucp/checkout-sessions/{id}/{action}", EVERY_METHOD),
+        "ucp_order": ("ucp/orders/{id}", EVERY_METHOD),
         "zz_unknown_route": ("{*path}", EVERY_METHOD),
     }
     assert timers == {
         "reap_idempotency_keys": "0 */15 * * * *",
         "repair_receipts": "0 */5 * * * *",
         "drain_contacts": "*/10 * * * * *",  # six fields: every 10 seconds
+        "deliver_order_webhooks": "0 * * * * *",
     }
 
 
@@ -162,6 +164,7 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
         "ucp_checkouts",
         "ucp_checkout",
         "ucp_checkout_action",
+        "ucp_order",
         "zz_unknown_route",
     }
     assert set(levels.values()) == {"ANONYMOUS"}

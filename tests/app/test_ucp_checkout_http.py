@@ -5,27 +5,18 @@ platform; concurrent completes send one email."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import pytest
 import requests
-from cryptography.hazmat.primitives.asymmetric import ec
-from http_message_signatures import (
-    HTTPMessageSigner,
-    HTTPMessageVerifier,
-    HTTPSignatureKeyResolver,
-    algorithms,
-)
 
 from shared.protocols.ucp.checkout import CHECKOUT
 from shared.purchase.receipt.document import CHECK_NAMES
-from tests.agents import KeyDirectory
 from tests.support import ROOT, json_answers_of, unique_email
+from tests.ucp_platform import Platform, store_answer, verify_store_signature
 
 APPROVED = "https://platform.example/profile"
 OTHER = "https://other.example/profile"
@@ -90,9 +81,9 @@ def test_a_checkout_without_an_email_is_incomplete_until_updated_then_completes_
     done = completed.json()
     assert done["status"] == "completed" and "expires_at" not in done
     assert read.json() == done
-    assert done["order"]["permalink_url"] == f"http://localhost:7071/api/receipts/{done['order']['id']}"
-    receipt = requests.get(f"{shop.url}/api/receipts/{done['order']['id']}", timeout=10).json()
-    assert receipt["receipt_id"] == done["order"]["id"]
+    assert done["order"]["permalink_url"] == f"http://localhost:7071/api/receipts/{done['order']['label']}"
+    receipt = requests.get(f"{shop.url}/api/receipts/{done['order']['label']}", timeout=10).json()
+    assert receipt["receipt_id"] == done["order"]["label"] and done["order"]["id"] == "ord_" + checkout_id[4:]
     assert receipt["status"] == "fulfilled" and receipt["caller"]["channel"] == "ucp"
     assert [c["name"] for c in receipt["checks"]] == list(CHECK_NAMES)
     assert {c["result"] for c in receipt["checks"]} == {"pass"}, "the checkout's id is the purchase's key"
@@ -253,80 +244,30 @@ def test_the_docs_checkout_snippet_runs_as_the_page_says(shop, mail, tmp_path):
     assert [m["path"] for m in created["messages"]] == ["$.buyer.email"]
     assert updated["status"] == "ready_for_complete"
     assert completed["status"] == "completed" and completed["order"]["permalink_url"].endswith(
-        completed["order"]["id"]
+        completed["order"]["label"]
     )
     assert len(mail.emails_to(email)) == 1
 
 
-class PlatformKey(HTTPSignatureKeyResolver):
-    def __init__(self) -> None:
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        numbers = self.key.public_key().public_numbers()
-        self.jwk = {
-            "kty": "EC",
-            "crv": "P-256",
-            "kid": "platform-2026",
-            "x": base64.urlsafe_b64encode(numbers.x.to_bytes(32, "big")).rstrip(b"=").decode(),
-            "y": base64.urlsafe_b64encode(numbers.y.to_bytes(32, "big")).rstrip(b"=").decode(),
-        }
-
-    def resolve_private_key(self, key_id):
-        return self.key
-
-
-@dataclass
-class Outgoing:
-    method: str
-    url: str
-    headers: dict
-
-
-def signed(key: PlatformKey, method: str, url: str, body: bytes, headers: dict) -> dict:
-    message = Outgoing(method, url, dict(headers))
-    covered = ["@method", "@authority", "@path", "idempotency-key", "ucp-agent"]
-    covered += ["content-digest", "content-type"] if body else []
-    HTTPMessageSigner(signature_algorithm=algorithms.ECDSA_P256_SHA256, key_resolver=key).sign(
-        message,
-        key_id="platform-2026",
-        label="sig1",
-        include_alg=False,
-        covered_component_ids=covered,
-        body=body or None,
-    )
-    return message.headers
-
-
 def test_a_signing_platform_is_verified_with_its_profiles_keys_and_the_complete_answer_is_signed(shop, mail):
-    key, served = PlatformKey(), KeyDirectory()
-    served.document = {
-        "ucp": {
-            "version": "2026-08-25",
-            "services": {},
-            "capabilities": {CHECKOUT: [{"version": "2026-08-25"}]},
-            "payment_handlers": {},
-        },
-        "keys": [key.jwk],
-    }
-    agent = {"UCP-Agent": f'profile="{served.origin}/.well-known/ucp"', "Content-Type": "application/json"}
+    platform = Platform(order=False)
     email = unique_email("signed")
     body = json.dumps({**LINE, "buyer": {"email": email}}).encode()
     url = f"{shop.url}/ucp/checkout-sessions"
     try:
-        sent = signed(key, "POST", url, body, {**agent, "Idempotency-Key": str(uuid.uuid4())})
+        sent = platform.signed("POST", url, body, key=str(uuid.uuid4()))
         created = requests.post(url, data=body, headers=sent, timeout=30)
         tampered = requests.post(url, data=body.replace(b"agent", b"AGENT"), headers=sent, timeout=30)
         other_key = requests.post(
             url, data=body, headers={**sent, "Idempotency-Key": str(uuid.uuid4())}, timeout=30
         )
         complete_url = f"{url}/{created.json()['id']}/complete"
-        sent = signed(
-            key, "POST", complete_url, b'{"payment":{}}', {**agent, "Idempotency-Key": str(uuid.uuid4())}
-        )
+        sent = platform.signed("POST", complete_url, b'{"payment":{}}', key=str(uuid.uuid4()))
         completed = requests.post(complete_url, data=b'{"payment":{}}', headers=sent, timeout=30)
         replayed = requests.post(complete_url, data=b'{"payment":{}}', headers=sent, timeout=30)
         profile = requests.get(f"{shop.url}/.well-known/ucp", timeout=10).json()
     finally:
-        served.close()
+        platform.close()
 
     assert created.status_code == 201, created.text
     assert (tampered.status_code, tampered.json()["code"]) == (400, "digest_mismatch")
@@ -335,25 +276,7 @@ def test_a_signing_platform_is_verified_with_its_profiles_keys_and_the_complete_
     store_key = next(
         k for k in profile["keys"] if f'keyid="{k["kid"]}"' in completed.headers["Signature-Input"]
     )
-    public = ec.EllipticCurvePublicNumbers(
-        *(int.from_bytes(base64.urlsafe_b64decode(store_key[c] + "=="), "big") for c in ("x", "y")),
-        ec.SECP256R1(),
-    ).public_key()
-
-    class StoreKey(HTTPSignatureKeyResolver):
-        def resolve_public_key(self, key_id):
-            return public
-
-    @dataclass
-    class Incoming:
-        status_code: int
-        headers: dict
-        request: None = None
-
-    verifier = HTTPMessageVerifier(signature_algorithm=algorithms.ECDSA_P256_SHA256, key_resolver=StoreKey())
-    verifier.verify(
-        Incoming(200, dict(completed.headers)), expect_tag=None, max_age=None, body=completed.content
-    )
+    verify_store_signature(store_answer(200, completed.headers), store_key, completed.content)
     assert (replayed.content, replayed.headers["Signature"]) == (
         completed.content,
         completed.headers["Signature"],

@@ -102,7 +102,7 @@ def test_the_official_models_discover_create_update_and_complete_a_checkout(shop
     assert completed.status == "completed" and read == completed
     assert retried.content == done.content
     assert [m.code for m in ErrorResponse.model_validate(missing).messages] == ["not_found"]
-    assert receipt["receipt_id"] == completed.order.id and receipt["bundle"]["id"] == "mcp-field-guide"
+    assert receipt["receipt_id"] == completed.order.label and receipt["bundle"]["id"] == "mcp-field-guide"
     assert [(c["name"], c["result"]) for c in receipt["checks"]] == [
         (c["name"], "pass" if c["name"] == "idempotency" else c["result"]) for c in direct["checks"]
     ], "the same six checks as the store's own door (which was sent no key)"

@@ -53,10 +53,12 @@ FUNCTIONS = {
     "ucp_checkouts": http("ucp/checkout-sessions"),
     "ucp_checkout": http("ucp/checkout-sessions/{id}"),
     "ucp_checkout_action": http("ucp/checkout-sessions/{id}/{action}"),
+    "ucp_order": http("ucp/orders/{id}"),
     "zz_unknown_route": http("{*path}"),
     "reap_idempotency_keys": timer("0 */15 * * * *"),
     "repair_receipts": timer("0 */5 * * * *"),
     "drain_contacts": timer("*/10 * * * * *"),
+    "deliver_order_webhooks": timer("0 * * * * *"),
 }
 
 # Run with the unpacked package as the working directory (`-c` puts it first on sys.path, as the

@@ -393,7 +393,7 @@ def test_the_timer_snippet_runs_every_timer_on_the_dev_host(docs_host, tmp_path)
     done = bash(code, tmp_path, {"PYTHONPATH": str(ROOT)})
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["202", "202", "202"]
+    assert done.stdout.split() == ["202", "202", "202", "202"]
 
 
 def test_the_executor_snippet_posts_a_notice_once(azurite):

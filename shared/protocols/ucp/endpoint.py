@@ -21,7 +21,7 @@ from shared.protocols.http import (
     parse_body,
     purchase_call,
 )
-from shared.protocols.ucp import catalog, checkout, signatures
+from shared.protocols.ucp import catalog, checkout, orders, signatures
 from shared.protocols.ucp.negotiation import Refusal
 from shared.protocols.ucp.profile import CACHE_CONTROL, business_profile
 from shared.protocols.ucp.wire import protocol_error
@@ -38,6 +38,7 @@ CHECKOUT_USAGE = Usage(
     "POST /ucp/checkout-sessions to create one; GET or PUT /ucp/checkout-sessions/{id}; POST "
     "/ucp/checkout-sessions/{id}/complete or /cancel",
 )
+ORDER_USAGE = Usage(("GET", "HEAD"), "GET /ucp/orders/{id}, signed by the platform whose checkout it was")
 # (has an id, action) → {method: operation}
 CHECKOUT_ROUTES: dict[tuple[bool, str], dict[str, str]] = {
     (False, ""): {"POST": "create"},
@@ -125,7 +126,7 @@ def checkout_request(req: Request, services: Services) -> Answer:
             if operation == "cancel":
                 return sessions.cancel(platform, checkout_id)
             call = purchase_call(req, "ucp", None, services.settings)
-            return sessions.complete(platform, checkout_id, body, call)
+            return sessions.complete(platform, checkout_id, body, call, _webhook_url(services, profile_url))
         except StorefrontError as exc:
             return protocol_error(exc.status, exc.code, exc.message, retry_after=exc.retry_after)
         except StorageOutage:
@@ -137,6 +138,43 @@ def checkout_request(req: Request, services: Services) -> Answer:
         return run()
     scope = f"{profile_url}\x00{operation}\x00{checkout_id}"
     return replays.run(scope, key.strip() if key is not None else None, req.body, run)
+
+
+def order_request(req: Request, services: Services) -> Answer:
+    """GET an order (order/rest.md "Get Order"): only for the platform whose checkout it was,
+    proven by its request signature ("The business MUST authenticate requests to order data")."""
+    sessions = services.checkouts
+    if sessions is None:
+        return protocol_error(503, "not_configured", "orders are not set up on this store")
+    negotiated = _negotiated(req, services, orders.ORDER, _order_error)
+    if isinstance(negotiated, Answer):
+        return negotiated
+    if not signatures.signed(req):
+        return protocol_error(
+            401,
+            "signature_missing",
+            "order data is given only to the platform whose checkout it was: sign the request",
+        )
+    try:
+        found = sessions.order(sessions.platform_id(negotiated), req.route_params.get("id") or "")
+    except StorageOutage:
+        return protocol_error(503, "storage_unavailable", "the store cannot reach its storage; retry", 5)
+    except StorefrontError as exc:
+        return protocol_error(exc.status, exc.code, exc.message, retry_after=exc.retry_after)
+    return _signed(json_answer(200, found), services)
+
+
+def _webhook_url(services: Services, profile_url: str) -> str | None:
+    """Where the platform's profile asks order events to go; none when it cannot be read now."""
+    try:
+        return orders.webhook_url(services.platforms.profile(profile_url))
+    except Refusal:
+        return None
+
+
+def _order_error(code: str, content: str) -> dict:
+    message = checkout.error(code, content, severity="unrecoverable")
+    return {"ucp": orders.envelope("error"), "messages": [message]}
 
 
 def _signed(answer: Answer, services: Services) -> Answer:

@@ -76,6 +76,11 @@ class Platforms:
             raise Refusal("capabilities_incompatible", 200, f"the platform does not declare {capability}")
         return url
 
+    def profile(self, url: str) -> dict:
+        """The platform's profile as negotiation read it (a pre-approved one's as the registry
+        gives it). Raises Refusal."""
+        return self._profile(url)
+
     def keys(self, url: str, *, fresh: bool = False) -> list[dict]:
         """The signing keys (`keys[]`) of the platform's profile as fetched, a pre-approved one's
         too (its keys are what it publishes). `fresh`: a key was not found, so a copy older than

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from shared.protocols.ucp.catalog import LOOKUP, SEARCH, VERSION
 from shared.protocols.ucp.checkout import CHECKOUT
+from shared.protocols.ucp.orders import ORDER
 
 SPEC = f"https://ucp.dev/{VERSION}/specification"
 SCHEMAS = f"https://ucp.dev/{VERSION}/schemas"
 REST_PATH = "/ucp"
 CAPABILITIES = {
     CHECKOUT: ("shopping/checkout", "shopping/checkout.json"),
+    ORDER: ("shopping/order", "shopping/order.json"),
     SEARCH: ("shopping/catalog/search", "shopping/catalog_search.json"),
     LOOKUP: ("shopping/catalog/lookup", "shopping/catalog_lookup.json"),
 }

@@ -15,9 +15,11 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from shared.config.hashing import Hasher
 from shared.protocols.http import Answer, json_answer
+from shared.protocols.ucp import orders
 from shared.protocols.ucp.checkout import (
     TERMINAL,
     TTL_SECONDS,
@@ -28,11 +30,15 @@ from shared.protocols.ucp.checkout import (
     not_found,
     read_request,
 )
+from shared.protocols.ucp.orders import order_id
 from shared.protocols.ucp.session_rows import ATTEMPTS, SessionRows, busy
 from shared.protocols.ucp.wire import protocol_error
 from shared.purchase.call import PurchaseCall
 from shared.purchase.storefront import Storefront
 from shared.seams.checkout_store import CheckoutStore, RowChanged
+
+if TYPE_CHECKING:
+    from shared.protocols.ucp.webhooks import Webhooks
 
 PATHS = {"invalid_email": "$.buyer.email", "invalid_name": "$.buyer", "unknown_bundle": "$.line_items"}
 
@@ -44,11 +50,13 @@ class CheckoutSessions:
         storefront: Storefront,
         hasher: Hasher,
         *,
+        webhooks: Webhooks | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self._rows = SessionRows(store, clock)
         self._storefront = storefront
         self._hasher = hasher
+        self._webhooks = webhooks
 
     def platform_id(self, profile_url: str) -> str:
         """What a session keeps of the platform that created it: a keyed hash of its profile URL."""
@@ -119,8 +127,16 @@ class CheckoutSessions:
 
         return self._rows.change(platform, checkout_id, change)
 
-    def complete(self, platform: str, checkout_id: str, body: object, call: PurchaseCall) -> Answer:
-        """Complete a `ready_for_complete` session: the purchase, then `completed` with its order."""
+    def complete(
+        self,
+        platform: str,
+        checkout_id: str,
+        body: object,
+        call: PurchaseCall,
+        webhook_url: str | None = None,
+    ) -> Answer:
+        """Complete a `ready_for_complete` session: the purchase, then `completed` with its order,
+        whose event goes to `webhook_url` (queued before the purchase runs) when there is one."""
         refused = _payment_refusal(body)
         if isinstance(refused, Answer):
             return refused
@@ -131,6 +147,8 @@ class CheckoutSessions:
         if isinstance(held, Answer):
             return held
         session = held
+        if webhook_url and self._webhooks:
+            self._webhooks.queue(platform, session.id, webhook_url)
         line = session.lines[0]
         arguments = {
             "email": session.buyer.get("email", "").strip(),
@@ -142,11 +160,14 @@ class CheckoutSessions:
         receipt = _document(outcome.body)
         if outcome.status == 200:
             order = {
-                "id": str(receipt.get("receipt_id", "")),
+                "id": order_id(session.id),
                 "label": str(receipt.get("receipt_id", "")),
                 "permalink_url": str(receipt.get("receipt_url", "")),
             }
-            return self._settle(platform, checkout_id, "completed", order=order)
+            answer = self._settle(platform, checkout_id, "completed", order=order)
+            if webhook_url and self._webhooks and answer.status == 200:
+                self._webhooks.send(session.id)
+            return answer
         problem = receipt.get("error") if isinstance(receipt.get("error"), dict) else {}
         code = str(problem.get("code") or "purchase_refused")
         content = str(problem.get("message") or "the purchase was refused")
@@ -206,6 +227,13 @@ class CheckoutSessions:
 
     def reap(self) -> int:
         return self._rows.reap()
+
+    def order(self, platform: str, order: str) -> dict:
+        """The order entity of the platform's completed checkout, or the order error response."""
+        loaded = self._rows.load(platform, orders.checkout_id(order))
+        if loaded is None or loaded[0].status != "completed":
+            return orders.not_found()
+        return orders.entity(loaded[0])
 
 
 def _checkout_id(seed: str | None) -> str:

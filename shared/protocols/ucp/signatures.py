@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import datetime
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -78,8 +78,25 @@ def verify_request(req: Request, keys: Callable[[bool], list[dict]]) -> None:
 def sign_answer(answer: Answer, keys: KeySet, now: float) -> Answer:
     """The answer with Content-Digest and the store's signature over its status, digest and type
     (signatures.md "REST Response Signing"), by the current ES256 key, named by its kid."""
-    headers = dict(answer.headers)
-    message = _Response(answer.status, headers)
+    message = _Response(answer.status, dict(answer.headers))
+    _sign(message, RESPONSE_COMPONENTS, answer.body, keys, now)
+    return Answer(answer.status, answer.body, message.headers)
+
+
+def sign_request(
+    method: str, url: str, headers: dict[str, str], body: bytes, keys: KeySet, now: float
+) -> dict[str, str]:
+    """`headers` with Content-Digest and the store's signature over a request it sends (an order
+    webhook: signatures.md "REST Request Signing"), covering every header UCP asks a signer to."""
+    message = _Message(method, url, dict(headers))
+    sent = {name.lower() for name in headers}
+    covered = ["@method", "@authority", "@path", "content-digest", "content-type"]
+    covered += [name for name in ("ucp-agent", "webhook-id", "webhook-timestamp") if name in sent]
+    _sign(message, covered, body, keys, now)
+    return dict(message.headers)
+
+
+def _sign(message: Any, covered: Sequence[str], body: bytes, keys: KeySet, now: float) -> None:
     signer = HTTPMessageSigner(signature_algorithm=algorithms.ECDSA_P256_SHA256, key_resolver=_Private(keys))
     signer.sign(
         message,
@@ -87,10 +104,9 @@ def sign_answer(answer: Answer, keys: KeySet, now: float) -> Answer:
         created=datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc),
         label=LABEL,
         include_alg=False,  # signatures.md: the algorithm comes from the key, never `alg`
-        covered_component_ids=RESPONSE_COMPONENTS,
-        body=answer.body,
+        covered_component_ids=covered,
+        body=body,
     )
-    return Answer(answer.status, answer.body, message.headers)
 
 
 def _headers(req: Request) -> tuple[dict[str, tuple[list[str], dict]], dict[str, bytes]]:

@@ -28,6 +28,7 @@ UCP_ROUTES = {
     "ucp/checkout-sessions",
     "ucp/checkout-sessions/{id}",
     "ucp/checkout-sessions/{id}/{action}",
+    "ucp/orders/{id}",
 }
 # Every path no other route serves: its 404 is in the document's description, not a path of it.
 CATCH_ALL = "{*path}"

@@ -118,3 +118,12 @@ def test_each_checkout_answer_is_a_valid_checkout(registry, answer):
 def test_a_missing_checkout_is_a_valid_error_response(registry):
     assert problems(registry, checkout.not_found(), "common/types/error_response.json") == []
     assert problems(registry, checkout.not_found(), "shopping/checkout.json"), "and no checkout"
+
+
+def test_a_completed_checkouts_order_is_a_valid_order(registry):
+    from shared.protocols.ucp import orders
+
+    order = orders.entity(_session("completed", {"email": "ada@example.org"}, order=ORDER))
+
+    assert problems(registry, order, "shopping/order.json") == []
+    assert problems(registry, orders.not_found(), "common/types/error_response.json") == []

@@ -1,0 +1,123 @@
+"""Order events to the platforms that ask for them (UCP 2026-08-25, shopping/order/index.md
+"Events"): the full order entity, POSTed to the webhook URL of the platform's profile, signed by
+the store (RFC 9421 with Content-Digest, `UCP-Agent` naming the store's profile) with Standard
+Webhooks' `Webhook-Id` and `Webhook-Timestamp`, and retried until the platform answers 2xx.
+
+An event is queued (a row of the checkout table's `~webhooks` partition) before the purchase
+runs, so no completed order can miss its event; it is sent when its checkout is `completed`, at
+once and then by the `deliver_order_webhooks` timer, backing off up to an hour for a day. A row
+is taken by a conditional write before each attempt, so two instances never send it together.
+The URL is a stranger's: it is posted to through the public-only fetcher (shared/seams)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+
+from shared.config.errors import NotConfigured, StorageOutage
+from shared.config.keys import KeySet
+from shared.protocols.ucp import orders
+from shared.protocols.ucp.session_rows import SessionRows
+from shared.protocols.ucp.signatures import sign_request
+from shared.seams.checkout_store import CheckoutStore, Row, RowChanged
+from shared.seams.public_fetch import FetchFailed, PublicFetcher
+
+log = logging.getLogger(__name__)
+
+PARTITION = "~webhooks"
+KIND = "event"
+BACKOFF_SECONDS = (30, 60, 120, 300, 600, 1800, 3600)
+GIVE_UP_SECONDS = 24 * 3600
+LEASE_SECONDS = 30  # an attempt's hold on its row: longer than the fetcher's deadline
+BATCH = 50
+
+
+class Webhooks:
+    def __init__(
+        self,
+        store: CheckoutStore,
+        fetcher: PublicFetcher,
+        keys: Callable[[], KeySet],
+        business_profile: str,
+        clock: Callable[[], float] = time.time,
+    ):
+        """`business_profile`: the store's profile URL, which the events' UCP-Agent names."""
+        self._store = store
+        self._rows = SessionRows(store, clock)
+        self._fetcher = fetcher
+        self._keys = keys
+        self._profile = business_profile
+        self._clock = clock
+
+    def queue(self, platform: str, checkout_id: str, url: str) -> None:
+        """Queue the order event of a checkout about to complete (once; again is a no-op).
+        Raises StorageOutage: the complete must not run without it."""
+        now = self._clock()
+        record = {"url": url, "platform": platform, "checkout": checkout_id, "event": str(uuid.uuid4())}
+        record |= {"attempts": 0, "next_at": now, "first_at": now}
+        self._store.create(
+            Row(PARTITION, orders.order_id(checkout_id), record, now + GIVE_UP_SECONDS + 86400)
+        )
+
+    def send(self, checkout_id: str) -> bool:
+        """Try the event of a checkout that just completed now; False when it waits for a retry."""
+        try:
+            row = self._store.get(PARTITION, orders.order_id(checkout_id))
+            return row is not None and self._attempt(row)
+        except StorageOutage as exc:
+            log.warning("an order event waits for the timer: %s", exc)
+            return False
+
+    def deliver_due(self) -> int:
+        """Every queued event whose time has come (the timer's job); the number delivered."""
+        now, delivered = self._clock(), 0
+        for row in self._store.rows(PARTITION, BATCH):
+            if float(row.record.get("next_at", 0)) <= now and self._attempt(row):
+                delivered += 1
+        return delivered
+
+    def _attempt(self, row: Row) -> bool:
+        now = self._clock()
+        record = row.record
+        try:
+            taken = self._store.replace(replace(row, record={**record, "next_at": now + LEASE_SECONDS}))
+        except RowChanged:
+            return False  # another instance has it
+        loaded = self._rows.load(record["platform"], record["checkout"])
+        session = loaded[0] if loaded else None
+        if session is None or session.status in ("incomplete", "ready_for_complete", "canceled"):
+            self._store.delete(taken)  # its complete did not happen; another complete queues again
+            return False
+        if session.status != "completed":
+            return False  # still completing: the lease ends and the timer tries again
+        if self._post(record, orders.entity(session), now):
+            self._store.delete(taken)
+            return True
+        attempts = int(record.get("attempts", 0)) + 1
+        if now - float(record.get("first_at", now)) > GIVE_UP_SECONDS:
+            log.warning("an order event was given up after %d attempts over a day", attempts)
+            self._store.delete(taken)
+            return False
+        wait = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
+        self._store.replace(replace(taken, record={**record, "attempts": attempts, "next_at": now + wait}))
+        return False
+
+    def _post(self, record: dict, order: dict, now: float) -> bool:
+        body = json.dumps(order, separators=(",", ":")).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "UCP-Agent": f'profile="{self._profile}"',
+            "Webhook-Id": record["event"],
+            "Webhook-Timestamp": str(int(record["first_at"])),
+        }
+        try:
+            signed = sign_request("POST", record["url"], headers, body, self._keys(), now)
+            answer = self._fetcher.post(record["url"], body, signed)
+        except (FetchFailed, NotConfigured) as exc:
+            log.info("an order event was not delivered: %s", exc)
+            return False
+        return 200 <= answer.status < 300

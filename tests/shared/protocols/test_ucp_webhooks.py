@@ -1,0 +1,178 @@
+"""Order events over real Azure Table storage (the session's Azurite) to a platform's receiver on
+127.0.0.1: retried with backoff until the platform answers 2xx, with the same Webhook-Id each
+time; given up after a day; never sent for a checkout that did not complete; one instance at a
+time."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from shared.config.hashing import Hasher
+from shared.config.keys import KeySet
+from shared.config.sealing import Sealer
+from shared.protocols.ucp.checkout import Line, Session
+from shared.protocols.ucp.orders import order_id
+from shared.protocols.ucp.session_rows import SessionRows
+from shared.protocols.ucp.webhooks import BACKOFF_SECONDS, GIVE_UP_SECONDS, Webhooks
+from shared.purchase.catalog import find_bundle
+from shared.seams.checkout_store import PURPOSE, CheckoutStore
+from shared.seams.public_fetch import PublicFetcher
+from shared.seams.storage import table_client
+from tests.support import StoppedClock, new_ec_key, private_pem
+from tests.ucp_platform import Platform, verify_store_signature, webhook_message
+
+KEYS = KeySet.load(private_pem(new_ec_key()))
+PLATFORM_ID = Hasher("unit-test-secret").platform("https://platform.example/profile")
+
+
+@pytest.fixture
+def clock() -> StoppedClock:
+    return StoppedClock(time.time())  # now: the events' signatures are checked against real time
+
+
+@pytest.fixture
+def store(azurite) -> CheckoutStore:
+    return CheckoutStore(
+        table_client(azurite, f"ucp{uuid.uuid4().hex[:10]}", 5), Sealer("unit-test-secret", PURPOSE)
+    )
+
+
+def webhooks_on(store: CheckoutStore, clock: StoppedClock) -> Webhooks:
+    fetcher = PublicFetcher(local=True, timeout=3.0, max_bytes=64 * 1024)
+    return Webhooks(store, fetcher, lambda: KEYS, "https://shop.example/.well-known/ucp", clock)
+
+
+def session(store: CheckoutStore, clock: StoppedClock, status: str = "completed") -> Session:
+    checkout_id = "chk_" + uuid.uuid4().hex[:26].translate(str.maketrans("0189", "abcd"))
+    order = {
+        "id": order_id(checkout_id),
+        "label": "rcpt_x",
+        "permalink_url": "https://shop.example/api/receipts/rcpt_x",
+    }
+    made = Session(
+        checkout_id,
+        PLATFORM_ID,
+        status,
+        [Line(find_bundle("agent-starter-kit"))],
+        {"email": "a@example.org"},
+        clock(),
+        clock() + 3600,
+        order,
+    )
+    assert SessionRows(store, clock).insert(made)
+    return made
+
+
+def test_a_refused_event_is_retried_with_backoff_and_the_same_webhook_id_until_it_lands(store, clock):
+    platform = Platform(500, 503)
+    webhooks = webhooks_on(store, clock)
+    try:
+        made = session(store, clock)
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        first = webhooks.send(made.id)
+        clock.now += BACKOFF_SECONDS[0] - 1
+        early = webhooks.deliver_due()
+        clock.now += 1
+        second = webhooks.deliver_due()
+        clock.now += BACKOFF_SECONDS[1]
+        third = webhooks.deliver_due()
+        clock.now += 3600
+        after = webhooks.deliver_due()
+    finally:
+        platform.close()
+
+    assert (first, early, second, third, after) == (False, 0, 0, 1, 0)
+    assert len(platform.received) == 3
+    assert len({event["headers"]["Webhook-Id"] for event in platform.received}) == 1
+    first_event, last = platform.received[0], platform.received[-1]  # the first signed at real time
+    assert json.loads(last["body"])["id"] == order_id(made.id) and last["body"] == first_event["body"]
+    message = webhook_message(platform.webhook_url, first_event["headers"])
+    verify_store_signature(message, KEYS.public_keys[0], first_event["body"])
+
+
+def test_an_event_no_platform_takes_for_a_day_is_given_up(store, clock):
+    platform = Platform(*([500] * 100))
+    webhooks = webhooks_on(store, clock)
+    try:
+        made = session(store, clock)
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        start = clock.now
+        while clock.now < start + GIVE_UP_SECONDS + 7200:
+            webhooks.deliver_due()
+            clock.now += 3600
+        tried = len(platform.received)
+        clock.now += 3600
+        webhooks.deliver_due()
+    finally:
+        platform.close()
+
+    assert 20 < tried < 40
+    assert len(platform.received) == tried, "given up: no more attempts"
+    assert store.rows("~webhooks") == []
+
+
+@pytest.mark.parametrize("status", ["incomplete", "ready_for_complete", "canceled"])
+def test_no_event_is_sent_for_a_checkout_whose_complete_did_not_happen(store, clock, status):
+    platform = Platform()
+    webhooks = webhooks_on(store, clock)
+    try:
+        made = session(store, clock, status)
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        webhooks.deliver_due()
+    finally:
+        platform.close()
+
+    assert platform.received == []
+    assert store.rows("~webhooks") == [], "dropped: a later complete queues it again"
+
+
+def test_a_checkout_still_completing_keeps_its_event_for_later(store, clock):
+    platform = Platform()
+    webhooks = webhooks_on(store, clock)
+    try:
+        made = session(store, clock, "complete_in_progress")
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        webhooks.deliver_due()
+    finally:
+        platform.close()
+
+    assert platform.received == []
+    assert len(store.rows("~webhooks")) == 1
+
+
+def test_an_event_another_instance_has_taken_is_not_sent_twice(store, clock):
+    platform = Platform()
+    webhooks = webhooks_on(store, clock)
+    try:
+        made = session(store, clock)
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        [row] = store.rows("~webhooks")
+        webhooks.send(made.id)  # takes the row, delivers, deletes it
+        other = Webhooks(
+            store, PublicFetcher(local=True, timeout=3.0, max_bytes=1024), lambda: KEYS, "x", clock
+        )
+        late = other._attempt(row)  # an instance that read the row before it was taken
+    finally:
+        platform.close()
+
+    assert late is False
+    assert len(platform.received) == 1
+
+
+def test_an_event_to_a_private_address_is_never_sent_on_azure(store, clock):
+    platform = Platform()
+    fetcher = PublicFetcher(local=False, timeout=3.0, max_bytes=64 * 1024)
+    webhooks = Webhooks(store, fetcher, lambda: KEYS, "https://shop.example/.well-known/ucp", clock)
+    try:
+        made = session(store, clock)
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url.replace("http://", "https://"))
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        sent = webhooks.send(made.id)
+    finally:
+        platform.close()
+
+    assert sent is False and platform.received == []
