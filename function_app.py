@@ -266,11 +266,12 @@ def drain_contacts(timer: func.TimerRequest) -> None:
 @app.timer_trigger(schedule="0 * * * * *", arg_name="timer", run_on_startup=False)
 def deliver_order_webhooks(timer: func.TimerRequest) -> None:
     """Every minute: send the UCP order events that are due, retrying those that failed."""
-    _scheduled(
-        "deliver_order_webhooks",
-        lambda: runtime.services().webhooks.deliver_due() if runtime.services().webhooks else 0,
-        "delivered %d order events",
-    )
+
+    def deliver() -> int:
+        webhooks = runtime.services().webhooks
+        return webhooks.deliver_due() if webhooks else 0
+
+    _scheduled("deliver_order_webhooks", deliver, "delivered %d order events")
 
 
 @app.timer_trigger(schedule="0 */5 * * * *", arg_name="timer", run_on_startup=False)

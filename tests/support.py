@@ -9,9 +9,11 @@ Azurite never see each other's data or limits.
 from __future__ import annotations
 
 import base64
+import fcntl
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -236,3 +238,34 @@ class StoppedClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def own_venv(requirements: Path, venv: Path) -> Path:
+    """A virtualenv of its own for a tool whose requirements cannot share .venv's, built from
+    `requirements` by the first run that needs it (one at a time across workers) and rebuilt when
+    that file changes; its bin directory."""
+    wanted = requirements.read_text()
+    stamp = venv / ".installed"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != wanted:
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+            done = subprocess.run(
+                [
+                    str(venv / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ]
+                + ["-r", str(requirements)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            assert done.returncode == 0, f"installing {requirements.name} failed:\n{done.stderr[-3000:]}"
+            stamp.write_text(wanted)
+    return venv / "bin"

@@ -135,12 +135,12 @@ class PublicFetcher:
                 raise FetchFailed("its Content-Length is not a number")
             if declared and int(declared) > self._max_bytes:
                 raise FetchFailed(f"it is larger than {self._max_bytes} bytes")
-            body = bytearray()
+            read = bytearray()
             for chunk in response.iter_content(1024):
-                body += chunk
-                if len(body) > self._max_bytes:
+                read += chunk
+                if len(read) > self._max_bytes:
                     raise FetchFailed(f"it is larger than {self._max_bytes} bytes")
-            return Fetched(response.status_code, headers, bytes(body))
+            return Fetched(response.status_code, headers, bytes(read))
 
 
 def whole_number(text: str) -> int | None:

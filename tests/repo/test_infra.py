@@ -18,11 +18,9 @@ straight from `os.environ` elsewhere, is not seen: those are the platform settin
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -36,7 +34,7 @@ import yaml
 
 from shared.config.keys import load_private_key
 from shared.config.settings import BOUNDS, SECRET_SETTINGS, Settings
-from tests.support import ROOT, new_ec_key, private_pem
+from tests.support import ROOT, new_ec_key, own_venv, private_pem
 
 pytestmark = pytest.mark.services  # checkov runs in a virtualenv of its own
 
@@ -928,24 +926,7 @@ CHECKOV_SCANNED_TYPES = {
 def checkov() -> Path:
     """checkov's executable, from a virtualenv of its own that the first run builds (see
     tests/infra/checkov-requirements.txt for why it cannot share .venv), rebuilt when that file changes."""
-    wanted = CHECKOV_REQUIREMENTS.read_text()
-    stamp = CHECKOV_VENV / ".installed"
-    CHECKOV_VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(CHECKOV_VENV.parent / ".checkov.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text() != wanted:
-            shutil.rmtree(CHECKOV_VENV, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(CHECKOV_VENV)], check=True, timeout=120)
-            done = subprocess.run(
-                [str(CHECKOV_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-                + ["--disable-pip-version-check", "-r", str(CHECKOV_REQUIREMENTS)],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            assert done.returncode == 0, f"installing checkov failed:\n{done.stderr[-3000:]}"
-            stamp.write_text(wanted)
-    return CHECKOV_VENV / "bin" / "checkov"
+    return own_venv(CHECKOV_REQUIREMENTS, CHECKOV_VENV) / "checkov"
 
 
 @pytest.fixture(scope="module")

@@ -225,7 +225,7 @@ def checkout(session: Session, notes: tuple[dict, ...] = ()) -> dict:
     """The checkout object (shopping/checkout.json) for the session, with the messages about the
     request that produced it (`notes`) before those about the session."""
     currency = session.lines[0].bundle.currency if session.lines else "USD"
-    lines = [
+    lines: list[dict] = [
         {
             "id": f"li_{index + 1}",
             "item": {"id": line.bundle.id, "title": line.bundle.title, "price": minor_units(line.bundle)},

@@ -35,7 +35,7 @@ def not_found() -> dict:
 def entity(session: Session) -> dict:
     """The full order entity (shopping/order.json) of a completed session."""
     placed = session.order or {}
-    lines = []
+    lines: list[dict] = []
     for index, line in enumerate(session.lines):
         amount = minor_units(line.bundle) * line.quantity
         lines.append(

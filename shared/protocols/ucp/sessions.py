@@ -168,7 +168,8 @@ class CheckoutSessions:
             if webhook_url and self._webhooks and answer.status == 200:
                 self._webhooks.send(session.id)
             return answer
-        problem = receipt.get("error") if isinstance(receipt.get("error"), dict) else {}
+        found = receipt.get("error")
+        problem: dict = found if isinstance(found, dict) else {}
         code = str(problem.get("code") or "purchase_refused")
         content = str(problem.get("message") or "the purchase was refused")
         if outcome.status == 422:

@@ -14,7 +14,7 @@ import datetime
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import http_sf
@@ -125,7 +125,7 @@ def _headers(req: Request) -> tuple[dict[str, tuple[list[str], dict]], dict[str,
             "signature_invalid", 401, "Signature-Input or Signature is not a structured dictionary"
         ) from None
     inputs: dict[str, tuple[list[str], dict]] = {}
-    for label, member in dict(parsed_inputs).items():
+    for label, member in cast(dict[str, Any], parsed_inputs).items():
         items, params = member if isinstance(member, tuple) else (None, {})
         if not isinstance(items, list) or not all(
             isinstance(i, tuple) and isinstance(i[0], str) for i in items
@@ -136,7 +136,7 @@ def _headers(req: Request) -> tuple[dict[str, tuple[list[str], dict]], dict[str,
         inputs[label] = ([http_sf.ser(item) for item in items], dict(params))
     values = {
         label: member[0]
-        for label, member in dict(parsed_values).items()
+        for label, member in cast(dict[str, Any], parsed_values).items()
         if isinstance(member, tuple) and isinstance(member[0], bytes)
     }
     return inputs, values

@@ -57,8 +57,8 @@ class Webhooks:
         """Queue the order event of a checkout about to complete (once; again is a no-op).
         Raises StorageOutage: the complete must not run without it."""
         now = self._clock()
-        record = {"url": url, "platform": platform, "checkout": checkout_id, "event": str(uuid.uuid4())}
-        record |= {"attempts": 0, "next_at": now, "first_at": now}
+        record: dict[str, object] = {"url": url, "platform": platform, "checkout": checkout_id}
+        record |= {"event": str(uuid.uuid4()), "attempts": 0, "next_at": now, "first_at": now}
         self._store.create(
             Row(PARTITION, orders.order_id(checkout_id), record, now + GIVE_UP_SECONDS + 86400)
         )
