@@ -111,6 +111,7 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_RECEIPTS_CONTAINER": "receipts2",
         "STOREFRONT_BUNDLES_CONTAINER": "bundles2",
         "STOREFRONT_LEDGER_TABLE": "ledger2",
+        "STOREFRONT_UCP_TABLE": "ucp2",
         "STOREFRONT_RETIRED_PUBLIC_KEYS": json.dumps({"keys": [RETIRED_JWK]}),
     }
 
@@ -153,6 +154,7 @@ def test_every_setting_is_read_from_the_environment():
         receipts_container="receipts2",
         bundles_container="bundles2",
         ledger_table="ledger2",
+        ucp_table="ucp2",
         retired_public_keys=(RETIRED_JWK,),
         missing_secrets=(),
     )
@@ -162,7 +164,7 @@ def test_every_field_is_covered_by_the_full_environment_tests():
     # If a field is added, test_every_setting_is_read_from_the_environment (or, for storage
     # identity, test_user_assigned_identity_settings_are_read; for the secrets' strength, the
     # tests of public and weak secrets below) must name it too.
-    assert len(dataclasses.fields(Settings)) == 46
+    assert len(dataclasses.fields(Settings)) == 47
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():

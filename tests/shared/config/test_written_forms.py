@@ -339,6 +339,7 @@ FORMS = [
             ("STOREFRONT_IDEMPOTENCY_TABLE", "idempotency_table", "Idem2", ["idem_2", "2idem", "tables"]),
             ("STOREFRONT_GOVERNANCE_TABLE", "governance_table", "gov2", ["gov-2", "go"]),
             ("STOREFRONT_LEDGER_TABLE", "ledger_table", "ledger2", ["ledger 2", "l" * 64]),
+            ("STOREFRONT_UCP_TABLE", "ucp_table", "Ucp2", ["ucp-2", "u" * 64]),
             ("STOREFRONT_RECEIPTS_CONTAINER", "receipts_container", "receipts-2", ["Receipts", "r--2"]),
             ("STOREFRONT_BUNDLES_CONTAINER", "bundles_container", "bundles-2", ["bundles_2", "-b2"]),
             ("STOREFRONT_CONTACT_QUEUE", "contact_queue", "shop-contacts", ["Shop", "c" * 57, "x-"]),
