@@ -77,7 +77,10 @@ def _observed(
             if channel is None:
                 result = answer(request)
             else:  # every purchase door learns which agent signed the request, or refuses it
-                result = agents.identified(request, runtime.services().agents, answer, rpc=rpc)
+                addressed = http.as_addressed(request, runtime.settings())
+                result = agents.identified(
+                    request, runtime.services().agents, answer, rpc=rpc, addressed=addressed
+                )
             span.answered(result)
         return _response(result)
     except Exception as exc:

@@ -169,14 +169,20 @@ class ReplayUnchecked(Exception):
 
 
 def identified(
-    req: Request, verifier: AgentVerifier | None, answer: Callable[[Request], Answer], *, rpc: bool
+    req: Request,
+    verifier: AgentVerifier | None,
+    answer: Callable[[Request], Answer],
+    *,
+    rpc: bool,
+    addressed: Request | None = None,
 ) -> Answer:
     """`answer` for the request with its verified agent (if any) attached; a refused signature is
-    a 401 (a JSON-RPC error where `rpc`) and nothing else runs."""
+    a 401 (a JSON-RPC error where `rpc`) and nothing else runs. `addressed`: the request with the
+    URL its sender addressed (`http.as_addressed`), which the signature is checked against."""
     if verifier is None:
         return answer(req)
     try:
-        agent = verifier.identify(req)
+        agent = verifier.identify(addressed or req)
     except SignatureRefused as exc:
         return refused(exc, rpc=rpc)
     except ReplayUnchecked as exc:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit, urlunsplit
 
 from shared.config.errors import InvalidRequest, PayloadTooLarge, StorefrontError, UnsupportedMediaType
 from shared.config.printable import printable
@@ -141,6 +141,17 @@ def purchase_call(req: Request, channel: str, arguments: object, settings: Setti
         ),
         caller=caller(req, channel),
     )
+
+
+def as_addressed(req: Request, settings: Settings) -> Request:
+    """The request with the URL its sender addressed, which a signature's `@authority` covers: on
+    Azure, where Front Door or a custom domain may stand before the app and the app may see the
+    platform's host name instead, the scheme and authority of STOREFRONT_PUBLIC_BASE_URL; off Azure,
+    the URL as received (the tests call hosts at their own addresses)."""
+    if not settings.hosted_on_azure or not settings.public_base_url:
+        return req
+    public, received = urlsplit(settings.public_base_url), urlsplit(req.url)
+    return replace(req, url=urlunsplit((public.scheme, public.netloc, received.path, received.query, "")))
 
 
 def check_json_declared(req: Request) -> None:

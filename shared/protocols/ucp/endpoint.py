@@ -16,6 +16,7 @@ from shared.protocols.http import (
     Answer,
     Request,
     Usage,
+    as_addressed,
     check_json_declared,
     json_answer,
     parse_body,
@@ -78,7 +79,8 @@ def _negotiated(
     try:
         url = platforms.negotiate(req.header("ucp-agent"), capability)
         if signatures.signed(req):  # verified with the keys the platform's profile publishes
-            signatures.verify_request(req, lambda fresh: platforms.keys(url, fresh=fresh))
+            addressed = as_addressed(req, services.settings)
+            signatures.verify_request(addressed, lambda fresh: platforms.keys(url, fresh=fresh))
         return url
     except Refusal as refused:
         if refused.status == 200:

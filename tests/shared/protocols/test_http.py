@@ -287,3 +287,29 @@ def test_quality_takes_the_most_specific_match(accept, media_type, q):
 
 def test_an_upper_case_q_parameter_is_honoured():
     assert not accepting("text/html;Q=0.1, application/json;q=0.5").wants_html()
+
+
+@pytest.mark.parametrize(
+    ("on_azure", "received", "addressed"),
+    [
+        (
+            True,
+            "http://func-shop.azurewebsites.net/ucp/orders/ord_a?x=1",
+            "https://shop.example/ucp/orders/ord_a?x=1",
+        ),
+        (True, "https://shop.example:8443/api/a2a", "https://shop.example/api/a2a"),
+        (False, "http://127.0.0.1:17071/ucp/orders/ord_a", "http://127.0.0.1:17071/ucp/orders/ord_a"),
+    ],
+)
+def test_a_signature_is_checked_against_the_url_its_sender_addressed(on_azure, received, addressed):
+    """Behind Front Door or a custom domain the app may see another host than the one a signer's
+    @authority covers: on Azure, the public base URL's scheme and authority are the ones signed."""
+    from dataclasses import replace as with_fields
+
+    from shared.config.settings import Settings
+    from shared.protocols.http import Request, as_addressed
+
+    settings = with_fields(Settings(), hosted_on_azure=on_azure, public_base_url="https://shop.example")
+    req = Request("GET", {}, b"", {}, {}, received)
+
+    assert as_addressed(req, settings).url == addressed
