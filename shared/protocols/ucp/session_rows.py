@@ -15,7 +15,8 @@ from shared.protocols.ucp.wire import protocol_error
 from shared.seams.checkout_store import CheckoutStore, Row, RowChanged
 
 KIND = "checkout"
-RETENTION_SECONDS = 30 * 86400  # how long a session is kept after it expires or ends
+RETENTION_SECONDS = 30 * 86400  # how long a completed session (and its order) is kept
+ABANDONED_SECONDS = 2 * 86400  # how long any other is kept after it expires or ends
 ATTEMPTS = 3
 
 
@@ -77,8 +78,11 @@ class SessionRows:
         return busy()
 
     def row(self, session: Session) -> Row:
+        """The session's row, kept 30 days once completed (its order is read by it), else two days
+        past its end: sessions anyone can create cost little to keep."""
         ends = session.expires_at if session.status in OPEN else self.clock()
-        return Row(session.id, KIND, session.record(), keep_until=ends + RETENTION_SECONDS)
+        kept = RETENTION_SECONDS if session.status == "completed" else ABANDONED_SECONDS
+        return Row(session.id, KIND, session.record(), keep_until=ends + kept)
 
 
 def busy() -> Answer:

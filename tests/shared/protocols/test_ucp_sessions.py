@@ -13,7 +13,7 @@ from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.sealing import Sealer
 from shared.protocols.ucp.checkout import TTL_SECONDS
-from shared.protocols.ucp.session_rows import RETENTION_SECONDS
+from shared.protocols.ucp.session_rows import ABANDONED_SECONDS
 from shared.protocols.ucp.sessions import CheckoutSessions
 from shared.seams.checkout_store import PURPOSE, CheckoutStore
 from shared.seams.storage import table_client
@@ -81,17 +81,41 @@ def test_a_row_sealed_under_another_secret_is_an_outage_not_a_crash(table, clock
         after.get(after.platform_id(PLATFORM), made["id"])
 
 
-def test_the_reaper_deletes_sessions_thirty_days_after_they_end(table, clock):
+def test_the_reaper_deletes_a_session_two_days_after_it_ends(table, clock):
     sessions = sessions_on(table, clock)
     platform = sessions.platform_id(PLATFORM)
     ended = body(sessions.create(platform, LINE, None))["id"]
     sessions.cancel(platform, ended)
     clock.now += TTL_SECONDS
     open_one = body(sessions.create(platform, LINE, None))["id"]
-    clock.now += RETENTION_SECONDS - TTL_SECONDS + 1
+    clock.now += ABANDONED_SECONDS - TTL_SECONDS + 1
 
     reaped = sessions.reap()
 
     assert reaped == 1
     assert body(sessions.get(platform, ended))["messages"][0]["code"] == "not_found"
     assert body(sessions.get(platform, open_one))["status"] == "canceled", "expired, kept a while"
+
+
+def test_a_completed_session_and_so_its_order_is_kept_thirty_days(table, clock):
+    from shared.protocols.ucp.checkout import Line, Session
+    from shared.protocols.ucp.session_rows import RETENTION_SECONDS, SessionRows
+    from shared.purchase.catalog import find_bundle
+
+    sessions = sessions_on(table, clock)
+    platform = sessions.platform_id(PLATFORM)
+    done = Session(
+        "chk_" + "b" * 26,
+        platform,
+        "completed",
+        [Line(find_bundle("agent-starter-kit"))],
+        {},
+        clock(),
+        clock(),
+    )
+    SessionRows(CheckoutStore(table, Sealer("unit-test-secret", PURPOSE)), clock).insert(done)
+    clock.now += ABANDONED_SECONDS + 1
+    kept = sessions.reap()
+    clock.now += RETENTION_SECONDS
+
+    assert (kept, sessions.reap()) == (0, 1)
