@@ -69,12 +69,14 @@ class Session:
 
     @classmethod
     def from_record(cls, record: dict) -> Session:
+        """The session a row holds. A bundle taken off the catalog since leaves its line out, and
+        an open session's status is worked out again, so it cannot complete without one."""
         lines = [
             Line(bundle, int(line["quantity"]))
             for line in record["lines"]
             if (bundle := find_bundle(line["bundle"]))
         ]
-        return cls(
+        session = cls(
             id=record["id"],
             platform=record["platform"],
             status=record["status"],
@@ -85,6 +87,9 @@ class Session:
             order=record.get("order"),
             refusal=record.get("refusal"),
         )
+        if session.status == "ready_for_complete":
+            session.status = status_of(session)
+        return session
 
     def apply(self, request: Request) -> None:
         """An update: the request replaces the lines and the buyer (a full replacement,

@@ -191,7 +191,7 @@ class CheckoutSessions:
             session, row = loaded
             if session.status in TERMINAL:
                 return _not_modifiable(session)
-            if session.status == "complete_in_progress":
+            if session.status == "complete_in_progress" and session.lines:
                 return session  # a complete that did not finish: this one resumes it
             if session.status != "ready_for_complete":
                 return json_answer(200, checkout(session))  # incomplete: its messages say why

@@ -119,3 +119,29 @@ def test_a_completed_session_and_so_its_order_is_kept_thirty_days(table, clock):
     clock.now += RETENTION_SECONDS
 
     assert (kept, sessions.reap()) == (0, 1)
+
+
+def test_a_session_whose_bundle_left_the_catalog_cannot_complete_and_says_why(table, clock):
+    from shared.protocols.ucp.checkout import Session
+    from shared.seams.checkout_store import Row
+
+    sessions = sessions_on(table, clock)
+    platform = sessions.platform_id(PLATFORM)
+    held = Session(
+        "chk_" + "c" * 26,
+        platform,
+        "ready_for_complete",
+        [],
+        {"email": "a@example.org"},
+        clock(),
+        clock() + 60,
+    )
+    record = {**held.record(), "lines": [{"bundle": "retired-bundle", "quantity": 1}]}
+    store = CheckoutStore(table, Sealer("unit-test-secret", PURPOSE))
+    store.create(Row(held.id, "checkout", record, clock() + 60))
+
+    answer = sessions.complete(platform, held.id, {"payment": {}}, call=None)  # type: ignore[arg-type]
+
+    assert answer.status == 200
+    assert body(answer)["status"] == "incomplete"
+    assert [m["code"] for m in body(answer)["messages"]] == ["missing"]
