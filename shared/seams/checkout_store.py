@@ -41,6 +41,7 @@ class Row:
     record: dict
     keep_until: float
     etag: str = ""
+    due: float = 0.0  # when a queued row is next due (kept in the clear, so it can be queried)
 
 
 class CheckoutStore:
@@ -57,12 +58,13 @@ class CheckoutStore:
             raise outage(exc, WHAT) from exc
         return self._row(entity)
 
-    def rows(self, key: str, limit: int = 100) -> list[Row]:
-        """Up to `limit` rows of one partition (one query)."""
+    def rows(self, key: str, limit: int = 100, due_by: float | None = None) -> list[Row]:
+        """Up to `limit` rows of one partition (one query); with `due_by`, only those due by then."""
+        query, parameters = "PartitionKey eq @key", dict[str, object](key=key)
+        if due_by is not None:
+            query, parameters = query + " and Due le @now", {**parameters, "now": float(due_by)}
         try:
-            found = self._table.query_entities(
-                "PartitionKey eq @key", parameters={"key": key}, results_per_page=limit
-            )
+            found = self._table.query_entities(query, parameters=parameters, results_per_page=limit)
             entities = list(next(found.by_page(), []))
         except ResourceNotFoundError:
             return []
@@ -116,6 +118,7 @@ class CheckoutStore:
             "RowKey": row.kind,
             "Sealed": self._sealer.seal(row.record),
             "KeepUntil": float(row.keep_until),
+            "Due": float(row.due),
         }
 
     def _row(self, entity) -> Row:
@@ -127,6 +130,7 @@ class CheckoutStore:
                 record,
                 float(entity["KeepUntil"]),
                 entity.metadata["etag"],
+                float(entity.get("Due", 0.0)),
             )
         except (Unreadable, KeyError, TypeError, ValueError) as exc:
             # Sealed under another secret, or by another version: an outage (503), never a crash.

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.seams.public_fetch import FetchFailed, PublicFetcher, whole_number
+from shared.seams.public_fetch import FetchBusy, FetchFailed, PublicFetcher, whole_number
 
 DIRECTORY_PATH = "/.well-known/http-message-signatures-directory"
 MEDIA_TYPE = "application/http-message-signatures-directory+json"
@@ -46,6 +46,10 @@ SMALL_ORDER = tuple(
 
 class DirectoryUnavailable(Exception):
     """The directory could not be used; the message says why, for the caller's 401."""
+
+
+class DirectoryBusy(DirectoryUnavailable):
+    """This instance was fetching as many documents as it may: not remembered as a failure."""
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,9 @@ class KeyDirectories:
         try:
             found = self._fetch(origin, now)
         except DirectoryUnavailable as exc:
-            with self._lock:
-                _put(self._failures, origin, (now, exc))
+            if not isinstance(exc, DirectoryBusy):
+                with self._lock:
+                    _put(self._failures, origin, (now, exc))
             if fresh is not None:
                 return fresh
             raise
@@ -129,6 +134,8 @@ class KeyDirectories:
     def _fetch(self, origin: str, now: float) -> Directory:
         try:
             answer = self._fetcher.get(origin + DIRECTORY_PATH, f"{MEDIA_TYPE}, application/json")
+        except FetchBusy as exc:  # this instance was busy: nothing to remember about the directory
+            raise DirectoryBusy(f"the key directory cannot be fetched now: {exc}") from None
         except FetchFailed as exc:
             raise DirectoryUnavailable(f"the key directory cannot be fetched: {exc}") from None
         if answer.status != 200:

@@ -45,6 +45,11 @@ class FetchFailed(Exception):
     """The document could not be fetched; the message says why, in words safe to show a caller."""
 
 
+class FetchBusy(FetchFailed):
+    """This instance is fetching as many documents as it may at once: nothing was tried, and a
+    moment later the same fetch may well succeed (so it is no answer to remember)."""
+
+
 @dataclass(frozen=True)
 class Fetched:
     status: int
@@ -96,7 +101,7 @@ class PublicFetcher:
         if not (url.startswith("https://") or (self._local and url.startswith("http://"))):
             raise FetchFailed("it must be served over HTTPS")
         if not self._slots.acquire(blocking=False):
-            raise FetchFailed("too many documents are being fetched at once; try again shortly")
+            raise FetchBusy("too many documents are being fetched at once; try again shortly")
         sockets: list[socket.socket] = []
         _opened.sockets, _opened.public_only = sockets, not self._local
         late = threading.Event()

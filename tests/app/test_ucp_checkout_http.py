@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -282,3 +283,42 @@ def test_a_signing_platform_is_verified_with_its_profiles_keys_and_the_complete_
         completed.headers["Signature"],
     )
     assert len(mail.emails_to(email)) == 1
+
+
+@pytest.fixture(scope="module")
+def impatient(host_factory):
+    """A store that gives Brevo one second: a slower answer is a timeout, though the email goes."""
+    return host_factory(STOREFRONT_UCP_PLATFORMS=APPROVED, STOREFRONT_BREVO_TIMEOUT_SECONDS="1")
+
+
+def test_a_complete_whose_email_may_have_gone_keeps_the_checkout_held_until_it_finishes(impatient, mail):
+    email, other = unique_email("late"), unique_email("other")
+    checkout_id = create(impatient, {**LINE, "buyer": {"email": email}}).json()["id"]
+    fault = {"path": "/v3/smtp/email", "delay_seconds": 3, "match": email}
+    requests.post(f"{mail.url}/_sandbox/faults", json=fault, timeout=10).raise_for_status()
+
+    lost = act(impatient, checkout_id, "complete", FREE)
+    held = act(impatient, checkout_id, "get").json()
+    moved = act(impatient, checkout_id, "update", {**LINE, "buyer": {"email": other}})
+    canceled = act(impatient, checkout_id, "cancel")
+    deadline = time.monotonic() + 15
+    while not mail.emails_to(email) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    finished = act(impatient, checkout_id, "complete", FREE)
+
+    assert lost.status_code == 503 and "stays held" in lost.json()["content"]
+    assert held["status"] == "complete_in_progress"
+    assert moved.status_code == 200 and moved.json()["status"] == "complete_in_progress"
+    assert moved.json()["buyer"]["email"] == email, "the buyer cannot change once an email may be out"
+    assert (canceled.status_code, canceled.json()["code"]) == (409, "checkout_not_modifiable")
+    assert finished.status_code == 200 and finished.json()["status"] == "completed", finished.text
+    assert len(mail.emails_to(email)) == 1 and mail.emails_to(other) == []
+
+
+def test_a_method_a_checkout_path_does_not_serve_is_a_405_in_ucps_shape(shop):
+    checkout_id = create(shop, LINE).json()["id"]
+
+    answer = requests.delete(f"{shop.url}/ucp/checkout-sessions/{checkout_id}", headers=headers(), timeout=10)
+
+    assert (answer.status_code, answer.headers["Allow"]) == (405, "GET, HEAD, PUT")
+    assert set(answer.json()) == {"code", "content"}

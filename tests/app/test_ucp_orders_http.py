@@ -108,3 +108,45 @@ def test_an_event_the_platform_refuses_waits_for_the_timer_and_the_complete_stil
 
     assert checkout["status"] == "completed"
     assert len(platform.received) == 1, "one attempt at once; the timer retries (tests/shared/protocols)"
+
+
+def test_a_signature_only_web_bot_auth_could_check_proves_no_platform(shop, platform, mail):
+    checkout = completed(shop, platform, unique_email("forged"))
+    order_url = f"{shop.url}/ucp/orders/{checkout['order']['id']}"
+    forged = {
+        "UCP-Agent": platform.agent,
+        "Signature-Input": 'sig1=("@method");tag="web-bot-auth";keyid="x"',
+        "Signature": "sig1=:AAAA:",
+    }
+
+    answer = requests.get(order_url, headers=forged, timeout=30)
+
+    assert (answer.status_code, answer.json()["code"]) == (401, "signature_missing")
+
+
+def test_an_unsigned_complete_naming_a_platform_sends_that_platform_no_event(shop, platform, mail):
+    """Anyone may name any platform's profile without signing: its webhook must not be sent
+    orders it never made."""
+    url = f"{shop.url}/ucp/checkout-sessions"
+    unsigned = {"UCP-Agent": platform.agent, "Content-Type": "application/json"}
+    created = requests.post(
+        url, json={**LINE, "buyer": {"email": unique_email("unsigned")}}, headers=unsigned, timeout=30
+    )
+
+    done = requests.post(
+        f"{url}/{created.json()['id']}/complete", json={"payment": {}}, headers=unsigned, timeout=30
+    )
+
+    assert done.status_code == 200 and done.json()["status"] == "completed"
+    assert platform.received == []
+
+
+def test_a_webhook_url_the_store_cannot_send_to_never_fails_the_complete(shop, mail):
+    platform = Platform()
+    platform.webhook_url = "https://h/\u00e9 x"
+    try:
+        checkout = completed(shop, platform, unique_email("badhook"))
+    finally:
+        platform.close()
+
+    assert checkout["status"] == "completed"

@@ -34,12 +34,11 @@ PROFILE_USAGE = Usage(("GET", "HEAD"), "GET it for the store's UCP business prof
 CATALOG_USAGE = Usage(
     ("POST",), 'POST a UCP catalog request as JSON, with UCP-Agent: profile="<your platform profile URL>"'
 )
-CHECKOUT_USAGE = Usage(
-    ("GET", "HEAD", "PUT", "POST"),
-    "POST /ucp/checkout-sessions to create one; GET or PUT /ucp/checkout-sessions/{id}; POST "
-    "/ucp/checkout-sessions/{id}/complete or /cancel",
-)
-ORDER_USAGE = Usage(("GET", "HEAD"), "GET /ucp/orders/{id}, signed by the platform whose checkout it was")
+# The checkout and order routes take every method Azure lets a trigger list and answer one they
+# do not serve themselves, with a 405 in UCP's shape and the Allow of the path that was called.
+EVERY = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+CHECKOUT_USAGE = Usage(EVERY, "see docs/ucp.md")
+ORDER_USAGE = Usage(EVERY, "see docs/ucp.md")
 # (has an id, action) → {method: operation}
 CHECKOUT_ROUTES: dict[tuple[bool, str], dict[str, str]] = {
     (False, ""): {"POST": "create"},
@@ -71,17 +70,18 @@ def profile(req: Request, services: Services) -> Answer:
 
 def _negotiated(
     req: Request, services: Services, capability: str, shaped: Callable[[str, str], dict]
-) -> str | Answer:
-    """The platform's profile URL once negotiation with it succeeds; else the refusal's answer
+) -> tuple[str, bool] | Answer:
+    """The platform's profile URL once negotiation with it succeeds, and whether the request
+    proved it comes from that platform (its UCP signature verified); else the refusal's answer
     (`capabilities_incompatible` a 200 in the capability's envelope, made by `shaped`)."""
     continue_url = services.settings.public_base_url.rstrip("/") + "/"
     platforms = services.platforms
     try:
         url = platforms.negotiate(req.header("ucp-agent"), capability)
-        if signatures.signed(req):  # verified with the keys the platform's profile publishes
-            addressed = as_addressed(req, services.settings)
-            signatures.verify_request(addressed, lambda fresh: platforms.keys(url, fresh=fresh))
-        return url
+        if not signatures.signed(req):
+            return url, False
+        addressed = as_addressed(req, services.settings)  # verified with its profile's keys
+        return url, signatures.verify_request(addressed, lambda fresh: platforms.keys(url, fresh=fresh))
     except Refusal as refused:
         if refused.status == 200:
             return json_answer(200, {**shaped(refused.code, refused.content), "continue_url": continue_url})
@@ -100,16 +100,14 @@ def checkout_request(req: Request, services: Services) -> Answer:
         return protocol_error(404, "not_found", "no such checkout operation; there are /complete and /cancel")
     operation = methods.get(req.method.upper())
     if operation is None:
-        allow = ", ".join(methods)
-        answer = protocol_error(405, "method_not_allowed", f"this path answers {allow} only")
-        return Answer(answer.status, answer.body, {**answer.headers, "Allow": allow})
+        return _wrong_method(tuple(methods))
     sessions, replays = services.checkouts, services.replays
     if sessions is None or replays is None:
         return protocol_error(503, "not_configured", "checkout sessions are not set up on this store")
     negotiated = _negotiated(req, services, checkout.CHECKOUT, _checkout_error)
     if isinstance(negotiated, Answer):
         return negotiated
-    profile_url = negotiated
+    profile_url, proven = negotiated
     platform = sessions.platform_id(profile_url)
     key = req.header("idempotency-key")
 
@@ -128,7 +126,10 @@ def checkout_request(req: Request, services: Services) -> Answer:
             if operation == "cancel":
                 return sessions.cancel(platform, checkout_id)
             call = purchase_call(req, "ucp", None, services.settings)
-            return sessions.complete(platform, checkout_id, body, call, _webhook_url(services, profile_url))
+            # Order events go only to a platform that proved it asked: an unsigned request may
+            # name any platform's profile, and its webhook would get orders it never made.
+            webhook = _webhook_url(services, profile_url) if proven else None
+            return sessions.complete(platform, checkout_id, body, call, webhook)
         except StorefrontError as exc:
             return protocol_error(exc.status, exc.code, exc.message, retry_after=exc.retry_after)
         except StorageOutage:
@@ -145,25 +146,34 @@ def checkout_request(req: Request, services: Services) -> Answer:
 def order_request(req: Request, services: Services) -> Answer:
     """GET an order (order/rest.md "Get Order"): only for the platform whose checkout it was,
     proven by its request signature ("The business MUST authenticate requests to order data")."""
+    if req.method.upper() not in ("GET", "HEAD"):
+        return _wrong_method(("GET", "HEAD"))
     sessions = services.checkouts
     if sessions is None:
         return protocol_error(503, "not_configured", "orders are not set up on this store")
     negotiated = _negotiated(req, services, orders.ORDER, _order_error)
     if isinstance(negotiated, Answer):
         return negotiated
-    if not signatures.signed(req):
+    profile_url, proven = negotiated
+    if not proven:
         return protocol_error(
             401,
             "signature_missing",
-            "order data is given only to the platform whose checkout it was: sign the request",
+            "order data is given only to the platform whose checkout it was: sign the request as UCP asks",
         )
     try:
-        found = sessions.order(sessions.platform_id(negotiated), req.route_params.get("id") or "")
+        found = sessions.order(sessions.platform_id(profile_url), req.route_params.get("id") or "")
     except StorageOutage:
         return protocol_error(503, "storage_unavailable", "the store cannot reach its storage; retry", 5)
     except StorefrontError as exc:
         return protocol_error(exc.status, exc.code, exc.message, retry_after=exc.retry_after)
     return _signed(json_answer(200, found), services)
+
+
+def _wrong_method(allow: tuple[str, ...]) -> Answer:
+    listed = ", ".join(allow)
+    answer = protocol_error(405, "method_not_allowed", f"this path answers {listed} only")
+    return Answer(answer.status, answer.body, {**answer.headers, "Allow": listed})
 
 
 def _webhook_url(services: Services, profile_url: str) -> str | None:

@@ -19,7 +19,7 @@ import http_sf
 from shared.config.urls import canonical_url
 from shared.protocols.ucp.catalog import VERSION
 from shared.protocols.ucp.profile import CAPABILITIES
-from shared.seams.public_fetch import FetchFailed, PublicFetcher
+from shared.seams.public_fetch import FetchBusy, FetchFailed, PublicFetcher
 
 PROFILE_TTL_SECONDS = 300  # at least 60 (overview "Fetching")
 FAILURE_TTL_SECONDS = 30
@@ -35,6 +35,7 @@ class Refusal(Exception):
     code: str
     status: int
     content: str
+    lasting: bool = True  # False: the store was busy, not the profile at fault; never cached
 
     def body(self, continue_url: str) -> dict:
         return {"code": self.code, "content": self.content, "continue_url": continue_url}
@@ -110,6 +111,8 @@ class Platforms:
         try:
             found = self._fetch(url)
         except Refusal as refusal:
+            if not refusal.lasting:
+                raise
             found = refusal
         with self._lock:
             self._cache[url] = (now, found)
@@ -124,9 +127,9 @@ class Platforms:
         try:
             answer = self._fetcher.get(url, "application/json")
         except FetchFailed as exc:
-            raise Refusal(
-                "profile_unreachable", 424, f"the platform profile cannot be fetched: {exc}"
-            ) from None
+            lasting = not isinstance(exc, FetchBusy)
+            content = f"the platform profile cannot be fetched: {exc}"
+            raise Refusal("profile_unreachable", 424, content, lasting) from None
         if answer.status != 200:
             raise Refusal("profile_unreachable", 424, f"the platform profile answered HTTP {answer.status}")
         try:

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 KEEP_SECONDS = 48 * 3600  # signatures.md: at least 24 hours, 48 recommended
 MAX_KEY = 255
 KIND = "answer"
+TRANSIENT = (409, 429)  # answers that change once their Retry-After has passed: never kept
 REPLAYED = "Idempotent-Replayed"
 
 
@@ -76,9 +77,19 @@ class Replays:
                 "the store cannot read or keep Idempotency-Keys right now, so nothing was done; retry",
                 retry_after=5,
             )
-        answer = execute()
+        try:
+            answer = execute()
+        except BaseException:
+            self._release(held)  # the caller answers 500: a retry runs again, not a 409 for the lease
+            raise
         self._finish(held, answer)
         return answer
+
+    def _release(self, held: Row) -> None:
+        try:
+            self._store.delete(held)
+        except (StorageOutage, RowChanged) as exc:
+            log.warning("an Idempotency-Key could not be freed (%s)", type(exc).__name__)
 
     def _begin(self, row_key: str, fingerprint: str) -> Row:
         """The key's row, held for this request; raises _Refused with a replay or a 409."""
@@ -129,10 +140,11 @@ class Replays:
             )
 
     def _finish(self, held: Row, answer: Answer) -> None:
-        """Keep the answer (any but a 5xx, which frees the key). When that write fails, the key
-        stays held until its lease ends; a retry then runs again, which the operations allow."""
+        """Keep the answer, but one that says "not now" (a 409, a 429, a 5xx), which frees the
+        key so that a retry after its Retry-After runs again. When that write fails, the key stays
+        held until its lease ends; a retry then runs again, which the operations allow."""
         try:
-            if answer.status >= 500:
+            if answer.status >= 500 or answer.status in TRANSIENT:
                 self._store.delete(held)
                 return
             record = {

@@ -54,9 +54,10 @@ def signed(req: Request) -> bool:
     return req.header("signature-input") is not None or req.header("signature") is not None
 
 
-def verify_request(req: Request, keys: Callable[[bool], list[dict]]) -> None:
+def verify_request(req: Request, keys: Callable[[bool], list[dict]]) -> bool:
     """Accept the request's UCP signature, made with a key of `keys(fresh)` (the platform's
-    profile's `keys[]`; `fresh` asks once more when a key id is unknown). Raises SignatureRefusal."""
+    profile's `keys[]`; `fresh` asks once more when a key id is unknown): True. False when its
+    only signatures are tagged web-bot-auth, which prove no platform. Raises SignatureRefusal."""
     inputs, values = _headers(req)
     failures: list[SignatureRefusal] = []
     for label, (components, params) in inputs.items():
@@ -64,7 +65,7 @@ def verify_request(req: Request, keys: Callable[[bool], list[dict]]) -> None:
             continue  # web-bot-auth (the agent layer's) or another application's: not UCP's
         try:
             _verify_one(req, label, components, params, values.get(label), keys)
-            return
+            return True
         except SignatureRefusal as refusal:
             failures.append(refusal)
     if failures:
@@ -73,6 +74,7 @@ def verify_request(req: Request, keys: Callable[[bool], list[dict]]) -> None:
         raise SignatureRefusal(
             "signature_invalid", 401, "no signature in Signature-Input is one UCP verifies"
         )
+    return False
 
 
 def sign_answer(answer: Answer, keys: KeySet, now: float) -> Answer:

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 from shared.config.errors import NotConfigured, StorageOutage
 from shared.config.keys import KeySet
@@ -32,6 +33,7 @@ PARTITION = "~webhooks"
 KIND = "event"
 BACKOFF_SECONDS = (30, 60, 120, 300, 600, 1800, 3600)
 GIVE_UP_SECONDS = 24 * 3600
+KEEP_SECONDS = GIVE_UP_SECONDS + 2 * 86400  # the reaper's backstop for a row nothing finished
 LEASE_SECONDS = 30  # an attempt's hold on its row: longer than the fetcher's deadline
 BATCH = 50
 
@@ -54,37 +56,45 @@ class Webhooks:
         self._clock = clock
 
     def queue(self, platform: str, checkout_id: str, url: str) -> None:
-        """Queue the order event of a checkout about to complete (once; again is a no-op).
-        Raises StorageOutage: the complete must not run without it."""
+        """Queue the order event of a checkout about to complete (once; again is a no-op). A URL
+        that is not an absolute http(s) URL is not queued: no attempt could succeed. Raises
+        StorageOutage: the complete must not run without its event."""
+        if not _sendable(url):
+            log.warning("a platform's webhook URL is not a URL; its order events are not sent")
+            return
         now = self._clock()
         record: dict[str, object] = {"url": url, "platform": platform, "checkout": checkout_id}
-        record |= {"event": str(uuid.uuid4()), "attempts": 0, "next_at": now, "first_at": now}
-        self._store.create(
-            Row(PARTITION, orders.order_id(checkout_id), record, now + GIVE_UP_SECONDS + 86400)
-        )
+        record |= {"event": str(uuid.uuid4()), "attempts": 0, "first_at": now}
+        self._store.create(Row(PARTITION, orders.order_id(checkout_id), record, now + KEEP_SECONDS, due=now))
 
     def send(self, checkout_id: str) -> bool:
-        """Try the event of a checkout that just completed now; False when it waits for a retry."""
+        """Try the event of a checkout that just completed now; False when it waits for a retry.
+        Never raises: the checkout is complete whatever becomes of its event."""
         try:
             row = self._store.get(PARTITION, orders.order_id(checkout_id))
             return row is not None and self._attempt(row)
-        except StorageOutage as exc:
-            log.warning("an order event waits for the timer: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - the timer tries again; the complete stands
+            log.warning("an order event waits for the timer (%s)", type(exc).__name__)
             return False
 
     def deliver_due(self) -> int:
-        """Every queued event whose time has come (the timer's job); the number delivered."""
-        now, delivered = self._clock(), 0
-        for row in self._store.rows(PARTITION, BATCH):
-            if float(row.record.get("next_at", 0)) <= now and self._attempt(row):
-                delivered += 1
+        """The queued events whose time has come, BATCH at most (the timer's job); the number
+        delivered. Only due rows are read, so events backing off never crowd out due ones."""
+        delivered = 0
+        for row in self._store.rows(PARTITION, BATCH, due_by=self._clock()):
+            try:
+                delivered += self._attempt(row)
+            except StorageOutage:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one event's trouble never stops the others
+                log.warning("an order event could not be attempted (%s)", type(exc).__name__)
         return delivered
 
     def _attempt(self, row: Row) -> bool:
         now = self._clock()
         record = row.record
         try:
-            taken = self._store.replace(replace(row, record={**record, "next_at": now + LEASE_SECONDS}))
+            taken = self._store.replace(replace(row, due=now + LEASE_SECONDS))
         except RowChanged:
             return False  # another instance has it
         loaded = self._rows.load(record["platform"], record["checkout"])
@@ -103,7 +113,7 @@ class Webhooks:
             self._store.delete(taken)
             return False
         wait = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
-        self._store.replace(replace(taken, record={**record, "attempts": attempts, "next_at": now + wait}))
+        self._store.replace(replace(taken, record={**record, "attempts": attempts}, due=now + wait))
         return False
 
     def _post(self, record: dict, order: dict, now: float) -> bool:
@@ -120,4 +130,20 @@ class Webhooks:
         except (FetchFailed, NotConfigured) as exc:
             log.info("an order event was not delivered: %s", exc)
             return False
+        except Exception as exc:  # noqa: BLE001 - a URL the signer or the client cannot take
+            log.info("an order event could not be sent (%s)", type(exc).__name__)
+            return False
         return 200 <= answer.status < 300
+
+
+def _sendable(url: str) -> bool:
+    """An absolute http(s) URL with a host, in printable ASCII (what a request line and a
+    signature base can carry); the fetcher then holds it to HTTPS and public addresses on Azure."""
+    if not (url.isascii() and url.isprintable()) or " " in url or len(url) > 2048:
+        return False
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number raises ValueError
+    except ValueError:
+        return False
+    return parts.scheme in ("https", "http") and bool(parts.hostname)

@@ -108,3 +108,29 @@ def test_a_profile_that_failed_is_not_fetched_again_at_once(served):
             check.negotiate(f'profile="{served.origin}/.well-known/ucp"', SEARCH)
 
     assert served.hits == 1
+
+
+def test_a_fetch_refused_because_the_store_was_busy_is_not_remembered():
+    """Strangers naming slow profiles can take every fetch slot for a moment; a real platform
+    refused then must get in as soon as a slot is free, not 30 seconds later."""
+    from shared.seams.public_fetch import MAX_CONCURRENT
+
+    served = KeyDirectory()
+    served.document = {"ucp": {"version": VERSION, "capabilities": {SEARCH: [{"version": VERSION}]}}}
+    fetcher = PublicFetcher(local=True, timeout=2, max_bytes=128 * 1024)
+    found = Platforms({}, fetcher, local=True)
+    header = f'profile="{served.origin}/.well-known/ucp"'
+    try:
+        for _ in range(MAX_CONCURRENT):
+            fetcher._slots.acquire()  # every slot busy with someone else's slow profile
+        with pytest.raises(Refusal) as busy:
+            found.negotiate(header, SEARCH)
+        for _ in range(MAX_CONCURRENT):
+            fetcher._slots.release()
+
+        url = found.negotiate(header, SEARCH)
+    finally:
+        served.close()
+
+    assert busy.value.status == 424 and "at once" in busy.value.content
+    assert url == f"{served.origin}/.well-known/ucp"

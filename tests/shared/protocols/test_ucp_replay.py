@@ -142,3 +142,24 @@ def test_no_key_runs_every_time(replays):
     replays.run("s", None, b"{}", operation)
 
     assert operation.runs == 2
+
+
+@pytest.mark.parametrize("status", [409, 429, 500, 503])
+def test_an_answer_that_says_not_now_is_not_kept_so_a_retry_runs_again(replays, status):
+    transient, working = Operation(status), Operation()
+
+    replays.run("s", f"k-{status}", b"{}", transient)
+    answer = replays.run("s", f"k-{status}", b"{}", working)
+
+    assert (transient.runs, working.runs, answer.status) == (1, 1, 200)
+
+
+def test_an_operation_that_raises_frees_its_key(replays):
+    def broken() -> Answer:
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError):
+        replays.run("s", "k-raise", b"{}", broken)
+    answer = replays.run("s", "k-raise", b"{}", Operation())
+
+    assert answer.status == 200

@@ -69,7 +69,7 @@ def test_a_sessions_row_holds_neither_the_address_nor_the_platform_in_the_clear(
     text = json.dumps(dict(entity))
     assert made["buyer"]["email"] == email
     assert email not in text and "grace" not in text and "platform.example" not in text
-    assert set(entity) == {"PartitionKey", "RowKey", "Sealed", "KeepUntil"}
+    assert set(entity) == {"PartitionKey", "RowKey", "Sealed", "KeepUntil", "Due"}
 
 
 def test_a_row_sealed_under_another_secret_is_an_outage_not_a_crash(table, clock):

@@ -19,7 +19,7 @@ from shared.protocols.ucp.orders import order_id
 from shared.protocols.ucp.session_rows import SessionRows
 from shared.protocols.ucp.webhooks import BACKOFF_SECONDS, GIVE_UP_SECONDS, Webhooks
 from shared.purchase.catalog import find_bundle
-from shared.seams.checkout_store import PURPOSE, CheckoutStore
+from shared.seams.checkout_store import PURPOSE, CheckoutStore, Row
 from shared.seams.public_fetch import PublicFetcher
 from shared.seams.storage import table_client
 from tests.support import StoppedClock, new_ec_key, private_pem
@@ -176,3 +176,49 @@ def test_an_event_to_a_private_address_is_never_sent_on_azure(store, clock):
         platform.close()
 
     assert sent is False and platform.received == []
+
+
+def test_events_backing_off_never_crowd_out_one_that_is_due(store, clock):
+    platform = Platform()
+    webhooks = webhooks_on(store, clock)
+    try:
+        for index in range(60):  # a dead webhook's backlog, every event waiting an hour
+            row = Row(
+                "~webhooks",
+                f"ord_{index:04d}",
+                {"url": "http://127.0.0.1:9/x"},
+                clock() + 86400,
+                due=clock() + 3600,
+            )
+            store.create(row)
+        made = session(store, clock)
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        delivered = webhooks.deliver_due()
+    finally:
+        platform.close()
+
+    assert delivered == 1 and len(platform.received) == 1
+
+
+def test_an_event_that_cannot_be_signed_or_sent_never_stops_the_others(store, clock):
+    platform = Platform()
+    webhooks = webhooks_on(store, clock)
+    try:
+        bad, good = session(store, clock), session(store, clock)
+        poisoned = {
+            "url": "https://h/\u00e9",
+            "platform": PLATFORM_ID,
+            "checkout": bad.id,
+            "event": "e",
+            "first_at": clock(),
+        }
+        store.create(Row("~webhooks", "ord_0000", {**poisoned, "attempts": 0}, clock() + 86400, due=clock()))
+        webhooks.queue(PLATFORM_ID, good.id, platform.webhook_url)
+        webhooks.queue(PLATFORM_ID, bad.id, "not a url")  # refused at the door: not queued
+        delivered = webhooks.deliver_due()
+    finally:
+        platform.close()
+
+    assert delivered == 1 and len(platform.received) == 1
+    [left] = store.rows("~webhooks")
+    assert left.kind == "ord_0000" and left.due > clock(), "the bad one backs off like any failure"

@@ -145,3 +145,18 @@ def _verifies(public: Ed25519PublicKey, signature: bytes, message: bytes) -> boo
     except InvalidSignature:
         return False
     return True
+
+
+def test_a_fetch_refused_because_this_instance_was_busy_is_not_remembered(directory):
+    from shared.seams.public_fetch import MAX_CONCURRENT
+
+    directories = KeyDirectories(local=True)
+    slots = directories._fetcher._slots
+    for _ in range(MAX_CONCURRENT):
+        slots.acquire()  # every slot taken by strangers' slow directories
+    with pytest.raises(DirectoryUnavailable):
+        directories.keys(directory.origin)
+    for _ in range(MAX_CONCURRENT):
+        slots.release()
+
+    assert directories.keys(directory.origin).keys, "fetched at once, not after the failure TTL"
