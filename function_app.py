@@ -188,19 +188,19 @@ def ucp_profile(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="ucp/catalog/{operation}", methods=api.EVERY_METHOD)
 def ucp_catalog(req: func.HttpRequest) -> func.HttpResponse:
     """UCP catalog search, lookup and get-product, negotiated with the calling platform."""
-    return _serve(req, ucp.CATALOG_USAGE, lambda r: ucp.catalog_request(r, runtime.services()))
+    return _serve(req, ucp.ROUTE_USAGE, lambda r: ucp.catalog_request(r, runtime.services()))
 
 
 @app.route(route="ucp/checkout-sessions", methods=api.EVERY_METHOD)
 def ucp_checkouts(req: func.HttpRequest) -> func.HttpResponse:
     """UCP: create a checkout session."""
-    return _serve(req, ucp.CHECKOUT_USAGE, lambda r: ucp.checkout_request(r, runtime.services()))
+    return _serve(req, ucp.ROUTE_USAGE, lambda r: ucp.checkout_request(r, runtime.services()))
 
 
 @app.route(route="ucp/checkout-sessions/{id}", methods=api.EVERY_METHOD)
 def ucp_checkout(req: func.HttpRequest) -> func.HttpResponse:
     """UCP: get or update a checkout session."""
-    return _serve(req, ucp.CHECKOUT_USAGE, lambda r: ucp.checkout_request(r, runtime.services()))
+    return _serve(req, ucp.ROUTE_USAGE, lambda r: ucp.checkout_request(r, runtime.services()))
 
 
 @app.route(route="ucp/checkout-sessions/{id}/{action}", methods=api.EVERY_METHOD)
@@ -209,7 +209,7 @@ def ucp_checkout_action(req: func.HttpRequest) -> func.HttpResponse:
     completes = (req.route_params.get("action") or "").lower() == "complete"
     return _serve(
         req,
-        ucp.CHECKOUT_USAGE,
+        ucp.ROUTE_USAGE,
         lambda r: ucp.checkout_request(r, runtime.services()),
         "ucp" if completes else None,  # the purchase door: its Web Bot Auth signature is checked
     )
@@ -218,7 +218,7 @@ def ucp_checkout_action(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="ucp/orders/{id}", methods=api.EVERY_METHOD)
 def ucp_order(req: func.HttpRequest) -> func.HttpResponse:
     """UCP: get an order, for the platform whose checkout it was (its request signed)."""
-    return _serve(req, ucp.ORDER_USAGE, lambda r: ucp.order_request(r, runtime.services()))
+    return _serve(req, ucp.ROUTE_USAGE, lambda r: ucp.order_request(r, runtime.services()))
 
 
 @app.route(route="api/a2a", methods=api.EVERY_METHOD)

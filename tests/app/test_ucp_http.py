@@ -90,3 +90,10 @@ def test_the_docs_snippet_discovers_and_searches_as_the_page_says(shop, tmp_path
     profile, search = json_answers_of(code, tmp_path)
     assert profile["ucp"]["version"] == VERSION
     assert [p["id"] for p in search["products"]] == list(BUNDLES)
+
+
+def test_a_method_the_catalog_does_not_serve_is_a_405_in_ucps_shape(shop):
+    answer = requests.get(f"{shop.url}/ucp/catalog/search", headers=AGENT, timeout=10)
+
+    assert (answer.status_code, answer.headers["Allow"]) == (405, "POST")
+    assert set(answer.json()) == {"code", "content"}

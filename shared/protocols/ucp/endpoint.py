@@ -31,14 +31,10 @@ if TYPE_CHECKING:
     from shared.protocols.api import Services
 
 PROFILE_USAGE = Usage(("GET", "HEAD"), "GET it for the store's UCP business profile")
-CATALOG_USAGE = Usage(
-    ("POST",), 'POST a UCP catalog request as JSON, with UCP-Agent: profile="<your platform profile URL>"'
-)
-# The checkout and order routes take every method Azure lets a trigger list and answer one they
-# do not serve themselves, with a 405 in UCP's shape and the Allow of the path that was called.
+# The catalog, checkout and order routes take every method Azure lets a trigger list and answer
+# one they do not serve themselves, with a 405 in UCP's shape and the Allow of the path called.
 EVERY = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-CHECKOUT_USAGE = Usage(EVERY, "see docs/ucp.md")
-ORDER_USAGE = Usage(EVERY, "see docs/ucp.md")
+ROUTE_USAGE = Usage(EVERY, "see docs/ucp.md")
 # (has an id, action) → {method: operation}
 CHECKOUT_ROUTES: dict[tuple[bool, str], dict[str, str]] = {
     (False, ""): {"POST": "create"},
@@ -213,6 +209,8 @@ def _checkout_error(code: str, content: str) -> dict:
 
 def catalog_request(req: Request, services: Services) -> Answer:
     """One catalog operation (`operation` in the route), after negotiating with the platform."""
+    if req.method.upper() != "POST":
+        return _wrong_method(("POST",))
     operation = req.route_params.get("operation", "")
     if operation not in OPERATIONS:
         known = ", ".join(f"/ucp/catalog/{name}" for name in OPERATIONS)
