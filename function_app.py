@@ -249,8 +249,8 @@ def reap_idempotency_keys(timer: func.TimerRequest) -> None:
 
     def reap() -> int:
         services = runtime.services()
-        sessions = services.checkouts.reap() if services.checkouts else 0
-        return services.storefront.reap_expired_keys() + sessions
+        keys = services.storefront.reap_expired_keys()  # first: the one the purchase needs
+        return keys + (services.checkouts.reap() if services.checkouts else 0)
 
     _scheduled("reap_idempotency_keys", reap, "reaped %d expired idempotency keys and checkout sessions")
 

@@ -53,6 +53,8 @@ class Session:
     expires_at: float
     order: dict | None = None
     refusal: dict | None = None  # the purchase's refusal at the last complete, until the next update
+    hold: str = ""  # the complete holding it (complete_in_progress) now
+    held_at: float = 0.0  # when a complete first held it: its purchase key's age
 
     def record(self) -> dict:
         return {
@@ -65,6 +67,8 @@ class Session:
             "expires_at": self.expires_at,
             "order": self.order,
             "refusal": self.refusal,
+            "hold": self.hold,
+            "held_at": self.held_at,
         }
 
     @classmethod
@@ -86,6 +90,8 @@ class Session:
             expires_at=float(record["expires_at"]),
             order=record.get("order"),
             refusal=record.get("refusal"),
+            hold=str(record.get("hold", "")),
+            held_at=float(record.get("held_at", 0.0)),
         )
         if session.status == "ready_for_complete":
             session.status = status_of(session)

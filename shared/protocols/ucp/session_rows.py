@@ -5,12 +5,13 @@ the row as read, so two requests on one session never both win, and reaped when 
 from __future__ import annotations
 
 import hmac
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from shared.protocols.http import Answer, json_answer
-from shared.protocols.ucp.checkout import CHECKOUT_ID, OPEN, Session, checkout, not_found
+from shared.protocols.ucp.checkout import CHECKOUT_ID, OPEN, TERMINAL, Session, checkout, not_found
 from shared.protocols.ucp.wire import protocol_error
 from shared.seams.checkout_store import CheckoutStore, Row, RowChanged
 
@@ -77,12 +78,53 @@ class SessionRows:
             return json_answer(200, checkout(session, notes))
         return busy()
 
+    def hold(self, platform: str, checkout_id: str, resume_within: float) -> Session | Answer:
+        """The session, held as `complete_in_progress` for this complete; or the answer that ends
+        the complete here (no session, a terminal or incomplete one)."""
+        for _ in range(ATTEMPTS):
+            loaded = self.load(platform, checkout_id)
+            if loaded is None:
+                return json_answer(200, not_found())
+            session, row = loaded
+            if session.status in TERMINAL:
+                return not_modifiable(session)
+            resuming = session.status == "complete_in_progress" and bool(session.lines)
+            if resuming and self.clock() - session.held_at >= resume_within:
+                # Its purchase key may be gone by now: a purchase run again could email again.
+                return protocol_error(
+                    409,
+                    "checkout_not_modifiable",
+                    "this checkout was held too long to finish safely (its bundle may have been sent): "
+                    "start a new checkout",
+                )
+            if not resuming and session.status != "ready_for_complete":
+                return json_answer(200, checkout(session))  # incomplete: its messages say why
+            if not resuming:  # a complete that did not finish is resumed: its purchase key stays
+                session.status, session.refusal, session.held_at = (
+                    "complete_in_progress",
+                    None,
+                    self.clock(),
+                )
+            session.hold = secrets.token_hex(8)  # this complete's: an earlier one cannot settle it
+            try:
+                self.replace(session, row)
+            except RowChanged:
+                continue
+            return session
+        return busy()
+
     def row(self, session: Session) -> Row:
         """The session's row, kept 30 days once completed (its order is read by it), else two days
         past its end: sessions anyone can create cost little to keep."""
         ends = session.expires_at if session.status in OPEN else self.clock()
         kept = RETENTION_SECONDS if session.status == "completed" else ABANDONED_SECONDS
         return Row(session.id, KIND, session.record(), keep_until=ends + kept)
+
+
+def not_modifiable(session: Session) -> Answer:
+    return protocol_error(
+        409, "checkout_not_modifiable", f"the checkout is {session.status} and can no longer change"
+    )
 
 
 def busy() -> Answer:

@@ -31,11 +31,11 @@ from shared.protocols.ucp.checkout import (
     read_request,
 )
 from shared.protocols.ucp.orders import order_id
-from shared.protocols.ucp.session_rows import ATTEMPTS, SessionRows, busy
+from shared.protocols.ucp.session_rows import SessionRows, not_modifiable
 from shared.protocols.ucp.wire import protocol_error
 from shared.purchase.call import PurchaseCall
 from shared.purchase.storefront import Storefront
-from shared.seams.checkout_store import CheckoutStore, RowChanged
+from shared.seams.checkout_store import CheckoutStore
 
 if TYPE_CHECKING:
     from shared.protocols.ucp.webhooks import Webhooks
@@ -51,12 +51,16 @@ class CheckoutSessions:
         hasher: Hasher,
         *,
         webhooks: Webhooks | None = None,
+        resume_within: float = 23 * 3600,
         clock: Callable[[], float] = time.time,
     ):
+        """`resume_within`: how long after a complete first held a session another may resume
+        it: less than the purchase key lives, so a resumed purchase always finds its key."""
         self._rows = SessionRows(store, clock)
         self._storefront = storefront
         self._hasher = hasher
         self._webhooks = webhooks
+        self._resume_within = resume_within
 
     def platform_id(self, profile_url: str) -> str:
         """What a session keeps of the platform that created it: a keyed hash of its profile URL."""
@@ -105,7 +109,7 @@ class CheckoutSessions:
 
         def change(session: Session) -> Answer | None:
             if session.status in TERMINAL:
-                return _not_modifiable(session)
+                return not_modifiable(session)
             if session.status == "complete_in_progress":  # "Accepted completion": left unchanged
                 held = error("complete_in_progress", "the checkout is being completed and cannot change now")
                 return json_answer(200, checkout(session, (held,)))
@@ -117,7 +121,7 @@ class CheckoutSessions:
     def cancel(self, platform: str, checkout_id: str) -> Answer:
         def change(session: Session) -> Answer | None:
             if session.status in TERMINAL:
-                return _not_modifiable(session)
+                return not_modifiable(session)
             if session.status == "complete_in_progress":
                 return protocol_error(
                     409, "checkout_not_modifiable", "the checkout is being completed and cannot be canceled"
@@ -143,7 +147,7 @@ class CheckoutSessions:
         if refused is not None:  # more than one instrument: the checkout, unchanged, says why
             loaded = self._rows.load(platform, checkout_id)
             return json_answer(200, checkout(loaded[0], (refused,)) if loaded else not_found())
-        held = self._hold(platform, checkout_id)
+        held = self._rows.hold(platform, checkout_id, self._resume_within)
         if isinstance(held, Answer):
             return held
         session = held
@@ -164,7 +168,7 @@ class CheckoutSessions:
                 "label": str(receipt.get("receipt_id", "")),
                 "permalink_url": str(receipt.get("receipt_url", "")),
             }
-            answer = self._settle(platform, checkout_id, "completed", order=order)
+            answer = self._settle(platform, checkout_id, "completed", session.hold, order=order)
             if webhook_url and self._webhooks and answer.status == 200:
                 self._webhooks.send(session.id)
             return answer
@@ -174,55 +178,39 @@ class CheckoutSessions:
         content = str(problem.get("message") or "the purchase was refused")
         if outcome.status == 422:
             refusal = error(code, content, PATHS.get(code))
-            return self._settle(platform, checkout_id, "incomplete", refusal=refusal)
+            return self._settle(platform, checkout_id, "incomplete", session.hold, refusal=refusal)
         if outcome.status == 409:  # the purchase is still running under the checkout's key: stay held
             content = "another request is completing this checkout; GET it, or retry after a moment"
             return protocol_error(409, "complete_in_progress", content, retry_after=outcome.retry_after or 1)
         if _may_have_sent(receipt):  # held: only a complete to the same buyer may finish it
             content += "; the checkout stays held: complete it again, with any key, to finish it"
         else:
-            self._settle(platform, checkout_id, "ready_for_complete")
+            self._settle(platform, checkout_id, "ready_for_complete", session.hold)
         return protocol_error(outcome.status, code, content, retry_after=outcome.retry_after)
-
-    def _hold(self, platform: str, checkout_id: str) -> Session | Answer:
-        """The session, held as `complete_in_progress` for this complete; or the answer that ends
-        the complete here (no session, a terminal or incomplete one)."""
-        for _ in range(ATTEMPTS):
-            loaded = self._rows.load(platform, checkout_id)
-            if loaded is None:
-                return json_answer(200, not_found())
-            session, row = loaded
-            if session.status in TERMINAL:
-                return _not_modifiable(session)
-            if session.status == "complete_in_progress" and session.lines:
-                return session  # a complete that did not finish: this one resumes it
-            if session.status != "ready_for_complete":
-                return json_answer(200, checkout(session))  # incomplete: its messages say why
-            session.status, session.refusal = "complete_in_progress", None
-            try:
-                self._rows.replace(session, row)
-            except RowChanged:
-                continue
-            return session
-        return busy()
 
     def _settle(
         self,
         platform: str,
         checkout_id: str,
         status: str,
+        hold: str,
         *,
         order: dict | None = None,
         refusal: dict | None = None,
     ) -> Answer:
-        """Move a held session on to `status` once its purchase has answered."""
+        """Move a held session on to `status` once its purchase has answered. A purchase that
+        failed moves it only while this complete still holds it: one that took the session over
+        since may be sending. A purchase that succeeded completes it whoever holds it (every
+        purchase of the checkout is the one purchase under its key)."""
 
         def change(session: Session) -> Answer | None:
+            if session.status == "complete_in_progress" and status != "completed" and session.hold != hold:
+                return json_answer(200, checkout(session))  # another complete holds it now
             if session.status != "complete_in_progress":  # another complete settled it first
                 return (
                     json_answer(200, checkout(session))
                     if session.status == status
-                    else _not_modifiable(session)
+                    else not_modifiable(session)
                 )
             session.status, session.order, session.refusal = status, order, refusal
             return None
@@ -243,12 +231,6 @@ class CheckoutSessions:
 def _checkout_id(seed: str | None) -> str:
     raw = hashlib.sha256(seed.encode()).digest()[:16] if seed else secrets.token_bytes(16)
     return "chk_" + base64.b32encode(raw).decode().rstrip("=").lower()
-
-
-def _not_modifiable(session: Session) -> Answer:
-    return protocol_error(
-        409, "checkout_not_modifiable", f"the checkout is {session.status} and can no longer change"
-    )
 
 
 def _payment_refusal(body: object) -> Answer | dict | None:

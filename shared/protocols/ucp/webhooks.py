@@ -99,11 +99,12 @@ class Webhooks:
             return False  # another instance has it
         loaded = self._rows.load(record["platform"], record["checkout"])
         session = loaded[0] if loaded else None
-        if session is None or session.status in ("incomplete", "ready_for_complete", "canceled"):
-            self._store.delete(taken)  # its complete did not happen; another complete queues again
+        if session is None or session.status == "canceled":
+            self._store.delete(taken)  # no order can come of it
             return False
-        if session.status != "completed":
-            return False  # still completing: the lease ends and the timer tries again
+        if session.status != "completed":  # its complete failed or is running; another may
+            self._store.replace(replace(taken, due=now + BACKOFF_SECONDS[0]))  # succeed: keep it
+            return False
         if self._post(record, orders.entity(session), now):
             self._store.delete(taken)
             return True

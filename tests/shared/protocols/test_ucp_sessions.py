@@ -15,6 +15,7 @@ from shared.config.sealing import Sealer
 from shared.protocols.ucp.checkout import TTL_SECONDS
 from shared.protocols.ucp.session_rows import ABANDONED_SECONDS
 from shared.protocols.ucp.sessions import CheckoutSessions
+from shared.purchase.call import Caller, PurchaseCall
 from shared.seams.checkout_store import PURPOSE, CheckoutStore
 from shared.seams.storage import table_client
 from tests.support import StoppedClock
@@ -145,3 +146,83 @@ def test_a_session_whose_bundle_left_the_catalog_cannot_complete_and_says_why(ta
     assert answer.status == 200
     assert body(answer)["status"] == "incomplete"
     assert [m["code"] for m in body(answer)["messages"]] == ["missing"]
+
+
+class Purchases:
+    """The store's purchase as a complete sees it: answers given in turn, calls counted."""
+
+    def __init__(self, *answers: tuple[int, dict]):
+        self.answers, self.calls = list(answers), 0
+
+    def purchase(self, call):
+        from shared.purchase.call import Outcome
+
+        self.calls += 1
+        status, receipt = self.answers.pop(0)
+        return Outcome(status, json.dumps(receipt).encode(), retry_after=5 if status >= 400 else None)
+
+
+MAYBE_SENT = (
+    503,
+    {
+        "checks": [
+            {"name": "idempotency", "result": "pass", "detail": "key kept with its recovery points"},
+            {"name": "fulfillment_email", "result": "fail", "detail": "Brevo did not answer in time"},
+        ],
+        "error": {"code": "upstream_unavailable", "message": "Brevo did not answer in time"},
+    },
+)
+SENT = (
+    200,
+    {"receipt_id": "rcpt_x", "receipt_url": "https://shop.example/api/receipts/rcpt_x", "checks": []},
+)
+
+
+def held_sessions(table, clock, purchases: Purchases) -> CheckoutSessions:
+    store = CheckoutStore(table, Sealer("unit-test-secret", PURPOSE))
+    return CheckoutSessions(store, purchases, Hasher("unit-test-secret"), resume_within=3600, clock=clock)  # type: ignore[arg-type]
+
+
+def test_a_failed_complete_never_reopens_a_session_another_complete_has_taken_over(table, clock):
+    sessions = held_sessions(table, clock, Purchases())
+    platform = sessions.platform_id(PLATFORM)
+    made = body(sessions.create(platform, {**LINE, "buyer": {"email": "ada@example.org"}}, None))["id"]
+
+    first = sessions._rows.hold(platform, made, 3600)  # complete A holds it; its purchase will fail
+    second = sessions._rows.hold(platform, made, 3600)  # complete B resumes it; its purchase is sending
+    sessions._settle(platform, made, "ready_for_complete", first.hold)  # A's failure lands late
+    still = body(sessions.get(platform, made))["status"]
+    moved = sessions.update(platform, made, {**LINE, "buyer": {"email": "mallory@example.org"}})
+    done = sessions._settle(
+        platform, made, "completed", second.hold, order={"id": "o", "label": "l", "permalink_url": "u"}
+    )
+
+    assert still == "complete_in_progress"
+    assert body(moved)["buyer"]["email"] == "ada@example.org", "no other buyer while it is held"
+    assert body(done)["status"] == "completed"
+
+
+def test_a_held_session_is_resumed_only_while_its_purchase_key_lives(table, clock):
+    purchases = Purchases(MAYBE_SENT, SENT)
+    sessions = held_sessions(table, clock, purchases)
+    platform = sessions.platform_id(PLATFORM)
+    made = body(sessions.create(platform, {**LINE, "buyer": {"email": "ada@example.org"}}, None))["id"]
+    call = PurchaseCall(None, None, "127.0.0.1", Caller("ucp"))
+
+    lost = sessions.complete(platform, made, {"payment": {}}, call)
+    clock.now += 3599
+    resumed = sessions.complete(platform, made, {"payment": {}}, call)
+    other = body(
+        held_sessions(table, clock, purchases).create(
+            platform, {**LINE, "buyer": {"email": "b@example.org"}}, None
+        )
+    )["id"]
+    purchases.answers.append(MAYBE_SENT)
+    sessions.complete(platform, other, {"payment": {}}, call)
+    clock.now += 3600
+    late = sessions.complete(platform, other, {"payment": {}}, call)
+
+    assert lost.status == 503 and body(sessions.get(platform, made))["status"] != "ready_for_complete"
+    assert resumed.status == 200 and body(resumed)["status"] == "completed"
+    assert (late.status, body(late)["code"]) == (409, "checkout_not_modifiable")
+    assert purchases.calls == 3, "the late complete ran no purchase"
