@@ -20,6 +20,7 @@ from shared.exactly_once.idempotency import IdempotencyHandler
 from shared.protocols.agents import AgentPolicy, AgentVerifier
 from shared.protocols.api import Services
 from shared.protocols.downloads import Downloads
+from shared.protocols.ucp.checkout import legal_links
 from shared.protocols.ucp.negotiation import MAX_PROFILE_BYTES, Platforms, pre_approved
 from shared.protocols.ucp.replay import Replays
 from shared.protocols.ucp.sessions import CheckoutSessions
@@ -209,6 +210,7 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
             hasher,
             webhooks=webhooks,
             resume_within=max(0, s.idempotency_ttl_seconds - s.idempotency_lease_seconds),
+            links=legal_links(s.terms_url, s.privacy_url),
         ),
         replays=Replays(checkout_store, hasher, lease_seconds=s.idempotency_lease_seconds),
         storefront=storefront,

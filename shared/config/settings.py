@@ -140,6 +140,8 @@ class Settings:
     bundles_container: str = "bundles"
     ledger_table: str = "ledger"
     ucp_table: str = "ucpcheckouts"
+    terms_url: str = ""  # the store's terms of service, linked from every UCP checkout
+    privacy_url: str = ""  # its privacy policy, likewise
     retired_public_keys: tuple[dict, ...] = ()
     missing_secrets: tuple[str, ...] = field(default=())
     unresolved_settings: tuple[str, ...] = ()
@@ -225,6 +227,8 @@ class Settings:
             bundles_container=r.name("STOREFRONT_BUNDLES_CONTAINER", "bundles", CONTAINER_NAME),
             ledger_table=r.name("STOREFRONT_LEDGER_TABLE", "ledger", TABLE_NAME),
             ucp_table=r.name("STOREFRONT_UCP_TABLE", "ucpcheckouts", TABLE_NAME),
+            terms_url=r.optional_url("STOREFRONT_TERMS_URL"),
+            privacy_url=r.optional_url("STOREFRONT_PRIVACY_URL"),
             retired_public_keys=retired,
             missing_secrets=missing,
             hosted_on_azure=on_azure,

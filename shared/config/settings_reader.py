@@ -140,6 +140,10 @@ class SettingReader:
         except ValueError as exc:
             raise SettingsError(f"{name} must be an http:// or https:// URL with a host: {exc}") from None
 
+    def optional_url(self, name: str) -> str:
+        """`url`'s URL, or "" when the setting is not set."""
+        return self.url(name, "") if self.raw(name) else ""
+
     def guid(self, name: str) -> str:
         raw = self.raw(name)
         if not raw:

@@ -323,3 +323,20 @@ def test_a_method_a_checkout_path_does_not_serve_is_a_405_in_ucps_shape(shop):
 
     assert (answer.status_code, answer.headers["Allow"]) == (405, "GET, HEAD, PUT")
     assert set(answer.json()) == {"code", "content"}
+
+
+def test_the_operators_terms_and_privacy_policy_are_every_checkouts_links(host_factory):
+    shop = host_factory(
+        STOREFRONT_UCP_PLATFORMS=APPROVED,
+        STOREFRONT_TERMS_URL="https://shop.example/terms",
+        STOREFRONT_PRIVACY_URL="https://shop.example/privacy",
+    )
+    created = create(shop, LINE).json()
+
+    read = act(shop, created["id"], "get").json()
+
+    expected = [
+        {"type": "terms_of_service", "url": "https://shop.example/terms"},
+        {"type": "privacy_policy", "url": "https://shop.example/privacy"},
+    ]
+    assert created["links"] == read["links"] == expected

@@ -55,6 +55,7 @@ class Session:
     refusal: dict | None = None  # the purchase's refusal at the last complete, until the next update
     hold: str = ""  # the complete holding it (complete_in_progress) now
     held_at: float = 0.0  # when a complete first held it: its purchase key's age
+    links: tuple[dict, ...] = ()  # the store's legal links (its settings; not kept with the session)
 
     def record(self) -> dict:
         return {
@@ -252,7 +253,7 @@ def checkout(session: Session, notes: tuple[dict, ...] = ()) -> dict:
         "currency": currency,
         "line_items": lines,
         "totals": totals(sum(line["totals"][1]["amount"] for line in lines)),
-        "links": [],
+        "links": list(session.links),
     }
     if session.buyer:
         answer["buyer"] = dict(session.buyer)
@@ -267,6 +268,13 @@ def checkout(session: Session, notes: tuple[dict, ...] = ()) -> dict:
     if session.order:
         answer["order"] = {key: session.order[key] for key in ("id", "label", "permalink_url")}
     return answer
+
+
+def legal_links(terms_url: str, privacy_url: str) -> tuple[dict, ...]:
+    """The checkout's `links` (checkout.json: "Mandatory for legal compliance"): the store's terms
+    of service and privacy policy, those the operator has set."""
+    found = (("terms_of_service", terms_url), ("privacy_policy", privacy_url))
+    return tuple({"type": kind, "url": url} for kind, url in found if url)
 
 
 def totals(amount: int) -> list[dict]:

@@ -22,9 +22,13 @@ ATTEMPTS = 3
 
 
 class SessionRows:
-    def __init__(self, store: CheckoutStore, clock: Callable[[], float] = time.time):
+    def __init__(
+        self, store: CheckoutStore, clock: Callable[[], float] = time.time, links: tuple[dict, ...] = ()
+    ):
+        """`links`: the store's legal links, which every session read shows."""
         self._store = store
         self.clock = clock
+        self._links = links
 
     def insert(self, session: Session) -> bool:
         """Write a new session; False when one with its id exists."""
@@ -45,7 +49,7 @@ class SessionRows:
         row = self._store.get(checkout_id, KIND)
         if row is None:
             return None
-        session = Session.from_record(row.record)
+        session = replace(Session.from_record(row.record), links=self._links)
         if not hmac.compare_digest(session.platform, platform):
             return None
         if session.expired(self.clock()):

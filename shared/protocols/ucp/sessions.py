@@ -52,11 +52,13 @@ class CheckoutSessions:
         *,
         webhooks: Webhooks | None = None,
         resume_within: float = 23 * 3600,
+        links: tuple[dict, ...] = (),
         clock: Callable[[], float] = time.time,
     ):
         """`resume_within`: how long after a complete first held a session another may resume
         it: less than the purchase key lives, so a resumed purchase always finds its key."""
-        self._rows = SessionRows(store, clock)
+        self._rows = SessionRows(store, clock, links)
+        self._links = links
         self._storefront = storefront
         self._hasher = hasher
         self._webhooks = webhooks
@@ -88,6 +90,7 @@ class CheckoutSessions:
             buyer=dict(request.buyer),
             created_at=now,
             expires_at=now + TTL_SECONDS,
+            links=self._links,
         )
         session.apply(request)
         if not self._rows.insert(session):  # the same seed ran before: answer with what it made

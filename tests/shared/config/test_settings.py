@@ -112,6 +112,8 @@ def test_every_setting_is_read_from_the_environment():
         "STOREFRONT_BUNDLES_CONTAINER": "bundles2",
         "STOREFRONT_LEDGER_TABLE": "ledger2",
         "STOREFRONT_UCP_TABLE": "ucp2",
+        "STOREFRONT_TERMS_URL": "https://shop.example/terms",
+        "STOREFRONT_PRIVACY_URL": "https://shop.example/privacy",
         "STOREFRONT_RETIRED_PUBLIC_KEYS": json.dumps({"keys": [RETIRED_JWK]}),
     }
 
@@ -155,6 +157,8 @@ def test_every_setting_is_read_from_the_environment():
         bundles_container="bundles2",
         ledger_table="ledger2",
         ucp_table="ucp2",
+        terms_url="https://shop.example/terms",
+        privacy_url="https://shop.example/privacy",
         retired_public_keys=(RETIRED_JWK,),
         missing_secrets=(),
     )
@@ -164,7 +168,7 @@ def test_every_field_is_covered_by_the_full_environment_tests():
     # If a field is added, test_every_setting_is_read_from_the_environment (or, for storage
     # identity, test_user_assigned_identity_settings_are_read; for the secrets' strength, the
     # tests of public and weak secrets below) must name it too.
-    assert len(dataclasses.fields(Settings)) == 47
+    assert len(dataclasses.fields(Settings)) == 49
 
 
 def test_values_are_stripped_and_blank_values_mean_the_default():

@@ -90,6 +90,8 @@ def _url(name: str, canonical: str, good: list[str], bad: list[str], beside=None
 _URL_FIELDS = {
     "STOREFRONT_PUBLIC_BASE_URL": "public_base_url",
     "BREVO_BASE_URL": "brevo_base_url",
+    "STOREFRONT_TERMS_URL": "terms_url",
+    "STOREFRONT_PRIVACY_URL": "privacy_url",
     "AzureWebJobsStorage__tableServiceUri": "storage_table_uri",
     "AzureWebJobsStorage__blobServiceUri": "storage_blob_uri",
     "AzureWebJobsStorage__queueServiceUri": "storage_queue_uri",
@@ -228,6 +230,18 @@ FORMS = [
     ),
     _url(
         "BREVO_BASE_URL", "https://api.brevo.com/v3", ["https://API.Brevo.com:443/v3/"], ["api.brevo.com/v3"]
+    ),
+    _url(
+        "STOREFRONT_TERMS_URL",
+        "https://shop.example/terms",
+        ["HTTPS://Shop.Example/terms"],
+        ["shop.example/terms"],
+    ),
+    _url(
+        "STOREFRONT_PRIVACY_URL",
+        "https://shop.example/privacy",
+        ["https://shop.example:443/privacy"],
+        ["privacy"],
     ),
     _service("table"),
     _service("blob"),
@@ -429,7 +443,7 @@ READ_BY_THE_STORAGE_RULES = {
     "AzureWebJobsStorage__blobServiceUri",
     "AzureWebJobsStorage__queueServiceUri",
 }
-KINDS = ("integer", "decimal", "money", "boolean", "url", "guid", "name", "jwks", "hosts", "origins")
+KINDS = ("integer", "decimal", "money", "boolean", "url", "optional_url", "guid", "name", "jwks", "hosts", "origins")
 
 
 def test_the_table_covers_every_setting_read_as_a_fixed_form(monkeypatch):
