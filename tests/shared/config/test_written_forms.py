@@ -443,7 +443,19 @@ READ_BY_THE_STORAGE_RULES = {
     "AzureWebJobsStorage__blobServiceUri",
     "AzureWebJobsStorage__queueServiceUri",
 }
-KINDS = ("integer", "decimal", "money", "boolean", "url", "optional_url", "guid", "name", "jwks", "hosts", "origins")
+KINDS = (
+    "integer",
+    "decimal",
+    "money",
+    "boolean",
+    "url",
+    "optional_url",
+    "guid",
+    "name",
+    "jwks",
+    "hosts",
+    "origins",
+)
 
 
 def test_the_table_covers_every_setting_read_as_a_fixed_form(monkeypatch):

@@ -17,7 +17,7 @@ from shared.config.sealing import Sealer
 from shared.protocols.ucp.checkout import Line, Session
 from shared.protocols.ucp.orders import order_id
 from shared.protocols.ucp.session_rows import SessionRows
-from shared.protocols.ucp.webhooks import BACKOFF_SECONDS, GIVE_UP_SECONDS, Webhooks
+from shared.protocols.ucp.webhooks import BACKOFF_SECONDS, GIVE_UP_SECONDS, SHARDS, Webhooks, shard_of
 from shared.purchase.catalog import find_bundle
 from shared.seams.checkout_store import PURPOSE, CheckoutStore, Row
 from shared.seams.public_fetch import PublicFetcher
@@ -39,6 +39,11 @@ def store(azurite) -> CheckoutStore:
     return CheckoutStore(
         table_client(azurite, f"ucp{uuid.uuid4().hex[:10]}", 5), Sealer("unit-test-secret", PURPOSE)
     )
+
+
+def queued(store: CheckoutStore) -> list[Row]:
+    """Every queued event, in whichever shard."""
+    return [row for shard in range(SHARDS) for row in store.rows(f"~webhooks-{shard}")]
 
 
 def webhooks_on(store: CheckoutStore, clock: StoppedClock) -> Webhooks:
@@ -112,7 +117,7 @@ def test_an_event_no_platform_takes_for_a_day_is_given_up(store, clock):
 
     assert 20 < tried < 40
     assert len(platform.received) == tried, "given up: no more attempts"
-    assert store.rows("~webhooks") == []
+    assert queued(store) == []
 
 
 @pytest.mark.parametrize("status", ["incomplete", "ready_for_complete", "canceled"])
@@ -129,7 +134,7 @@ def test_no_event_is_sent_for_a_checkout_whose_complete_did_not_happen(store, cl
         platform.close()
 
     assert platform.received == []
-    assert len(store.rows("~webhooks")) == (0 if status == "canceled" else 1)
+    assert len(queued(store)) == (0 if status == "canceled" else 1)
 
 
 def test_a_checkout_still_completing_keeps_its_event_for_later(store, clock):
@@ -143,7 +148,7 @@ def test_a_checkout_still_completing_keeps_its_event_for_later(store, clock):
         platform.close()
 
     assert platform.received == []
-    assert len(store.rows("~webhooks")) == 1
+    assert len(queued(store)) == 1
 
 
 def test_an_event_another_instance_has_taken_is_not_sent_twice(store, clock):
@@ -152,7 +157,7 @@ def test_an_event_another_instance_has_taken_is_not_sent_twice(store, clock):
     try:
         made = session(store, clock)
         webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
-        [row] = store.rows("~webhooks")
+        [row] = queued(store)
         webhooks.send(made.id)  # takes the row, delivers, deletes it
         other = Webhooks(
             store, PublicFetcher(local=True, timeout=3.0, max_bytes=1024), lambda: KEYS, "x", clock
@@ -184,16 +189,16 @@ def test_events_backing_off_never_crowd_out_one_that_is_due(store, clock):
     platform = Platform()
     webhooks = webhooks_on(store, clock)
     try:
-        for index in range(60):  # a dead webhook's backlog, every event waiting an hour
+        made = session(store, clock)
+        for index in range(60):  # a dead webhook's backlog, every event waiting an hour, in its shard
             row = Row(
-                "~webhooks",
+                shard_of(order_id(made.id)),
                 f"ord_{index:04d}",
                 {"url": "http://127.0.0.1:9/x"},
                 clock() + 86400,
                 due=clock() + 3600,
             )
             store.create(row)
-        made = session(store, clock)
         webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
         delivered = webhooks.deliver_due()
     finally:
@@ -214,7 +219,9 @@ def test_an_event_that_cannot_be_signed_or_sent_never_stops_the_others(store, cl
             "event": "e",
             "first_at": clock(),
         }
-        store.create(Row("~webhooks", "ord_0000", {**poisoned, "attempts": 0}, clock() + 86400, due=clock()))
+        store.create(
+            Row(shard_of("ord_0000"), "ord_0000", {**poisoned, "attempts": 0}, clock() + 86400, due=clock())
+        )
         webhooks.queue(PLATFORM_ID, good.id, platform.webhook_url)
         webhooks.queue(PLATFORM_ID, bad.id, "not a url")  # refused at the door: not queued
         delivered = webhooks.deliver_due()
@@ -222,5 +229,5 @@ def test_an_event_that_cannot_be_signed_or_sent_never_stops_the_others(store, cl
         platform.close()
 
     assert delivered == 1 and len(platform.received) == 1
-    [left] = store.rows("~webhooks")
+    [left] = queued(store)
     assert left.kind == "ord_0000" and left.due > clock(), "the bad one backs off like any failure"
