@@ -24,11 +24,40 @@ from shared.protocols.http import (
     parse_json,
 )
 from shared.protocols.mcp import legacy, modern
-from shared.protocols.mcp.tools import INVALID_REQUEST, PARSE_ERROR, error
+from shared.protocols.mcp.tools import (
+    INSTRUCTIONS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    SERVER_INFO,
+    TOOLS,
+    Toolset,
+    error,
+    run_tool,
+)
+from shared.purchase.call import OPERATION
 from shared.purchase.storefront import Storefront
 
 
 def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
+    """The store's own MCP endpoint: its two tools."""
+    return serve(req, store_tools(store, settings), settings)
+
+
+def store_tools(store: Storefront, settings: Settings) -> Toolset:
+    """The store's two tools; the purchase over 2026-07-28 may ask the client for the email."""
+
+    def run(
+        name: str, arguments: dict, req: Request, capabilities: dict | None, params: dict, request_id: object
+    ) -> dict:
+        if capabilities is not None and name == OPERATION:
+            return modern.purchase(request_id, params, arguments, capabilities, req, store, settings)
+        return run_tool(name, arguments, req, store, settings)
+
+    return Toolset(TOOLS, SERVER_INFO, INSTRUCTIONS, run)
+
+
+def serve(req: Request, toolset: Toolset, settings: Settings) -> Answer:
+    """`toolset` over Streamable HTTP, in whichever generation the request speaks."""
     if req.method.upper() != "POST":
         return json_answer(
             405,
@@ -43,8 +72,8 @@ def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
     if "method" not in message or "id" not in message:
         return Answer(202)  # a notification, or a response to a request of ours
     if _legacy(message, req.header("mcp-protocol-version")):
-        return legacy.respond(message, req, store, settings)
-    return modern.respond(message, req, store, settings)
+        return legacy.respond(message, req, toolset)
+    return modern.respond(message, req, toolset)
 
 
 def _legacy(message: dict, header: str | None) -> bool:

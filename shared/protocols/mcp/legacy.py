@@ -8,34 +8,22 @@ instance can answer any request. JSON-RPC errors answer HTTP 200, as the 2025 SD
 from __future__ import annotations
 
 from shared.config.errors import ProtocolError
-from shared.config.settings import Settings
 from shared.protocols.http import Answer, Request, json_answer
-from shared.protocols.mcp.tools import (
-    CAPABILITIES,
-    INSTRUCTIONS,
-    METHOD_NOT_FOUND,
-    SERVER_INFO,
-    TOOLS,
-    error,
-    result,
-    run_tool,
-    tool_call,
-)
-from shared.purchase.storefront import Storefront
+from shared.protocols.mcp.tools import CAPABILITIES, METHOD_NOT_FOUND, Toolset, error, result, tool_call
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 LATEST_VERSION = VERSIONS[0]
 
 
-def respond(message: dict, req: Request, store: Storefront, settings: Settings) -> Answer:
+def respond(message: dict, req: Request, toolset: Toolset) -> Answer:
     request_id = message["id"]
     try:
-        return json_answer(200, _dispatch(message, req, store, settings))
+        return json_answer(200, _dispatch(message, req, toolset))
     except ProtocolError as exc:
-        return json_answer(200, error(request_id, exc.rpc_code, exc.message))
+        return json_answer(200, error(request_id, exc.rpc_code, exc.message, exc.data))
 
 
-def _dispatch(message: dict, req: Request, store: Storefront, settings: Settings) -> dict:
+def _dispatch(message: dict, req: Request, toolset: Toolset) -> dict:
     request_id = message["id"]
     method = message["method"]
     params = message.get("params", {})
@@ -44,22 +32,22 @@ def _dispatch(message: dict, req: Request, store: Storefront, settings: Settings
     if not isinstance(params, dict):
         return error(request_id, -32602, "params must be an object")
     if method == "initialize":
-        return result(request_id, _initialize(params))
+        return result(request_id, _initialize(params, toolset))
     if method == "ping":
         return result(request_id, {})
     if method == "tools/list":
-        return result(request_id, {"tools": list(TOOLS)})
+        return result(request_id, {"tools": list(toolset.tools)})
     if method == "tools/call":
-        name, arguments = tool_call(request_id, params)
-        return result(request_id, run_tool(name, arguments, req, store, settings))
+        name, arguments = tool_call(request_id, params, toolset.names)
+        return result(request_id, toolset.run(name, arguments, req, None, params, request_id))
     return error(request_id, METHOD_NOT_FOUND, f"method not found: {method}"[:200])
 
 
-def _initialize(params: dict) -> dict:
+def _initialize(params: dict, toolset: Toolset) -> dict:
     requested = params.get("protocolVersion")
     return {
         "protocolVersion": requested if requested in VERSIONS else LATEST_VERSION,
         "capabilities": CAPABILITIES,
-        "serverInfo": SERVER_INFO,
-        "instructions": INSTRUCTIONS,
+        "serverInfo": toolset.server_info,
+        "instructions": toolset.instructions,
     }

@@ -27,18 +27,14 @@ from shared.protocols.mcp.elicit import Ask, Refuse, resolve
 from shared.protocols.mcp.legacy import VERSIONS as LEGACY_VERSIONS
 from shared.protocols.mcp.tools import (
     CAPABILITIES,
-    INSTRUCTIONS,
     METHOD_NOT_FOUND,
-    SERVER_INFO,
-    TOOLS,
+    Toolset,
     error,
     invalid_params,
     purchase_result,
     result,
-    run_tool,
     tool_call,
 )
-from shared.purchase.call import OPERATION
 from shared.purchase.storefront import Storefront
 
 VERSION = "2026-07-28"
@@ -54,11 +50,11 @@ _SENTINEL = re.compile(r"=\?base64\?(?P<payload>[A-Za-z0-9+/=]*)\?=")
 _HEADER_SAFE = re.compile(r"[\x20-\x7e\t]*")
 
 
-def respond(message: dict, req: Request, store: Storefront, settings: Settings) -> Answer:
+def respond(message: dict, req: Request, toolset: Toolset) -> Answer:
     request_id = message["id"]
     try:
         capabilities = _check(message, req)
-        return json_answer(200, result(request_id, _dispatch(message, capabilities, req, store, settings)))
+        return json_answer(200, result(request_id, _dispatch(message, capabilities, req, toolset)))
     except ProtocolError as exc:
         return json_answer(exc.status, error(request_id, exc.rpc_code, exc.message, exc.data))
 
@@ -124,12 +120,12 @@ def _unsupported(request_id: object, requested: object) -> ProtocolError:
     )
 
 
-def _dispatch(message: dict, capabilities: dict, req: Request, store: Storefront, settings: Settings) -> dict:
+def _dispatch(message: dict, capabilities: dict, req: Request, toolset: Toolset) -> dict:
     request_id, method, params = message["id"], message["method"], message["params"]
     handler: Callable[[], dict] | None = {
-        "server/discover": _discover,
-        "tools/list": lambda: _list_tools(request_id, params),
-        "tools/call": lambda: _call_tool(request_id, params, capabilities, req, store, settings),
+        "server/discover": lambda: _discover(toolset),
+        "tools/list": lambda: _list_tools(request_id, params, toolset),
+        "tools/call": lambda: _call_tool(request_id, params, capabilities, req, toolset),
     }.get(method)
     if handler is None:
         raise ProtocolError(
@@ -140,16 +136,16 @@ def _dispatch(message: dict, capabilities: dict, req: Request, store: Storefront
         )
     body = handler()
     body.setdefault("resultType", "complete")
-    body["_meta"] = {**body.get("_meta", {}), SERVER_INFO_KEY: SERVER_INFO}
+    body["_meta"] = {**body.get("_meta", {}), SERVER_INFO_KEY: toolset.server_info}
     return body
 
 
-def _discover() -> dict:
+def _discover(toolset: Toolset) -> dict:
     return _cacheable(
         {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": CAPABILITIES,
-            "instructions": INSTRUCTIONS,
+            "instructions": toolset.instructions,
         }
     )
 
@@ -158,18 +154,28 @@ def _cacheable(body: dict) -> dict:
     return {**body, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
 
 
-def _list_tools(request_id: object, params: dict) -> dict:
+def _list_tools(request_id: object, params: dict, toolset: Toolset) -> dict:
     if params.get("cursor") is not None:
         raise invalid_params(request_id, "invalid cursor: the tool list has a single page")
-    return _cacheable({"tools": list(TOOLS)})
+    return _cacheable({"tools": list(toolset.tools)})
 
 
-def _call_tool(
-    request_id: object, params: dict, capabilities: dict, req: Request, store: Storefront, settings: Settings
+def _call_tool(request_id: object, params: dict, capabilities: dict, req: Request, toolset: Toolset) -> dict:
+    name, arguments = tool_call(request_id, params, toolset.names)
+    return toolset.run(name, arguments, req, capabilities, params, request_id)
+
+
+def purchase(
+    request_id: object,
+    params: dict,
+    arguments: dict,
+    capabilities: dict,
+    req: Request,
+    store: Storefront,
+    settings: Settings,
 ) -> dict:
-    name, arguments = tool_call(request_id, params)
-    if name != OPERATION:
-        return run_tool(name, arguments, req, store, settings)
+    """The purchase tool over 2026-07-28: a missing email is asked for with the client's form
+    (`elicit`) when it can show one; the answer, or the refusal, runs as the purchase."""
     call = purchase_call(req, "mcp", arguments, settings)
     resolved = resolve(
         request_id,

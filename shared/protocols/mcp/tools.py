@@ -11,6 +11,8 @@ format asks for around these results.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from shared import __version__
 from shared.config.errors import ProtocolError
@@ -75,14 +77,32 @@ LIST_TOOL = {
 TOOLS = (TOOL, LIST_TOOL)
 
 
-def tool_call(request_id: object, params: dict) -> tuple[str, dict]:
+@dataclass(frozen=True)
+class Toolset:
+    """What one MCP endpoint serves in both generations: its tools, its identity and
+    instructions, and how a call runs (`run(name, arguments, req, capabilities, params)`, the
+    last two the 2026-07-28 request's; raises ProtocolError). The store's is `store_tools`."""
+
+    tools: tuple[dict, ...]
+    server_info: dict
+    instructions: str
+    run: Callable[..., dict]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(tool["name"] for tool in self.tools)
+
+
+def tool_call(
+    request_id: object, params: dict, names: tuple[str, ...] = (OPERATION, "list_bundles")
+) -> tuple[str, dict]:
     """The tool's name and arguments from `tools/call` params; -32602 when either is malformed or
-    the tool is not one of ours."""
+    the tool is not one of `names`."""
     name = params.get("name")
     arguments = params.get("arguments", {})
     if not isinstance(name, str):
         raise invalid_params(request_id, "params.name must be a string")
-    if name not in (OPERATION, LIST_TOOL["name"]):
+    if name not in names:
         raise invalid_params(request_id, f"unknown tool: {name}"[:200])
     if arguments is None:
         arguments = {}
