@@ -215,6 +215,20 @@ def ucp_checkout_action(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
+@app.route(route="ucp/mcp", methods=api.EVERY_METHOD)
+def ucp_mcp(req: func.HttpRequest) -> func.HttpResponse:
+    """UCP's MCP binding: the checkout, order and catalog tools, in both MCP generations."""
+    from shared.protocols.mcp.endpoint import serve
+    from shared.protocols.ucp import mcp as ucp_mcp_binding
+
+    return _observed(
+        req,
+        lambda r: serve(r, ucp_mcp_binding.toolset(runtime.services()), runtime.settings()),
+        "ucp",  # a door to the purchase (complete_checkout): its Web Bot Auth signature is checked
+        rpc=True,
+    )
+
+
 @app.route(route="ucp/orders/{id}", methods=api.EVERY_METHOD)
 def ucp_order(req: func.HttpRequest) -> func.HttpResponse:
     """UCP: get an order, for the platform whose checkout it was (its request signed)."""

@@ -100,6 +100,7 @@ ENDPOINTS = (
     "GET /ucp/checkout-sessions/{id}",
     "POST /ucp/checkout-sessions/{id}/{action}",
     "GET /ucp/orders/{id}",
+    "POST /ucp/mcp",
 )
 
 

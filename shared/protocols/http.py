@@ -37,6 +37,9 @@ class Request:
     params: Mapping[str, str] = field(default_factory=dict)
     url: str = ""  # as the host received it: a signature's @authority is checked against it
     agent: Agent | None = None  # the Web Bot Auth agent that signed it (shared.protocols.agents)
+    proven_platform: str | None = (
+        None  # a UCP platform a transport around it proved (its MCP POST's signature)
+    )
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())

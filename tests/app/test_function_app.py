@@ -54,6 +54,7 @@ def test_every_route_lists_every_method_so_azure_never_answers_an_empty_404(func
         "ucp_checkout": ("ucp/checkout-sessions/{id}", EVERY_METHOD),
         "ucp_checkout_action": ("ucp/checkout-sessions/{id}/{action}", EVERY_METHOD),
         "ucp_order": ("ucp/orders/{id}", EVERY_METHOD),
+        "ucp_mcp": ("ucp/mcp", EVERY_METHOD),
         "zz_unknown_route": ("{*path}", EVERY_METHOD),
     }
     assert timers == {
@@ -165,6 +166,7 @@ def test_only_the_finance_day_listing_needs_a_function_key(functions):
         "ucp_checkout",
         "ucp_checkout_action",
         "ucp_order",
+        "ucp_mcp",
         "zz_unknown_route",
     }
     assert set(levels.values()) == {"ANONYMOUS"}

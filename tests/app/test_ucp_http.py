@@ -31,8 +31,11 @@ def test_the_profile_is_served_as_platforms_fetch_it(shop):
     assert int(re.search(r"max-age=(\d+)", answer.headers["Cache-Control"])[1]) >= 60
     profile = answer.json()
     assert profile["ucp"]["version"] == VERSION and profile["ucp"]["payment_handlers"] == {}
-    [service] = profile["ucp"]["services"]["dev.ucp.shopping"]
-    assert (service["transport"], service["endpoint"]) == ("rest", "http://localhost:7071/ucp")
+    services = profile["ucp"]["services"]["dev.ucp.shopping"]
+    assert [(s["transport"], s["endpoint"]) for s in services] == [
+        ("rest", "http://localhost:7071/ucp"),
+        ("mcp", "http://localhost:7071/ucp/mcp"),
+    ]
     assert [k["kid"] for k in profile["keys"]] == [k["kid"] for k in jwks["keys"]]
     assert all((k["alg"], k["use"]) == ("ES256", "sig") for k in profile["keys"])
     again = requests.get(

@@ -54,6 +54,7 @@ FUNCTIONS = {
     "ucp_checkout": http("ucp/checkout-sessions/{id}"),
     "ucp_checkout_action": http("ucp/checkout-sessions/{id}/{action}"),
     "ucp_order": http("ucp/orders/{id}"),
+    "ucp_mcp": http("ucp/mcp"),
     "zz_unknown_route": http("{*path}"),
     "reap_idempotency_keys": timer("0 */15 * * * *"),
     "repair_receipts": timer("0 */5 * * * *"),

@@ -74,6 +74,8 @@ def _negotiated(
     platforms = services.platforms
     try:
         url = platforms.negotiate(req.header("ucp-agent"), capability)
+        if req.proven_platform is not None:  # an MCP call whose POST the platform signed
+            return url, req.proven_platform == url
         if not signatures.signed(req):
             return url, False
         addressed = as_addressed(req, services.settings)  # verified with its profile's keys

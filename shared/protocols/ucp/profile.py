@@ -11,6 +11,7 @@ from shared.protocols.ucp.orders import ORDER
 SPEC = f"https://ucp.dev/{VERSION}/specification"
 SCHEMAS = f"https://ucp.dev/{VERSION}/schemas"
 REST_PATH = "/ucp"
+MCP_PATH = "/ucp/mcp"
 CAPABILITIES = {
     CHECKOUT: ("shopping/checkout", "shopping/checkout.json"),
     ORDER: ("shopping/order", "shopping/order.json"),
@@ -34,10 +35,16 @@ def business_profile(public_base_url: str, jwks: dict) -> dict:
         for name, (spec, schema) in CAPABILITIES.items()
     }
     keys = [{**key, "alg": "ES256", "use": "sig"} for key in jwks.get("keys", [])]
+    mcp = {
+        **service,
+        "transport": "mcp",
+        "schema": f"https://ucp.dev/{VERSION}/services/shopping/mcp.openrpc.json",
+        "endpoint": public_base_url.rstrip("/") + MCP_PATH,
+    }
     return {
         "ucp": {
             "version": VERSION,
-            "services": {"dev.ucp.shopping": [service]},
+            "services": {"dev.ucp.shopping": [service, mcp]},
             "capabilities": capabilities,
             "payment_handlers": {},
         },

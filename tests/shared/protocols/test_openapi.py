@@ -29,6 +29,7 @@ UCP_ROUTES = {
     "ucp/checkout-sessions/{id}",
     "ucp/checkout-sessions/{id}/{action}",
     "ucp/orders/{id}",
+    "ucp/mcp",
 }
 # Every path no other route serves: its 404 is in the document's description, not a path of it.
 CATCH_ALL = "{*path}"
