@@ -86,7 +86,7 @@ def doctor(path: Path) -> tuple[int, list[dict]]:
         capture_output=True,
         text=True,
         env={k: v for k, v in os.environ.items() if k not in SHELL_SETTINGS},
-        timeout=600,  # a bound on a hang, not on speed: it takes ~15 s quiet, over 60 s on a busy 2-core machine
+        timeout=600,  # a bound on a hang, not on speed: ~15 s quiet, over 60 s on a busy 2-core machine
     )
     report = json.loads(done.stdout)
     return done.returncode, [item for section in report["results"] for item in section["items"]]
