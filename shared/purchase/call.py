@@ -52,6 +52,7 @@ class Outcome:
     body: bytes
     replayed: bool = False
     retry_after: int | None = None
+    may_have_sent: bool = False  # a failure after which the email may be out: its key is kept
 
     @property
     def ok(self) -> bool:
@@ -119,6 +120,7 @@ class Attempt:
     receipt_body: bytes | None = None
     inherited_receipt: bool = False
     reservations: list[Reservation] = field(default_factory=list)
+    may_have_sent: bool = False  # the executor kept the key because an email may be out
 
     @property
     def email_tag(self) -> str | None:

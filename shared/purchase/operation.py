@@ -100,6 +100,8 @@ class PurchaseOperation(once.Operation[Reservation]):
         detail = WORDS[turn]
         if result is not None:
             self.attempt.checks.set("idempotency", result, detail)
+        if turn is once.Turn.KEPT:
+            self.attempt.may_have_sent = True
         return detail
 
     def fingerprint(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from shared.config.errors import StorageOutage, StorefrontError
 from shared.config.hashing import Hasher
@@ -87,7 +88,7 @@ class Storefront:
         try:
             return operation.answer(self._executor.run(operation, operation.key()))
         except StorefrontError as exc:
-            return operation.refusal(exc)
+            return replace(operation.refusal(exc), may_have_sent=operation.attempt.may_have_sent)
 
     def refuse(self, call: PurchaseCall, exc: StorefrontError) -> Outcome:
         """A failure receipt for a request that could not even be read (body not JSON, too large) or

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from shared.config.errors import InvalidRequest, Unprocessable
 from shared.protocols.ucp.catalog import VERSION, minor_units
+from shared.purchase.call import iso
 from shared.purchase.catalog import Bundle, find_bundle
 from shared.purchase.schema import EMAIL_MAX, NAME_MAX, validate_arguments
 
@@ -260,7 +260,7 @@ def checkout(session: Session, notes: tuple[dict, ...] = ()) -> dict:
     messages = list(notes)
     if session.status in OPEN:
         messages += problems(session)
-        answer["expires_at"] = _rfc3339(session.expires_at)
+        answer["expires_at"] = iso(int(session.expires_at))
     if session.refusal and session.status in OPEN:
         messages.append(session.refusal)
     if messages:
@@ -280,7 +280,3 @@ def legal_links(terms_url: str, privacy_url: str) -> tuple[dict, ...]:
 def totals(amount: int) -> list[dict]:
     """Exactly one subtotal and one total (common/types/totals.json)."""
     return [{"type": "subtotal", "amount": amount}, {"type": "total", "amount": amount}]
-
-
-def _rfc3339(timestamp: float) -> str:
-    return datetime.fromtimestamp(int(timestamp), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

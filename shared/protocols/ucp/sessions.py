@@ -185,7 +185,7 @@ class CheckoutSessions:
         if outcome.status == 409:  # the purchase is still running under the checkout's key: stay held
             content = "another request is completing this checkout; GET it, or retry after a moment"
             return protocol_error(409, "complete_in_progress", content, retry_after=outcome.retry_after or 1)
-        if _may_have_sent(receipt):  # held: only a complete to the same buyer may finish it
+        if outcome.may_have_sent:  # held: only a complete to the same buyer may finish it
             content += "; the checkout stays held: complete it again, with any key, to finish it"
         else:
             self._settle(platform, checkout_id, "ready_for_complete", session.hold)
@@ -253,16 +253,6 @@ def _payment_refusal(body: object) -> Answer | dict | None:
         content = "a submission carries at most one payment instrument; a free order needs none"
         return error("payment_failed", content, "$.payment.instruments")
     return None
-
-
-def _may_have_sent(receipt: dict) -> bool:
-    """Whether a purchase that failed may have emailed the buyer anyway (Brevo took the email and
-    its answer was lost): it tried to send, and its receipt does not say nothing was sent. Then
-    the session must stay held, so that no update to another buyer, no cancel and no second
-    purchase can follow; a retried complete resumes the purchase, which sends no second email."""
-    checks = {c.get("name"): c for c in receipt.get("checks", []) if isinstance(c, dict)}
-    tried = checks.get("fulfillment_email", {}).get("result") in ("pass", "fail")
-    return tried and "nothing was sent" not in str(checks.get("idempotency", {}).get("detail", ""))
 
 
 def _document(body: bytes) -> dict:

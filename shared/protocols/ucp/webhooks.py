@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 # Events spread over shards, so that no one Table partition takes every order's writes (a
 # partition's target is 2,000 entities a second; each event costs three or four writes).
 SHARDS = 16
-KIND = "event"
 BACKOFF_SECONDS = (30, 60, 120, 300, 600, 1800, 3600)
 GIVE_UP_SECONDS = 24 * 3600
 KEEP_SECONDS = GIVE_UP_SECONDS + 2 * 86400  # the reaper's backstop for a row nothing finished

@@ -158,8 +158,11 @@ class Purchases:
         from shared.purchase.call import Outcome
 
         self.calls += 1
-        status, receipt = self.answers.pop(0)
-        return Outcome(status, json.dumps(receipt).encode(), retry_after=5 if status >= 400 else None)
+        status, receipt, *sent = self.answers.pop(0)
+        retry_after = 5 if status >= 400 else None
+        return Outcome(
+            status, json.dumps(receipt).encode(), retry_after=retry_after, may_have_sent=bool(sent)
+        )
 
 
 MAYBE_SENT = (
@@ -171,7 +174,9 @@ MAYBE_SENT = (
         ],
         "error": {"code": "upstream_unavailable", "message": "Brevo did not answer in time"},
     },
+    True,  # the purchase kept its key: the email may be out
 )
+LIMITED = (429, {"checks": [], "error": {"code": "rate_limited", "message": "rate limit reached"}})
 SENT = (
     200,
     {"receipt_id": "rcpt_x", "receipt_url": "https://shop.example/api/receipts/rcpt_x", "checks": []},
@@ -226,3 +231,16 @@ def test_a_held_session_is_resumed_only_while_its_purchase_key_lives(table, cloc
     assert resumed.status == 200 and body(resumed)["status"] == "completed"
     assert (late.status, body(late)["code"]) == (409, "checkout_not_modifiable")
     assert purchases.calls == 3, "the late complete ran no purchase"
+
+
+def test_a_complete_refused_before_anything_was_sent_leaves_the_session_ready_again(table, clock):
+    purchases = Purchases(LIMITED)
+    sessions = held_sessions(table, clock, purchases)
+    platform = sessions.platform_id(PLATFORM)
+    made = body(sessions.create(platform, {**LINE, "buyer": {"email": "ada@example.org"}}, None))["id"]
+    call = PurchaseCall(None, None, "127.0.0.1", Caller("ucp"))
+
+    refused = sessions.complete(platform, made, {"payment": {}}, call)
+
+    assert (refused.status, body(refused)["code"]) == (429, "rate_limited")
+    assert body(sessions.get(platform, made))["status"] == "ready_for_complete"
