@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
 from shared.config.errors import StorageOutage
 from shared.config.hashing import Hasher
 from shared.config.sealing import Sealer
@@ -244,3 +245,37 @@ def test_a_complete_refused_before_anything_was_sent_leaves_the_session_ready_ag
 
     assert (refused.status, body(refused)["code"]) == (429, "rate_limited")
     assert body(sessions.get(platform, made))["status"] == "ready_for_complete"
+
+
+def test_storage_lost_right_after_the_purchase_leaves_the_session_held_and_a_retry_finishes_it(
+    azurite, clock
+):
+    """The purchase answered 200 (the email went), then Table storage dropped before the session
+    could say completed: the session stays held, nothing can change it, and the next complete
+    resumes the purchase (its key replays the same receipt) and completes it."""
+    with FaultProxy(endpoint_port(azurite, "Table")) as proxy:
+        table = table_client(proxied(azurite, table=proxy), f"ucp{uuid.uuid4().hex[:10]}", 2)
+
+        class DropsAfter(Purchases):
+            def purchase(self, call):
+                answer = super().purchase(call)
+                if self.calls == 1:
+                    proxy.set("cut")
+                return answer
+
+        purchases = DropsAfter(SENT, SENT)
+        sessions = held_sessions(table, clock, purchases)
+        platform = sessions.platform_id(PLATFORM)
+        made = body(sessions.create(platform, {**LINE, "buyer": {"email": "ada@example.org"}}, None))["id"]
+        call = PurchaseCall(None, None, "127.0.0.1", Caller("ucp"))
+
+        with pytest.raises(StorageOutage):
+            sessions.complete(platform, made, {"payment": {}}, call)
+        proxy.set("pass")
+        held = body(sessions.get(platform, made))["status"]
+        canceled = sessions.cancel(platform, made)
+        finished = sessions.complete(platform, made, {"payment": {}}, call)
+
+    assert held == "complete_in_progress" and canceled.status == 409
+    assert finished.status == 200 and body(finished)["status"] == "completed"
+    assert purchases.calls == 2, "the retry ran the purchase under the same key, which replays"
