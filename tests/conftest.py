@@ -174,15 +174,20 @@ def sandbox(logs) -> Iterator[Service]:
 
 @pytest.fixture(scope="session")
 def host_factory(logs, azurite, sandbox) -> Iterator[Callable[..., Service]]:
-    """Start a dev host on the session's Azurite and sandbox, with extra settings."""
+    """Start a dev host on the session's Azurite and sandbox, with extra settings; with
+    `own_address`, its public base URL is its own address, so the URLs its answers hold (a UCP
+    profile's endpoints) reach it."""
     started: list[Service] = []
 
-    def start(**env: str) -> Service:
+    def start(*, own_address: bool = False, **env: str) -> Service:
         base = {
             "AzureWebJobsStorage": azurite,
             "BREVO_BASE_URL": f"{sandbox.url}/v3",
         }
-        service = start_host(logs, {**base, **env})
+        port = free_port() if own_address else 0
+        if own_address:
+            base["STOREFRONT_PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"
+        service = start_host(logs, {**base, **env}, port=port)
         started.append(service)
         return service
 

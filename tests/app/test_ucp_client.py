@@ -16,26 +16,15 @@ from ucp_sdk.models.schemas.shopping.checkout_complete_request import CheckoutCo
 from ucp_sdk.models.schemas.shopping.checkout_create_request import CheckoutCreateRequest
 from ucp_sdk.models.schemas.shopping.checkout_update_request import CheckoutUpdateRequest
 
-from devstack.ports import free_port
-from devstack.services import start_host
 from tests.support import unique_email
 
 PLATFORM = "https://platform.example/.well-known/ucp"
 
 
 @pytest.fixture(scope="module")
-def shop(logs, azurite, sandbox):
+def shop(host_factory):
     """A dev host whose public address is its own, so the profile's endpoint is reachable."""
-    port = free_port()
-    env = {
-        "AzureWebJobsStorage": azurite,
-        "BREVO_BASE_URL": f"{sandbox.url}/v3",
-        "STOREFRONT_UCP_PLATFORMS": PLATFORM,
-        "STOREFRONT_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-    }
-    host = start_host(logs, env, port=port)
-    yield host
-    host.stop()
+    return host_factory(own_address=True, STOREFRONT_UCP_PLATFORMS=PLATFORM)
 
 
 def headers(key: str | None = None) -> dict[str, str]:

@@ -12,9 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from devstack.ports import free_port
-from devstack.services import start_host
-
 # The suite's own agent profile URL, which cannot be fetched: pre-approved, as the spec lets a
 # business do ("Businesses SHOULD maintain a registry of pre-approved platforms").
 SPCK_AGENT = "https://spck.dev/agent"
@@ -41,24 +38,14 @@ NOT_TESTED = {
 
 
 @pytest.fixture(scope="module")
-def report(logs, azurite, sandbox, tmp_path_factory) -> dict:
-    port = free_port()
-    env = {
-        "AzureWebJobsStorage": azurite,
-        "BREVO_BASE_URL": f"{sandbox.url}/v3",
-        "STOREFRONT_UCP_PLATFORMS": SPCK_AGENT,
-        "STOREFRONT_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-    }
-    host = start_host(logs, env, port=port)
+def report(host_factory, tmp_path_factory) -> dict:
+    host = host_factory(own_address=True, STOREFRONT_UCP_PLATFORMS=SPCK_AGENT)
     config = tmp_path_factory.mktemp("spck") / "merchant.json"
     config.write_text(json.dumps(CONFIG))
-    try:
-        command = [str(Path(sys.executable).parent / "spck-conformance"), "--server", host.url]
-        done = subprocess.run(
-            [*command, "--config", str(config), "--json"], capture_output=True, text=True, timeout=300
-        )
-    finally:
-        host.stop()
+    command = [str(Path(sys.executable).parent / "spck-conformance"), "--server", host.url]
+    done = subprocess.run(
+        [*command, "--config", str(config), "--json"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(done.stdout)
 
