@@ -165,13 +165,23 @@ def _ed25519_keys(body: bytes) -> dict[str, bytes]:
         if not isinstance(jwk, dict) or jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
             continue
         x = jwk.get("x")
-        if isinstance(x, str) and _BASE64URL.fullmatch(x):
-            raw = base64.urlsafe_b64decode(x + "=")
-            if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == x and not _small_order(raw):
-                keys[thumbprint(x)] = raw  # one spelling per key, and no key anyone can sign for
+        raw = ed25519_public(x)
+        if raw is not None and isinstance(x, str):
+            keys[thumbprint(x)] = raw  # one spelling per key, and no key anyone can sign for
     if not keys:
         raise DirectoryUnavailable("the key directory holds no Ed25519 key")
     return keys
+
+
+def ed25519_public(x: object) -> bytes | None:
+    """The raw Ed25519 public key a JWK's `x` spells, if it spells it the one canonical way and
+    it is not of small order (a key anyone can sign for); else None."""
+    if not isinstance(x, str) or not _BASE64URL.fullmatch(x):
+        return None
+    raw = base64.urlsafe_b64decode(x + "=")
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != x or len(raw) != 32 or _small_order(raw):
+        return None
+    return raw
 
 
 def _base64url(text: str) -> bytes | None:

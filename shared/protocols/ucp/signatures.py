@@ -29,8 +29,9 @@ from http_message_signatures.digests import ContentDigest
 from http_message_signatures.exceptions import HTTPMessageSignaturesException
 from http_message_signatures.signatures import SignatureVerifyWarning
 
-from shared.config.keys import KeySet, load_private_key
+from shared.config.keys import KeySet, load_private_key, on_p256
 from shared.protocols.http import Answer, Request
+from shared.seams.key_directory import ed25519_public
 
 LABEL = "sig1"
 MAX_HEADER = 8192
@@ -221,12 +222,15 @@ def _public(jwk: dict) -> tuple[type, Any]:
     try:
         if jwk.get("kty") == "EC" and jwk.get("crv") in CURVES:
             curve, algorithm, size = CURVES[jwk["crv"]]
-            x, y = (int.from_bytes(_b64(jwk[c]), "big") for c in ("x", "y"))
-            if max(len(_b64(jwk["x"])), len(_b64(jwk["y"]))) != size:
-                raise ValueError("coordinate size")
+            if jwk["crv"] == "P-256" and not on_p256(jwk.get("x"), jwk.get("y")):  # the store's own rule
+                raise ValueError("not a point of P-256, spelt the one way")
+            x, y = (int.from_bytes(_coordinate(jwk.get(c), size), "big") for c in ("x", "y"))
             return algorithm, ec.EllipticCurvePublicNumbers(x, y, curve()).public_key()
         if jwk.get("kty") == "OKP" and jwk.get("crv") == "Ed25519":
-            return algorithms.ED25519, ed25519.Ed25519PublicKey.from_public_bytes(_b64(jwk["x"]))
+            raw = ed25519_public(jwk.get("x"))  # as Web Bot Auth's directories are read
+            if raw is None:
+                raise ValueError("not an Ed25519 key anyone but its holder can sign for")
+            return algorithms.ED25519, ed25519.Ed25519PublicKey.from_public_bytes(raw)
     except (KeyError, TypeError, ValueError):
         raise SignatureRefusal("signature_invalid", 401, "the platform's key is malformed") from None
     raise SignatureRefusal(
@@ -236,10 +240,14 @@ def _public(jwk: dict) -> tuple[type, Any]:
     )
 
 
-def _b64(text: object) -> bytes:
-    if not isinstance(text, str):
-        raise TypeError("not a string")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+def _coordinate(text: object, size: int) -> bytes:
+    """`size` bytes spelt as unpadded base64url the one canonical way; ValueError otherwise."""
+    if not isinstance(text, str) or not text.replace("-", "").replace("_", "").isalnum():
+        raise ValueError("not base64url")
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != size or base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != text:
+        raise ValueError("not the canonical spelling")
+    return raw
 
 
 class _Verifier(HTTPMessageVerifier):

@@ -243,3 +243,24 @@ def test_the_stores_answer_signature_verifies_with_its_published_key_and_not_aft
         verifier.verify(Response(201, answer.headers), max_age=None)
     with pytest.raises(InvalidSignature):
         verifier.verify(Response(200, answer.headers), max_age=None, body=b'{"status":"canceled"}')
+
+
+def test_a_key_anyone_could_sign_for_or_spelt_another_way_is_refused_as_web_bot_auths_are():
+    """An Ed25519 key of small order, or a coordinate written another way than the one canonical
+    spelling, proves nothing: the platform's key is refused as malformed."""
+    from shared.seams.key_directory import SMALL_ORDER
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    req = signed_request(key, algorithms.ECDSA_P256_SHA256)
+    small = {"kty": "OKP", "crv": "Ed25519", "kid": "platform-2026"}
+    small["x"] = base64.urlsafe_b64encode(SMALL_ORDER[1]).rstrip(b"=").decode()
+    padded = {**jwk_of(key, "platform-2026")}
+    padded["x"] += "="
+
+    for keys in ([small], [padded]):
+        with pytest.raises(SignatureRefusal) as refused:
+            signatures.verify_request(req, lambda fresh, keys=keys: keys)
+        assert (refused.value.code, refused.value.content) == (
+            "signature_invalid",
+            "the platform's key is malformed",
+        )
