@@ -163,3 +163,26 @@ def test_an_operation_that_raises_frees_its_key(replays):
     answer = replays.run("s", "k-raise", b"{}", Operation())
 
     assert answer.status == 200
+
+
+def test_an_answer_that_cannot_be_kept_holds_its_key_for_the_lease_then_runs_again(replays, proxy, clock):
+    """Storage drops after the request ran, before its answer is kept: the answer still goes out;
+    a retry within the lease is told to wait, and one after it runs again (which the checkout's
+    own state makes safe)."""
+    first = Operation()
+
+    def then_storage_drops() -> Answer:
+        answer = first()
+        proxy.set("cut")
+        return answer
+
+    answered = replays.run("s", "k-late", b"{}", then_storage_drops)
+    proxy.set("pass")
+    waiting = replays.run("s", "k-late", b"{}", Operation())
+    clock.now += 61
+    again = Operation()
+    rerun = replays.run("s", "k-late", b"{}", again)
+
+    assert answered.status == 200
+    assert (waiting.status, json.loads(waiting.body)["code"]) == (409, "request_in_progress")
+    assert (rerun.status, again.runs) == (200, 1)
