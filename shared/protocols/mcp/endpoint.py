@@ -24,6 +24,7 @@ from shared.protocols.http import (
     parse_json,
 )
 from shared.protocols.mcp import legacy, modern
+from shared.protocols.mcp.apps import store_views
 from shared.protocols.mcp.tools import (
     INSTRUCTIONS,
     INVALID_REQUEST,
@@ -44,7 +45,8 @@ def handle(req: Request, store: Storefront, settings: Settings) -> Answer:
 
 
 def store_tools(store: Storefront, settings: Settings) -> Toolset:
-    """The store's two tools; the purchase over 2026-07-28 may ask the client for the email."""
+    """The store's two tools, each with its MCP Apps view; the purchase over 2026-07-28 may ask
+    the client for the email."""
 
     def run(
         name: str, arguments: dict, req: Request, capabilities: dict | None, params: dict, request_id: object
@@ -53,7 +55,9 @@ def store_tools(store: Storefront, settings: Settings) -> Toolset:
             return modern.purchase(request_id, params, arguments, capabilities, req, store, settings)
         return run_tool(name, arguments, req, store, settings)
 
-    return Toolset(TOOLS, SERVER_INFO, INSTRUCTIONS, run)
+    return Toolset(
+        TOOLS, SERVER_INFO, INSTRUCTIONS, run, store_views(tuple(str(tool["name"]) for tool in TOOLS))
+    )
 
 
 def serve(req: Request, toolset: Toolset, settings: Settings) -> Answer:

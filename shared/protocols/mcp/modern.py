@@ -23,16 +23,21 @@ from shared.config.errors import ProtocolError
 from shared.config.hashing import Hasher
 from shared.config.settings import Settings
 from shared.protocols.http import Answer, Request, json_answer, purchase_call
+from shared.protocols.mcp import apps
+from shared.protocols.mcp.apps import Views
 from shared.protocols.mcp.elicit import Ask, Refuse, resolve
 from shared.protocols.mcp.legacy import VERSIONS as LEGACY_VERSIONS
 from shared.protocols.mcp.tools import (
-    CAPABILITIES,
     METHOD_NOT_FOUND,
+    RESOURCE_METHODS,
     Toolset,
     error,
     invalid_params,
+    listed_tools,
     purchase_result,
+    resources,
     result,
+    server_capabilities,
     tool_call,
 )
 from shared.purchase.storefront import Storefront
@@ -122,11 +127,16 @@ def _unsupported(request_id: object, requested: object) -> ProtocolError:
 
 def _dispatch(message: dict, capabilities: dict, req: Request, toolset: Toolset) -> dict:
     request_id, method, params = message["id"], message["method"], message["params"]
-    handler: Callable[[], dict] | None = {
-        "server/discover": lambda: _discover(toolset),
-        "tools/list": lambda: _list_tools(request_id, params, toolset),
+    views = toolset.views if apps.declared(capabilities) else None
+    handlers: dict[str, Callable[[], dict]] = {
+        "server/discover": lambda: _discover(toolset, views),
+        "tools/list": lambda: _list_tools(request_id, params, toolset, views),
         "tools/call": lambda: _call_tool(request_id, params, capabilities, req, toolset),
-    }.get(method)
+    }
+    if views is not None and method in RESOURCE_METHODS:
+        declared: Views = views
+        handlers[method] = lambda: _cacheable(resources(request_id, method, params, declared))
+    handler = handlers.get(method)
     if handler is None:
         raise ProtocolError(
             f"method not found in MCP {VERSION}: {method}"[:200],
@@ -140,11 +150,11 @@ def _dispatch(message: dict, capabilities: dict, req: Request, toolset: Toolset)
     return body
 
 
-def _discover(toolset: Toolset) -> dict:
+def _discover(toolset: Toolset, views: Views | None) -> dict:
     return _cacheable(
         {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": CAPABILITIES,
+            "capabilities": server_capabilities(views),
             "instructions": toolset.instructions,
         }
     )
@@ -154,10 +164,10 @@ def _cacheable(body: dict) -> dict:
     return {**body, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
 
 
-def _list_tools(request_id: object, params: dict, toolset: Toolset) -> dict:
+def _list_tools(request_id: object, params: dict, toolset: Toolset, views: Views | None) -> dict:
     if params.get("cursor") is not None:
         raise invalid_params(request_id, "invalid cursor: the tool list has a single page")
-    return _cacheable({"tools": list(toolset.tools)})
+    return _cacheable({"tools": listed_tools(toolset, views)})
 
 
 def _call_tool(request_id: object, params: dict, capabilities: dict, req: Request, toolset: Toolset) -> dict:

@@ -18,6 +18,7 @@ from shared import __version__
 from shared.config.errors import ProtocolError
 from shared.config.settings import Settings
 from shared.protocols.http import Request, purchase_call
+from shared.protocols.mcp.apps import RESOURCE_NOT_FOUND, Views, offered
 from shared.purchase.call import OPERATION
 from shared.purchase.catalog import LISTING_SCHEMA, listing
 from shared.purchase.receipt.document import OUTPUT_SCHEMA
@@ -80,17 +81,50 @@ TOOLS = (TOOL, LIST_TOOL)
 @dataclass(frozen=True)
 class Toolset:
     """What one MCP endpoint serves in both generations: its tools, its identity and
-    instructions, and how a call runs (`run(name, arguments, req, capabilities, params)`, the
-    last two the 2026-07-28 request's; raises ProtocolError). The store's is `store_tools`."""
+    instructions, how a call runs (`run(name, arguments, req, capabilities, params)`, the
+    last two the 2026-07-28 request's; raises ProtocolError), and its MCP Apps views, if any.
+    The store's is `store_tools`."""
 
     tools: tuple[dict, ...]
     server_info: dict
     instructions: str
     run: Callable[..., dict]
+    views: Views | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(tool["name"] for tool in self.tools)
+
+
+RESOURCE_METHODS = ("resources/list", "resources/read")
+
+
+def listed_tools(toolset: Toolset, views: Views | None) -> list[dict]:
+    """The tools a client sees: with their views only for a host that declared MCP Apps."""
+    return views.tools(toolset.tools) if views else list(toolset.tools)
+
+
+def server_capabilities(views: Views | None) -> dict:
+    return offered(CAPABILITIES) if views else CAPABILITIES
+
+
+def resources(request_id: object, method: str, params: dict, views: Views) -> dict:
+    """`resources/list` (one page) or `resources/read` of an endpoint's views."""
+    if method == "resources/list":
+        if params.get("cursor") is not None:
+            raise invalid_params(request_id, "invalid cursor: the resource list has a single page")
+        return views.listing()
+    uri = params.get("uri")
+    found = views.read(uri)
+    if found is None:
+        raise ProtocolError(
+            "resource not found" if isinstance(uri, str) else "params.uri must be a string",
+            status=400,
+            rpc_code=RESOURCE_NOT_FOUND,
+            request_id=request_id,
+            data={"uri": uri} if isinstance(uri, str) else None,
+        )
+    return found
 
 
 def tool_call(
