@@ -11,10 +11,7 @@ screenshots docs/receipts.md shows are written there too.
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -22,30 +19,16 @@ import requests
 from shared.protocols import pages
 from shared.purchase.receipt import signatures
 from tests.agents import AgentKey, KeyDirectory, Signed
-from tests.support import ROOT, Buyer
+from tests.browser import DESKTOP, PHONE, Tab, assert_accessible, screenshot
+from tests.support import Buyer
 
 try:
-    from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
+    from playwright.sync_api import Page, expect
 except ImportError:  # pragma: no cover - a clear message instead of a collection error
     pytest.fail(
         "playwright is not installed: run `make test` (it installs requirements-dev.txt)", pytrace=False
     )
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
-AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1000, "height": 800}
 CHECK_LABELS = {
     "idempotency": "Idempotency",
     "input_schema": "Input schema",
@@ -58,65 +41,6 @@ RESULT_WORDS = {"pass": "Pass", "fail": "Fail", "skipped": "Skipped", "degraded"
 JSON = "application/json"
 USER_AGENT = "example-agent/1.0 (storefront browser test)"
 MISSING_ID = "rcpt_" + "a" * 26
-
-
-def _screenshot_dir() -> Path | None:
-    configured = os.environ.get("STOREFRONT_SCREENSHOT_DIR")
-    if not configured:
-        return None
-    path = Path(configured)
-    path = path if path.is_absolute() else ROOT / path
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"Chromium is not installed at {CHROMIUM}: run `make test`, which installs Debian's "
-            "chromium package (the tests drive it; they never download a browser)",
-            pytrace=False,
-        )
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-class Tab:
-    """One page in its own fresh browser context, with every request and console error recorded."""
-
-    def __init__(self, browser: Browser, viewport: dict, bypass_csp: bool, headers: dict | None):
-        self.context = browser.new_context(
-            viewport=viewport, bypass_csp=bypass_csp, extra_http_headers=headers, device_scale_factor=1
-        )
-        self.context.set_default_timeout(15_000)
-        self.page: Page = self.context.new_page()
-        self.requests: list[str] = []
-        self.errors: list[str] = []
-        self.page.on("request", lambda request: self.requests.append(request.url))
-        self.page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
-        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-
-    def open(self, url: str) -> Response:
-        response = self.page.goto(url, wait_until="load")
-        assert response is not None, url
-        return response
-
-
-@pytest.fixture
-def tab(browser: Browser) -> Iterator[Callable[..., Tab]]:
-    """Open fresh tabs (each a new context, so a fresh profile); all closed after the test."""
-    opened: list[Tab] = []
-
-    def open_tab(viewport: dict = DESKTOP, *, bypass_csp: bool = False, headers: dict | None = None) -> Tab:
-        opened.append(Tab(browser, viewport, bypass_csp, headers))
-        return opened[-1]
-
-    yield open_tab
-    for t in opened:
-        t.context.close()
 
 
 @pytest.fixture(scope="module")
@@ -177,36 +101,6 @@ def assert_loads_only_itself(t: Tab, url: str, status: int = 200) -> None:
 def assert_fits(page: Page) -> None:
     width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert width[0] <= width[1], f"the page is wider than the viewport: {width}"
-
-
-def assert_accessible(t: Tab) -> None:
-    """axe-core's WCAG 2.0/2.1 A and AA rules and best practices: no violations. The page's CSP
-    forbids scripts, so the tab runs with bypass_csp to let axe in."""
-    t.page.add_script_tag(path=str(AXE))
-    result = t.page.evaluate("tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})", AXE_TAGS)
-    violations = [
-        {
-            "id": v["id"],
-            "impact": v["impact"],
-            "help": v["help"],
-            "nodes": [{"target": n["target"], "summary": n.get("failureSummary")} for n in v["nodes"]],
-        }
-        for v in result["violations"]
-    ]
-    assert not violations, "axe violations:\n" + json.dumps(violations, indent=2)
-    passed = {rule["id"] for rule in result["passes"]}
-    assert {"html-has-lang", "document-title", "color-contrast"} <= passed, passed  # axe really ran
-    incomplete = {rule["id"]: len(rule["nodes"]) for rule in result["incomplete"]}
-    print(f"axe on {t.page.url}: {len(passed)} rules passed, needs review: {incomplete or 'none'}")
-
-
-def screenshot(page: Page, tmp_path: Path, name: str, doc_name: str | None = None) -> None:
-    path = tmp_path / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    assert path.stat().st_size > 5_000
-    target = _screenshot_dir()
-    if doc_name and target is not None:
-        page.screenshot(path=str(target / doc_name), full_page=True)
 
 
 # ----- the receipt page ---------------------------------------------------------------------------
@@ -318,7 +212,7 @@ def test_receipt_page_on_a_phone_and_in_print(host, bought, tab, tmp_path) -> No
 def test_receipt_page_passes_axe(host, bought, tab, viewport) -> None:
     t = tab(viewport, bypass_csp=True)
     t.open(receipt_url(host, bought["receipt_id"]))
-    assert_accessible(t)
+    assert_accessible(t.page)
 
 
 def test_json_clients_still_get_the_raw_receipt(host, bought, tab) -> None:
@@ -420,7 +314,7 @@ def test_empty_day_page(host, tab) -> None:
     t = tab(DESKTOP, bypass_csp=True)
     t.open(day_url(host, "2001-01-01"))
     expect(t.page.get_by_text("No receipts were issued on 2001-01-01.")).to_be_visible()
-    assert_accessible(t)
+    assert_accessible(t.page)
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
@@ -428,7 +322,7 @@ def test_finance_day_page_passes_axe(host, bought, tab, viewport) -> None:
     t = tab(viewport, bypass_csp=True)
     t.open(day_url(host, bought["issued_at"][:10], page_size=5))
     expect(t.page.get_by_role("table")).to_be_visible()
-    assert_accessible(t)
+    assert_accessible(t.page)
 
 
 # ----- the not-found page -------------------------------------------------------------------------
@@ -447,7 +341,7 @@ def test_missing_receipt_page(host, tab, tmp_path) -> None:
 
     checked = tab(DESKTOP, bypass_csp=True)
     checked.open(url)
-    assert_accessible(checked)
+    assert_accessible(checked.page)
 
 
 # ----- a failure receipt --------------------------------------------------------------------------
@@ -477,4 +371,4 @@ def test_refused_receipt_page_renders_and_passes_axe(host, tab, tmp_path) -> Non
     expect(page.get_by_role("table", name=re.compile("runtime checks")).locator("tbody tr")).to_have_count(6)
     assert_fits(page)
     screenshot(page, tmp_path, "refused-phone")
-    assert_accessible(t)
+    assert_accessible(t.page)
