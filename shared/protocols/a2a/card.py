@@ -24,9 +24,16 @@ LIST_EXAMPLE = {"operation": LIST_OPERATION}
 
 
 def card(settings: Settings) -> dict:
-    """The agent card: A2A 1.0 (`supportedInterfaces`), with the 0.3 fields its clients read."""
+    """The card as served, unsigned: A2A 1.0's card, then the 0.3 fields its clients read."""
+    return {**card_v1(settings), **_v03_fields(settings)}
+
+
+def card_v1(settings: Settings) -> dict:
+    """The card's A2A 1.0 fields, as a 1.0 reader rebuilds them: only fields 1.0 defines, and no
+    default value a 1.0 verifier would drop before canonicalising (A2A 1.0 §8.4.1), so what is
+    served is what it checks the signature over."""
     base = settings.public_base_url
-    endpoint = f"{base}/api/a2a"
+    endpoint = _endpoint(settings)
     return {
         "name": "Storefront",
         "description": (
@@ -40,9 +47,6 @@ def card(settings: Settings) -> dict:
             {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": V1},
             {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": V03},
         ],
-        "url": endpoint,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3.0",
         "capabilities": {
             "streaming": False,
             "pushNotifications": False,
@@ -55,6 +59,20 @@ def card(settings: Settings) -> dict:
     }
 
 
+def _v03_fields(settings: Settings) -> dict:
+    """What a 0.3 client reads to find the endpoint (0.3 has no `supportedInterfaces`)."""
+    return {"url": _endpoint(settings), "preferredTransport": "JSONRPC", "protocolVersion": "0.3.0"}
+
+
+def _endpoint(settings: Settings) -> str:
+    return f"{settings.public_base_url}/api/a2a"
+
+
+def _jwks_url(base: str) -> str:
+    """The store's public keys: what verifies its receipts and the card's signatures."""
+    return f"{base}/.well-known/jwks.json"
+
+
 def _receipts_extension(base: str) -> dict:
     return {
         "uri": RECEIPTS_EXTENSION,
@@ -63,9 +81,8 @@ def _receipts_extension(base: str) -> dict:
             "a detached ES256 JWS over the receipt's canonical JSON, verifiable with the keys at "
             "jwksUrl; a fulfilled receipt is also on record at receiptUrl."
         ),
-        "required": False,
         "params": {
-            "jwksUrl": f"{base}/.well-known/jwks.json",
+            "jwksUrl": _jwks_url(base),
             "receiptUrl": f"{base}/api/receipts/{{receipt_id}}",
             "artifactId": ARTIFACT_ID,
         },
@@ -86,7 +103,7 @@ def _purchase_skill(base: str) -> dict:
             "the buyer becomes a contact in the store's mailing system and gets one email. The answer "
             "is a finished task, completed, rejected (bad input, a limit, a key in use) or failed (try "
             f'again later), whose artifact "{ARTIFACT_ID}" is the signed receipt; GetTask reads a '
-            f"completed one again by its id. Verify receipts with {base}/.well-known/jwks.json."
+            f"completed one again by its id. Verify receipts with {_jwks_url(base)}."
         ),
         "tags": ["purchase", "free", "bundle", "email", "receipt", "idempotent"],
         "examples": [
