@@ -1,14 +1,18 @@
 """The A2A agent card (`GET /.well-known/agent-card.json`): A2A 1.0's card with the 0.3 fields its
 clients read, describing the two skills (a free bundle, the catalog) and the signed-receipts
-extension, cacheable with an ETag."""
+extension, signed by the store's key (card_signatures.py), cacheable with an ETag."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 
 from shared import __version__
+from shared.config.errors import NotConfigured
+from shared.config.keys import KeySet
 from shared.config.settings import Settings
+from shared.protocols.a2a import card_signatures
 from shared.protocols.a2a.answers import ARTIFACT_ID
 from shared.protocols.a2a.protocol import INPUT_MODES, TEXT_TYPE, V03, V1
 from shared.protocols.http import JSON_TYPE, Answer, Request, Usage
@@ -132,12 +136,27 @@ def _list_skill() -> dict:
     }
 
 
-def agent_card(req: Request, settings: Settings) -> Answer:
-    """The card, cacheable for five minutes, with an ETag (a conditional GET gets 304)."""
-    body = json.dumps(card(settings), indent=2).encode()
-    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+def agent_card(req: Request, settings: Settings, keys: Callable[[], KeySet]) -> Answer:
+    """The card, signed when the store has a signing key, cacheable for five minutes, with an ETag
+    (a conditional GET or HEAD gets 304). The ETag is of the unsigned card and the signatures'
+    protected header, never of the signature bytes, which differ from one instance to the next:
+    every instance names the same card under the same tag, and a new card or key gets a new one.
+    It is weak (W/) for that reason: equal meaning, not equal bytes."""
+    served = card(settings)
+    try:
+        key_set: KeySet | None = keys()
+    except NotConfigured:  # no signing key yet: the card is served unsigned
+        key_set = None
+    jku = _jwks_url(settings.public_base_url)
+    header = card_signatures.header(key_set, jku) if key_set else {}
+    unsigned = json.dumps(served, indent=2).encode()
+    digest = hashlib.sha256(unsigned + b"\n" + json.dumps(header, sort_keys=True).encode())
+    etag = f'W/"{digest.hexdigest()[:32]}"'
     headers = {"Cache-Control": "public, max-age=300", "ETag": etag}
     wanted = {tag.strip().removeprefix("W/") for tag in (req.header("if-none-match") or "").split(",")}
-    if etag in wanted or "*" in wanted:
+    if etag.removeprefix("W/") in wanted or "*" in wanted:
         return Answer(304, b"", headers)
-    return Answer(200, body, {"Content-Type": JSON_TYPE, **headers})
+    if key_set is not None:
+        views = [card_v1(settings), served]
+        served = {**served, "signatures": card_signatures.sign(views, key_set, jku)}
+    return Answer(200, json.dumps(served, indent=2).encode(), {"Content-Type": JSON_TYPE, **headers})
