@@ -41,6 +41,7 @@ from shared.protocols.a2a.endpoint import message_key
 from shared.protocols.http import Request
 from shared.purchase.catalog import listing
 from shared.purchase.receipt import signatures
+from tests.snippets import snippet
 from tests.support import ROOT, Buyer, fresh_python, unique_address, unique_email
 
 LEGACY_CARD_FIELDS = ("url", "preferredTransport", "protocolVersion")
@@ -291,6 +292,15 @@ def test_the_official_resolver_verifies_the_served_card_with_the_served_keys(age
     assert named[0] == (httpx.get(jwks_url).json()["keys"][0]["kid"], jwks_url)
     with pytest.raises(InvalidSignaturesError):
         create_signature_verifier(store_key, ["ES256"])(parse_agent_card(document))
+
+
+def test_the_docs_snippet_verifies_the_served_card_with_the_official_sdk(agent):
+    code = snippet("docs/clients.md", "create_signature_verifier").replace("http://localhost:7071", agent.url)
+
+    done = fresh_python(code, timeout=60)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:2] == ["verified", "Storefront"]
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
@@ -977,7 +987,7 @@ def test_the_endpoint_answers_other_methods_405_with_allow_post(agent, method):
 
 def test_the_docs_snippet_buys_once_and_replays_with_the_official_client(agent, mail):
     doc = (ROOT / "docs" / "clients.md").read_text()
-    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "a2a.client" in b]
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "create_client(" in b]
     email = unique_email("a2a-readme")
     code = snippet.replace("http://localhost:7071", agent.url).replace("ada@example.org", email)
 
