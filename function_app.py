@@ -176,7 +176,9 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route=".well-known/agent-card.json", methods=api.EVERY_METHOD)
 def agent_card(req: func.HttpRequest) -> func.HttpResponse:
-    return _serve(req, card.CARD_USAGE, lambda r: card.agent_card(r, runtime.settings()))
+    return _serve(
+        req, card.CARD_USAGE, lambda r: card.agent_card(r, runtime.settings(), runtime.services().keys)
+    )
 
 
 @app.route(route=".well-known/ucp", methods=api.EVERY_METHOD)

@@ -65,9 +65,16 @@ SNIPPETS = (
     ),
     Snippet(
         "docs/clients.md",
-        "from a2a.client import",
+        "from a2a.client import create_client",
         (
             "tests/shared/protocols/test_a2a.py::test_the_docs_snippet_buys_once_and_replays_with_the_official_client",
+        ),
+    ),
+    Snippet(
+        "docs/clients.md",
+        "create_signature_verifier",
+        (
+            "tests/shared/protocols/test_a2a.py::test_the_docs_snippet_verifies_the_served_card_with_the_official_sdk",
         ),
     ),
     Snippet(

@@ -1,14 +1,18 @@
 """The A2A agent card (`GET /.well-known/agent-card.json`): A2A 1.0's card with the 0.3 fields its
 clients read, describing the two skills (a free bundle, the catalog) and the signed-receipts
-extension, cacheable with an ETag."""
+extension, signed by the store's key (card_signatures.py), cacheable with an ETag."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 
 from shared import __version__
+from shared.config.errors import NotConfigured
+from shared.config.keys import KeySet
 from shared.config.settings import Settings
+from shared.protocols.a2a import card_signatures
 from shared.protocols.a2a.answers import ARTIFACT_ID
 from shared.protocols.a2a.protocol import INPUT_MODES, TEXT_TYPE, V03, V1
 from shared.protocols.http import JSON_TYPE, Answer, Request, Usage
@@ -24,9 +28,16 @@ LIST_EXAMPLE = {"operation": LIST_OPERATION}
 
 
 def card(settings: Settings) -> dict:
-    """The agent card: A2A 1.0 (`supportedInterfaces`), with the 0.3 fields its clients read."""
+    """The card as served, unsigned: A2A 1.0's card, then the 0.3 fields its clients read."""
+    return {**card_v1(settings), **_v03_fields(settings)}
+
+
+def card_v1(settings: Settings) -> dict:
+    """The card's A2A 1.0 fields, as a 1.0 reader rebuilds them: only fields 1.0 defines, and no
+    default value a 1.0 verifier would drop before canonicalising (A2A 1.0 §8.4.1), so what is
+    served is what it checks the signature over."""
     base = settings.public_base_url
-    endpoint = f"{base}/api/a2a"
+    endpoint = _endpoint(settings)
     return {
         "name": "Storefront",
         "description": (
@@ -40,9 +51,6 @@ def card(settings: Settings) -> dict:
             {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": V1},
             {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": V03},
         ],
-        "url": endpoint,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3.0",
         "capabilities": {
             "streaming": False,
             "pushNotifications": False,
@@ -55,6 +63,20 @@ def card(settings: Settings) -> dict:
     }
 
 
+def _v03_fields(settings: Settings) -> dict:
+    """What a 0.3 client reads to find the endpoint (0.3 has no `supportedInterfaces`)."""
+    return {"url": _endpoint(settings), "preferredTransport": "JSONRPC", "protocolVersion": "0.3.0"}
+
+
+def _endpoint(settings: Settings) -> str:
+    return f"{settings.public_base_url}/api/a2a"
+
+
+def _jwks_url(base: str) -> str:
+    """The store's public keys: what verifies its receipts and the card's signatures."""
+    return f"{base}/.well-known/jwks.json"
+
+
 def _receipts_extension(base: str) -> dict:
     return {
         "uri": RECEIPTS_EXTENSION,
@@ -63,9 +85,8 @@ def _receipts_extension(base: str) -> dict:
             "a detached ES256 JWS over the receipt's canonical JSON, verifiable with the keys at "
             "jwksUrl; a fulfilled receipt is also on record at receiptUrl."
         ),
-        "required": False,
         "params": {
-            "jwksUrl": f"{base}/.well-known/jwks.json",
+            "jwksUrl": _jwks_url(base),
             "receiptUrl": f"{base}/api/receipts/{{receipt_id}}",
             "artifactId": ARTIFACT_ID,
         },
@@ -86,7 +107,7 @@ def _purchase_skill(base: str) -> dict:
             "the buyer becomes a contact in the store's mailing system and gets one email. The answer "
             "is a finished task, completed, rejected (bad input, a limit, a key in use) or failed (try "
             f'again later), whose artifact "{ARTIFACT_ID}" is the signed receipt; GetTask reads a '
-            f"completed one again by its id. Verify receipts with {base}/.well-known/jwks.json."
+            f"completed one again by its id. Verify receipts with {_jwks_url(base)}."
         ),
         "tags": ["purchase", "free", "bundle", "email", "receipt", "idempotent"],
         "examples": [
@@ -115,12 +136,27 @@ def _list_skill() -> dict:
     }
 
 
-def agent_card(req: Request, settings: Settings) -> Answer:
-    """The card, cacheable for five minutes, with an ETag (a conditional GET gets 304)."""
-    body = json.dumps(card(settings), indent=2).encode()
-    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+def agent_card(req: Request, settings: Settings, keys: Callable[[], KeySet]) -> Answer:
+    """The card, signed when the store has a signing key, cacheable for five minutes, with an ETag
+    (a conditional GET or HEAD gets 304). The ETag is of the unsigned card and the signatures'
+    protected header, never of the signature bytes, which differ from one instance to the next:
+    every instance names the same card under the same tag, and a new card or key gets a new one.
+    It is weak (W/) for that reason: equal meaning, not equal bytes."""
+    served = card(settings)
+    try:
+        key_set: KeySet | None = keys()
+    except NotConfigured:  # no signing key yet: the card is served unsigned
+        key_set = None
+    jku = _jwks_url(settings.public_base_url)
+    header = card_signatures.header(key_set, jku) if key_set else {}
+    unsigned = json.dumps(served, indent=2).encode()
+    digest = hashlib.sha256(unsigned + b"\n" + json.dumps(header, sort_keys=True).encode())
+    etag = f'W/"{digest.hexdigest()[:32]}"'
     headers = {"Cache-Control": "public, max-age=300", "ETag": etag}
     wanted = {tag.strip().removeprefix("W/") for tag in (req.header("if-none-match") or "").split(",")}
-    if etag in wanted or "*" in wanted:
+    if etag.removeprefix("W/") in wanted or "*" in wanted:
         return Answer(304, b"", headers)
-    return Answer(200, body, {"Content-Type": JSON_TYPE, **headers})
+    if key_set is not None:
+        views = [card_v1(settings), served]
+        served = {**served, "signatures": card_signatures.sign(views, key_set, jku)}
+    return Answer(200, json.dumps(served, indent=2).encode(), {"Content-Type": JSON_TYPE, **headers})

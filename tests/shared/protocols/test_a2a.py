@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
-from a2a.client.card_resolver import parse_agent_card
+from a2a.client.card_resolver import A2ACardResolver, parse_agent_card
 from a2a.compat.v0_3 import types as types_v03
 from a2a.helpers import get_data_parts, new_data_message
 from a2a.types.a2a_pb2 import (
@@ -27,7 +27,9 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
+from jwt import PyJWK
 
 from devstack.ports import free_port
 from devstack.run import DEV_ACCOUNT_KEY
@@ -39,6 +41,7 @@ from shared.protocols.a2a.endpoint import message_key
 from shared.protocols.http import Request
 from shared.purchase.catalog import listing
 from shared.purchase.receipt import signatures
+from tests.snippets import snippet
 from tests.support import ROOT, Buyer, fresh_python, unique_address, unique_email
 
 LEGACY_CARD_FIELDS = ("url", "preferredTransport", "protocolVersion")
@@ -252,16 +255,52 @@ def test_card_names_the_endpoint_the_jwks_and_both_skills_from_the_settings(agen
     assert json.loads(catalog["examples"][0]) == {"operation": "list_bundles"}
 
 
-def test_card_is_cacheable_and_a_conditional_get_is_304(agent):
+def test_card_is_cacheable_and_a_conditional_get_or_head_is_304(agent):
     url = f"{agent.url}/.well-known/agent-card.json"
     first = httpx.get(url)
     head = httpx.head(url)
     again = httpx.get(url, headers={"If-None-Match": first.headers["ETag"]})
+    head_again = httpx.head(url, headers={"If-None-Match": first.headers["ETag"]})
 
+    assert first.json()["signatures"]
     assert first.headers["Cache-Control"] == "public, max-age=300"
     assert (head.status_code, head.headers["ETag"], head.content) == (200, first.headers["ETag"], b"")
-    assert (again.status_code, again.content) == (304, b"")
+    assert (again.status_code, again.content, again.headers["ETag"]) == (304, b"", first.headers["ETag"])
+    assert (head_again.status_code, head_again.headers["ETag"]) == (304, first.headers["ETag"])
     assert httpx.get(url, headers={"If-None-Match": '"other"'}).status_code == 200
+
+
+def test_the_official_resolver_verifies_the_served_card_with_the_served_keys(agent):
+    """a2a-sdk's own resolver and verifier, keys read from the JWKS the card's signatures name."""
+    jwks_url = f"{agent.url}/.well-known/jwks.json"
+    named = []
+
+    def store_key(kid, jku):
+        named.append((kid, jku))
+        [key] = [k for k in httpx.get(jwks_url).json()["keys"] if k["kid"] == kid]
+        return PyJWK(key)
+
+    async def resolve(verifier):
+        async with httpx.AsyncClient() as http:
+            return await A2ACardResolver(http, agent.url).get_agent_card(signature_verifier=verifier)
+
+    card = asyncio.run(resolve(create_signature_verifier(store_key, ["ES256"])))
+    document = httpx.get(f"{agent.url}/.well-known/agent-card.json").json()
+    document["skills"][0]["description"] += " Also sends a second email."
+
+    assert card.name == "Storefront" and len(card.signatures) == 2
+    assert named[0] == (httpx.get(jwks_url).json()["keys"][0]["kid"], jwks_url)
+    with pytest.raises(InvalidSignaturesError):
+        create_signature_verifier(store_key, ["ES256"])(parse_agent_card(document))
+
+
+def test_the_docs_snippet_verifies_the_served_card_with_the_official_sdk(agent):
+    code = snippet("docs/clients.md", "create_signature_verifier").replace("http://localhost:7071", agent.url)
+
+    done = fresh_python(code, timeout=60)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:2] == ["verified", "Storefront"]
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
@@ -948,7 +987,7 @@ def test_the_endpoint_answers_other_methods_405_with_allow_post(agent, method):
 
 def test_the_docs_snippet_buys_once_and_replays_with_the_official_client(agent, mail):
     doc = (ROOT / "docs" / "clients.md").read_text()
-    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "a2a.client" in b]
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "create_client(" in b]
     email = unique_email("a2a-readme")
     code = snippet.replace("http://localhost:7071", agent.url).replace("ada@example.org", email)
 
