@@ -96,7 +96,7 @@ class Toolset:
         return tuple(tool["name"] for tool in self.tools)
 
 
-RESOURCE_METHODS = ("resources/list", "resources/read")
+RESOURCE_METHODS = ("resources/list", "resources/templates/list", "resources/read")
 
 
 def listed_tools(toolset: Toolset, views: Views | None) -> list[dict]:
@@ -109,11 +109,12 @@ def server_capabilities(views: Views | None) -> dict:
 
 
 def resources(request_id: object, method: str, params: dict, views: Views) -> dict:
-    """`resources/list` (one page) or `resources/read` of an endpoint's views."""
-    if method == "resources/list":
+    """`resources/list` (one page), `resources/templates/list` (none) or `resources/read` of an
+    endpoint's views."""
+    if method != "resources/read":
         if params.get("cursor") is not None:
-            raise invalid_params(request_id, "invalid cursor: the resource list has a single page")
-        return views.listing()
+            raise invalid_params(request_id, "invalid cursor: the list has a single page")
+        return views.listing() if method == "resources/list" else {"resourceTemplates": []}
     uri = params.get("uri")
     found = views.read(uri)
     if found is None:

@@ -81,6 +81,8 @@ def test_in_its_session_a_declaring_host_sees_each_tools_view_and_reads_it(buyer
     assert "text" not in listed[0]
     assert listed[0]["_meta"]["ui"]["csp"] == apps.CSP
 
+    templates = buyer.mcp("resources/templates/list", headers=session).json()["result"]
+    assert templates == {"resourceTemplates": []}
     contents = buyer.mcp("resources/read", {"uri": apps.VIEW_URI}, session).json()["result"]["contents"]
     assert [(c["uri"], c["mimeType"]) for c in contents] == [(apps.VIEW_URI, apps.MIME_TYPE)]
     assert contents[0]["text"] == apps.view_html()
@@ -208,4 +210,4 @@ def test_the_view_loads_nothing_evaluates_nothing_and_writes_no_markup():
 
 
 def apps_methods() -> tuple[str, ...]:
-    return ("resources/list", "resources/read")
+    return ("resources/list", "resources/templates/list", "resources/read")
