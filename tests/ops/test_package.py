@@ -162,7 +162,8 @@ def test_the_package_holds_the_app_and_nothing_else(package_zip):
     assert {"function_app.py", "host.json", "requirements.txt"} <= names
     assert set(tracked) <= names
     assert modules <= names  # the ones not yet added to git too
-    app = r"shared/(\w+/)*\w+\.py|shared/seams/templates/\w+\.(html|txt|css)"
+    templates = r"shared/seams/templates/\w+\.(html|txt|css)"
+    app = rf"shared/(\w+/)*\w+\.py|{templates}|shared/protocols/mcp/store_view\.html"  # the MCP App's view
     assert not [n for n in names if n not in package.REQUIRED and not re.fullmatch(app, n)]
 
 
