@@ -63,7 +63,14 @@ def declared(capabilities: object) -> bool:
     extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
     settings = extensions.get(EXTENSION) if isinstance(extensions, dict) else None
     mime_types = settings.get("mimeTypes") if isinstance(settings, dict) else None
-    return isinstance(mime_types, list) and MIME_TYPE in mime_types
+    return isinstance(mime_types, list) and any(_media_type(m) == MIME_TYPE for m in mime_types)
+
+
+def _media_type(value: object) -> str | None:
+    """A media type as compared: case and the spaces around its `;` do not matter (RFC 9110 8.3.1)."""
+    if not isinstance(value, str):
+        return None
+    return ";".join(part.strip() for part in value.lower().split(";"))
 
 
 def session_id() -> str:

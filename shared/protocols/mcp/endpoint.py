@@ -65,7 +65,7 @@ def serve(req: Request, toolset: Toolset, settings: Settings) -> Answer:
     if req.method.upper() != "POST":
         return json_answer(
             405,
-            error(None, INVALID_REQUEST, "this endpoint accepts POST only (no SSE stream, no sessions)"),
+            error(None, INVALID_REQUEST, "this endpoint accepts POST only (no SSE stream)"),
             {"Allow": "POST"},
         )
     try:

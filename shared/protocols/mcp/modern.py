@@ -135,7 +135,7 @@ def _dispatch(message: dict, capabilities: dict, req: Request, toolset: Toolset)
     }
     if views is not None and method in RESOURCE_METHODS:
         declared: Views = views
-        handlers[method] = lambda: _cacheable(resources(request_id, method, params, declared))
+        handlers[method] = lambda: _cacheable(resources(request_id, method, params, declared), views)
     handler = handlers.get(method)
     if handler is None:
         raise ProtocolError(
@@ -156,18 +156,21 @@ def _discover(toolset: Toolset, views: Views | None) -> dict:
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": server_capabilities(views),
             "instructions": toolset.instructions,
-        }
+        },
+        views,
     )
 
 
-def _cacheable(body: dict) -> dict:
-    return {**body, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+def _cacheable(body: dict, views: Views | None) -> dict:
+    """Caching hints: public for what every client gets alike; private for what only a host
+    declaring MCP Apps is told, so no shared cache hands it to a client that did not declare it."""
+    return {**body, "ttlMs": LIST_TTL_MS, "cacheScope": "private" if views else "public"}
 
 
 def _list_tools(request_id: object, params: dict, toolset: Toolset, views: Views | None) -> dict:
     if params.get("cursor") is not None:
         raise invalid_params(request_id, "invalid cursor: the tool list has a single page")
-    return _cacheable({"tools": listed_tools(toolset, views)})
+    return _cacheable({"tools": listed_tools(toolset, views)}, views)
 
 
 def _call_tool(request_id: object, params: dict, capabilities: dict, req: Request, toolset: Toolset) -> dict:

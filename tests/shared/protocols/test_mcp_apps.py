@@ -15,6 +15,10 @@ from tests.shared.protocols.test_mcp_modern import modern
 from tests.support import Buyer
 
 DECLARED = {"extensions": {apps.EXTENSION: {"mimeTypes": [apps.MIME_TYPE]}}}
+DECLARED_OTHERWISE = [  # the same media type, written as RFC 9110 allows
+    {"extensions": {apps.EXTENSION: {"mimeTypes": ["text/html; profile=mcp-app"]}}},
+    {"extensions": {apps.EXTENSION: {"mimeTypes": ["image/png", "Text/HTML ;profile=mcp-app"]}}},
+]
 NOT_DECLARED = [
     {},
     {"extensions": {}},
@@ -60,6 +64,13 @@ def test_a_client_without_the_extension_sees_the_server_as_before(buyer, capabil
         assert buyer.mcp(method, {"uri": apps.VIEW_URI}).json()["error"]["code"] == -32601
 
 
+@pytest.mark.parametrize("capabilities", DECLARED_OTHERWISE)
+def test_the_media_type_may_be_written_with_spaces_and_in_any_case(buyer, capabilities):
+    assert "extensions" in initialize(buyer, capabilities).json()["result"]["capabilities"]
+    found = modern(buyer, "server/discover", capabilities=capabilities).json()["result"]["capabilities"]
+    assert "extensions" in found
+
+
 def test_a_declaring_host_is_offered_the_extension_and_its_resources(buyer):
     response = initialize(buyer, DECLARED)
     capabilities = response.json()["result"]["capabilities"]
@@ -103,7 +114,8 @@ def test_a_read_without_a_string_uri_is_invalid_params(buyer, params):
     assert "uri" in error["message"]
 
 
-def test_a_session_id_not_minted_for_apps_gets_nothing_of_them(buyer):
+def test_any_other_session_id_gets_nothing_of_them(buyer):
+    """The id is a flag, not a secret: a client could as well declare the extension itself."""
     tools = buyer.mcp("tools/list", headers={"Mcp-Session-Id": "some-other-session"}).json()["result"][
         "tools"
     ]
@@ -132,6 +144,7 @@ def test_tool_results_are_the_same_with_the_extension_or_without(buyer, mail):
 def test_over_2026_a_client_without_the_extension_sees_the_server_as_before(buyer, capabilities):
     discovered = modern(buyer, "server/discover", capabilities=capabilities).json()["result"]
     assert discovered["capabilities"] == TODAY
+    assert discovered["cacheScope"] == "public"
     tools = modern(buyer, "tools/list", capabilities=capabilities).json()["result"]["tools"]
     assert tool_metas(tools) == {"purchase_free_bundle": None, "list_bundles": None}
     for method in apps_methods():
@@ -143,8 +156,11 @@ def test_over_2026_a_declaring_host_sees_views_and_reads_them_with_caching_hints
     discovered = modern(buyer, "server/discover", capabilities=DECLARED).json()["result"]
     assert discovered["capabilities"]["extensions"] == {apps.EXTENSION: {}}
     assert discovered["capabilities"]["resources"] == {"listChanged": False}
+    assert discovered["cacheScope"] == "private"  # no shared cache may give it to a plain client
 
-    tools = modern(buyer, "tools/list", capabilities=DECLARED).json()["result"]["tools"]
+    listed = modern(buyer, "tools/list", capabilities=DECLARED).json()["result"]
+    assert listed["cacheScope"] == "private"
+    tools = listed["tools"]
     assert {name: meta["ui"]["resourceUri"] for name, meta in tool_metas(tools).items()} == {
         "purchase_free_bundle": apps.VIEW_URI,
         "list_bundles": apps.VIEW_URI,
@@ -152,7 +168,7 @@ def test_over_2026_a_declaring_host_sees_views_and_reads_them_with_caching_hints
     for method in apps_methods():
         result = modern(buyer, method, {"uri": apps.VIEW_URI}, capabilities=DECLARED).json()["result"]
         assert result["resultType"] == "complete"
-        assert result["ttlMs"] >= 0 and result["cacheScope"] == "public"
+        assert result["ttlMs"] >= 0 and result["cacheScope"] == "private"
     read = modern(buyer, "resources/read", {"uri": apps.VIEW_URI}, capabilities=DECLARED).json()["result"]
     assert read["contents"][0]["text"] == apps.view_html()
 
