@@ -31,6 +31,7 @@ from shared.purchase.governance import Governance, Limits
 from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
 from shared.seams.bundle_files import BlobBundleFiles
+from shared.seams.card_dates import TableCardDates
 from shared.seams.checkout_store import PURPOSE as CHECKOUT_PURPOSE
 from shared.seams.checkout_store import CheckoutStore
 from shared.seams.claims import TableClaimStore
@@ -219,6 +220,7 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
         keys=keys,
         storage=probe,
         drainer=drainer,
+        card_dates=TableCardDates(table(s.governance_table), s.public_base_url),
     )
 
 
