@@ -27,6 +27,8 @@ from shared.seams.storage import on_table
 PARTITION = "agent-card"
 WHAT = "agent card's date"
 CACHE_SECONDS = 60.0
+# The date is optional, so a card never waits the full storage timeout (and its retry) for it.
+TIMEOUT_SECONDS = 1.0
 LOST_RACE = (ResourceExistsError, ResourceModifiedError, ResourceNotFoundError)
 
 log = logging.getLogger(__name__)
@@ -42,23 +44,27 @@ class TableCardDates:
     ):
         self._table, self._cache_seconds, self._clock = table, cache_seconds, clock
         self._row = row_key(address)
-        self._lock = threading.Lock()  # one read at a time: concurrent requests share its answer
+        self._asking = threading.Lock()  # one request asks storage; the others do not queue behind it
         self._last: tuple[str, datetime | None, float] | None = None  # card, date, good until
 
     def since(self, card: str, now: datetime) -> datetime | None:
         """When `card` (its ETag) became the current card, in whole seconds, UTC; `now` (the
-        time it is) when it becomes current by this call. None when storage did not answer."""
-        with self._lock:
-            last = self._last
-            if last is not None and last[0] == card and self._clock() < last[2]:
-                return last[1]
-            try:
-                date = self._since(card, _whole(now))
-            except StorageOutage as exc:
-                log.warning("the agent card is served without Last-Modified: %s", exc)
-                date = None
-            self._last = (card, date, self._clock() + self._cache_seconds)
-            return date
+        time it is) when it becomes current by this call. None when storage did not answer, or
+        while another request is asking it and this instance knows no date for the card."""
+        last = self._last
+        if last is not None and last[0] == card and self._clock() < last[2]:
+            return last[1]
+        if not self._asking.acquire(blocking=False):
+            return last[1] if last is not None and last[0] == card else None
+        try:
+            date = self._since(card, _whole(now))
+        except StorageOutage as exc:
+            log.warning("the agent card is served without Last-Modified: %s", exc)
+            date = None
+        finally:
+            self._asking.release()
+        self._last = (card, date, self._clock() + self._cache_seconds)
+        return date
 
     def _since(self, card: str, now: datetime) -> datetime | None:
         row = self._read()

@@ -160,3 +160,23 @@ def test_storage_that_refuses_or_never_answers_is_no_date_soon(azurite, table_na
 
     assert dated is None
     assert waited < 4 * TIMEOUT + 1, waited  # the client's timeout and its one retry, not the SDK's minute
+
+
+def test_requests_do_not_queue_behind_one_that_waits_on_storage(azurite, table_name, proxy):
+    ticks = Ticks()
+    dates = instance(proxied(azurite, table=proxy), table_name, clock=ticks)
+    dated = dates.since(A, NOON)
+    ticks.now = 61.0  # the minute is over: the next request asks storage, which hangs
+    proxy.set("stall")
+
+    with ThreadPoolExecutor(1) as pool:
+        asking = pool.submit(dates.since, A, NOON)
+        time.sleep(TIMEOUT / 2)
+        started = time.monotonic()
+        meanwhile = dates.since(A, NOON)
+        waited = time.monotonic() - started
+        unknown = dates.since(B, NOON)
+
+        assert meanwhile == dated and unknown is None  # what it knew of A; nothing of B
+        assert waited < 0.1, waited
+        assert asking.result() is None
