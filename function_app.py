@@ -176,9 +176,11 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route=".well-known/agent-card.json", methods=api.EVERY_METHOD)
 def agent_card(req: func.HttpRequest) -> func.HttpResponse:
-    return _serve(
-        req, card.CARD_USAGE, lambda r: card.agent_card(r, runtime.settings(), runtime.services().keys)
-    )
+    def answer(r: http.Request) -> http.Answer:
+        services = runtime.services()
+        return card.agent_card(r, services.settings, services.keys, services.card_dates)
+
+    return _serve(req, card.CARD_USAGE, answer)
 
 
 @app.route(route=".well-known/ucp", methods=api.EVERY_METHOD)

@@ -31,6 +31,8 @@ from shared.purchase.governance import Governance, Limits
 from shared.purchase.storefront import Storefront
 from shared.seams.brevo import BrevoClient
 from shared.seams.bundle_files import BlobBundleFiles
+from shared.seams.card_dates import TIMEOUT_SECONDS as CARD_DATE_SECONDS
+from shared.seams.card_dates import TableCardDates
 from shared.seams.checkout_store import PURPOSE as CHECKOUT_PURPOSE
 from shared.seams.checkout_store import CheckoutStore
 from shared.seams.claims import TableClaimStore
@@ -115,8 +117,8 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
     hasher = Hasher(s.hash_secret)
     account, timeout = storage_account(s), s.storage_timeout_seconds
 
-    def table(name: str):
-        return table_client(account, name, timeout, transport("table") if transport else None)
+    def table(name: str, seconds: float = timeout):
+        return table_client(account, name, seconds, transport("table") if transport else None)
 
     def container(name: str):
         return container_client(account, name, timeout, transport("blob") if transport else None)
@@ -219,6 +221,9 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
         keys=keys,
         storage=probe,
         drainer=drainer,
+        card_dates=TableCardDates(
+            table(s.governance_table, min(timeout, CARD_DATE_SECONDS)), s.public_base_url
+        ),
     )
 
 

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from shared.protocols.ucp.sessions import CheckoutSessions
     from shared.protocols.ucp.webhooks import Webhooks
     from shared.purchase.contacts import ContactDrainer
+    from shared.seams.card_dates import TableCardDates
     from shared.seams.ledger import TableLedger
     from shared.seams.storage_probe import StorageProbe
 
@@ -73,6 +74,7 @@ class Services:
     checkouts: CheckoutSessions | None = None  # UCP checkout sessions, completed by the purchase
     replays: Replays | None = None  # UCP's Idempotency-Key rule on the checkout operations
     webhooks: Webhooks | None = None  # UCP order events to the platforms that ask for them
+    card_dates: TableCardDates | None = None  # when the agent card became current (Last-Modified)
 
 
 # Every method Azure lets a trigger list. Each route lists them all, because Azure answers a

@@ -9,8 +9,11 @@ live and are tested here; `shared.protocols.api` holds the HTTP endpoints built 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.config.errors import InvalidRequest, PayloadTooLarge, StorefrontError, UnsupportedMediaType
@@ -26,6 +29,14 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 64
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 JSON_TYPE = "application/json"
+_DAY, _MONTH = "(Mon|Tue|Wed|Thu|Fri|Sat|Sun)", "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_TIME = r"\d\d:\d\d:\d\d"
+# RFC 9110 §5.6.7's three forms of HTTP-date: IMF-fixdate, then the obsolete RFC 850 and asctime.
+HTTP_DATE = re.compile(
+    rf"{_DAY}, \d\d {_MONTH} \d{{4}} {_TIME} GMT"
+    rf"|(Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, \d\d-{_MONTH}-\d\d {_TIME} GMT"
+    rf"|{_DAY} {_MONTH} [ \d]\d {_TIME} \d{{4}}"
+)
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,29 @@ class Usage:
 
     allow: tuple[str, ...]
     how: str
+
+
+def http_date(value: str | None) -> datetime | None:
+    """A valid HTTP-date as a UTC datetime; None for anything else (a list, a zone other than
+    GMT, a date that does not exist), which a conditional request then ignores."""
+    if value is None or not HTTP_DATE.fullmatch(value.strip()):
+        return None
+    try:
+        return parsedate_to_datetime(value.strip()).replace(tzinfo=timezone.utc)
+    except (TypeError, ValueError):
+        return None
+
+
+def not_modified(req: Request, etag: str, modified: datetime | None) -> bool:
+    """Whether a GET or HEAD is answered 304 (RFC 9110 §13.2.2): If-None-Match when it is sent (a
+    weak comparison); only without it, If-Modified-Since, when it is a valid HTTP-date and the
+    representation has a date (`modified`, whole seconds) no later than it."""
+    if_none_match = req.header("if-none-match")
+    if if_none_match is not None:
+        wanted = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+        return etag.removeprefix("W/") in wanted or "*" in wanted
+    since = http_date(req.header("if-modified-since"))
+    return modified is not None and since is not None and modified <= since
 
 
 def json_answer(status: int, payload: object, headers: dict[str, str] | None = None) -> Answer:

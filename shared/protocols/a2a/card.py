@@ -1,12 +1,15 @@
 """The A2A agent card (`GET /.well-known/agent-card.json`): A2A 1.0's card with the 0.3 fields its
 clients read, describing the two skills (a free bundle, the catalog) and the signed-receipts
-extension, signed by the store's key (card_signatures.py), cacheable with an ETag."""
+extension, signed by the store's key (card_signatures.py), cacheable with an ETag and a Last-Modified."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
+from email.utils import format_datetime
+from typing import TYPE_CHECKING
 
 from shared import __version__
 from shared.config.errors import NotConfigured
@@ -15,9 +18,12 @@ from shared.config.settings import Settings
 from shared.protocols.a2a import card_signatures
 from shared.protocols.a2a.answers import ARTIFACT_ID
 from shared.protocols.a2a.protocol import INPUT_MODES, TEXT_TYPE, V03, V1
-from shared.protocols.http import JSON_TYPE, Answer, Request, Usage
+from shared.protocols.http import JSON_TYPE, Answer, Request, Usage, not_modified
 from shared.purchase.call import OPERATION
 from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID
+
+if TYPE_CHECKING:
+    from shared.seams.card_dates import TableCardDates
 
 LIST_OPERATION = "list_bundles"
 RECEIPTS_EXTENSION = "urn:storefront:a2a:signed-receipts:v1"
@@ -136,12 +142,15 @@ def _list_skill() -> dict:
     }
 
 
-def agent_card(req: Request, settings: Settings, keys: Callable[[], KeySet]) -> Answer:
+def agent_card(
+    req: Request, settings: Settings, keys: Callable[[], KeySet], dates: TableCardDates | None = None
+) -> Answer:
     """The card, signed when the store has a signing key, cacheable for five minutes, with an ETag
     (a conditional GET or HEAD gets 304). The ETag is of the unsigned card and the signatures'
     protected header, never of the signature bytes, which differ from one instance to the next:
     every instance names the same card under the same tag, and a new card or key gets a new one.
-    It is weak (W/) for that reason: equal meaning, not equal bytes."""
+    It is weak (W/) for that reason: equal meaning, not equal bytes. Last-Modified is when this
+    card became the store's current card, on record in `dates`; without a record, none is sent."""
     served = card(settings)
     try:
         key_set: KeySet | None = keys()
@@ -153,8 +162,10 @@ def agent_card(req: Request, settings: Settings, keys: Callable[[], KeySet]) -> 
     digest = hashlib.sha256(unsigned + b"\n" + json.dumps(header, sort_keys=True).encode())
     etag = f'W/"{digest.hexdigest()[:32]}"'
     headers = {"Cache-Control": "public, max-age=300", "ETag": etag}
-    wanted = {tag.strip().removeprefix("W/") for tag in (req.header("if-none-match") or "").split(",")}
-    if etag.removeprefix("W/") in wanted or "*" in wanted:
+    since = dates.since(etag, datetime.now(timezone.utc)) if dates is not None else None
+    if since is not None:
+        headers["Last-Modified"] = format_datetime(since, usegmt=True)
+    if not_modified(req, etag, since):
         return Answer(304, b"", headers)
     if key_set is not None:
         views = [card_v1(settings), served]

@@ -296,13 +296,23 @@ def _bundles() -> dict:
 
 
 def _agent_card() -> dict:
-    etag = {"ETag": header("The card's version, to send back as If-None-Match.", {"type": "string"})}
+    etag = {
+        "ETag": header("The card's version, to send back as If-None-Match.", {"type": "string"}),
+        "Last-Modified": header(
+            "When this card became the store's current card (an HTTP-date), to send back as "
+            "If-Modified-Since; absent when the store could not read it.",
+            {"type": "string"},
+            required=False,
+        ),
+    }
+    conditions = ("If-None-Match", "If-Modified-Since")
     return get_and_head(
         {
             "operationId": "getAgentCard",
             "summary": "The A2A agent card: the JSON-RPC endpoint at /api/a2a, its skills and extensions",
             "parameters": [
-                {"name": "If-None-Match", "in": "header", "required": False, "schema": {"type": "string"}}
+                {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
+                for name in conditions
             ],
             "responses": {
                 "200": response(
@@ -310,7 +320,11 @@ def _agent_card() -> dict:
                     json_content("AgentCard"),
                     etag,
                 ),
-                "304": response("The card is unchanged since the ETag sent.", headers=etag),
+                "304": response(
+                    "The card is unchanged: the ETag sent names it, or (without If-None-Match) it is "
+                    "no newer than If-Modified-Since.",
+                    headers=etag,
+                ),
             },
         }
     )

@@ -270,6 +270,24 @@ def test_card_is_cacheable_and_a_conditional_get_or_head_is_304(agent):
     assert httpx.get(url, headers={"If-None-Match": '"other"'}).status_code == 200
 
 
+def test_card_has_one_last_modified_that_answers_if_modified_since(agent):
+    url = f"{agent.url}/.well-known/agent-card.json"
+    first, second = httpx.get(url), httpx.get(url)
+    modified = first.headers["Last-Modified"]
+
+    since = httpx.get(url, headers={"If-Modified-Since": modified})
+    head = httpx.head(url, headers={"If-Modified-Since": modified})
+    tag_first = httpx.get(url, headers={"If-None-Match": '"other"', "If-Modified-Since": modified})
+    invalid = httpx.get(url, headers={"If-Modified-Since": "yesterday"})
+
+    assert re.fullmatch(r"\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT", modified)
+    assert second.headers["Last-Modified"] == modified
+    assert (since.status_code, since.content, since.headers["Last-Modified"]) == (304, b"", modified)
+    assert since.headers["ETag"] == first.headers["ETag"] and head.status_code == 304
+    assert tag_first.status_code == 200 and tag_first.json()["signatures"]  # If-None-Match decides
+    assert invalid.status_code == 200 and invalid.headers["Last-Modified"] == modified
+
+
 def test_the_official_resolver_verifies_the_served_card_with_the_served_keys(agent):
     """a2a-sdk's own resolver and verifier, keys read from the JWKS the card's signatures name."""
     jwks_url = f"{agent.url}/.well-known/jwks.json"

@@ -1,14 +1,17 @@
 """The agent card's signatures and caching (shared/protocols/a2a/card.py, card_signatures.py), in
 process: the official `a2a-sdk` verifier accepts the card as its resolver parses it and refuses a
 tampered one; a verifier of the served JSON does too; the ETag names the card and the key, never
-the random signature bytes."""
+the random signature bytes; Last-Modified is the card's date on record (Azurite), or absent."""
 
 from __future__ import annotations
 
 import base64
 import copy
 import json
+import time
+import uuid
 from collections.abc import Callable
+from email.utils import format_datetime, parsedate_to_datetime
 
 import pytest
 import rfc8785
@@ -25,6 +28,7 @@ from jose.exceptions import JOSEError
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
+from devstack.faultproxy import FaultProxy, endpoint_port, proxied
 from devstack.services import dev_settings
 from shared import runtime
 from shared.config.keys import public_jwk
@@ -32,6 +36,8 @@ from shared.config.settings import Settings
 from shared.protocols.a2a import card as cards
 from shared.protocols.a2a import card_signatures
 from shared.protocols.http import Answer, Request
+from shared.seams.card_dates import TableCardDates
+from shared.seams.storage import table_client
 from tests.support import new_ec_key, private_pem
 
 BASE = "https://store.example"
@@ -43,8 +49,13 @@ def settings(**env: str) -> Settings:
     return Settings.from_env({**dev_settings(), "STOREFRONT_PUBLIC_BASE_URL": BASE, **env})
 
 
-def serve(s: Settings, headers: dict[str, str] | None = None, method: str = "GET") -> Answer:
-    return cards.agent_card(Request(method, headers or {}, b""), s, runtime.keyset(s))
+def serve(
+    s: Settings,
+    headers: dict[str, str] | None = None,
+    method: str = "GET",
+    dates: TableCardDates | None = None,
+) -> Answer:
+    return cards.agent_card(Request(method, headers or {}, b""), s, runtime.keyset(s), dates)
 
 
 def served(s: Settings) -> dict:
@@ -261,3 +272,50 @@ def test_after_a_rotation_the_new_key_signs_and_a_card_cached_from_the_old_one_s
     for document in (new, old):
         sdk_verify(document, keys.jwks())
         assert raw_verify(document, keys.jwks())
+
+
+# --- Last-Modified --------------------------------------------------------------------------------
+
+
+def card_dates(connection: str, timeout: float = 5) -> TableCardDates:
+    return TableCardDates(table_client(connection, f"governance{uuid.uuid4().hex[:10]}", timeout), BASE)
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_last_modified_is_when_the_card_became_current_and_a_date_no_earlier_is_304(store, azurite, method):
+    dates = card_dates(azurite)
+    before = int(time.time())
+    first = serve(store, dates=dates)
+    modified = first.headers["Last-Modified"]
+    earlier = format_datetime(parsedate_to_datetime(modified).replace(year=2000), usegmt=True)
+
+    same = serve(store, {"if-modified-since": modified}, method, dates)
+    older = serve(store, {"if-modified-since": earlier}, method, dates)
+
+    assert before <= parsedate_to_datetime(modified).timestamp() <= time.time()
+    assert modified.endswith(" GMT") and first.status == 200
+    assert (same.status, same.body, same.headers["Last-Modified"]) == (304, b"", modified)
+    assert older.status == 200 and older.headers["Last-Modified"] == modified
+
+
+def test_if_none_match_outranks_if_modified_since(store, azurite):
+    dates = card_dates(azurite)
+    modified = serve(store, dates=dates).headers["Last-Modified"]
+
+    answer = serve(store, {"if-none-match": '"other"', "if-modified-since": modified}, dates=dates)
+
+    assert answer.status == 200 and json.loads(answer.body)["signatures"]
+
+
+@pytest.mark.parametrize("mode", ["cut", "stall"])
+def test_storage_down_or_silent_serves_the_card_soon_without_last_modified(store, azurite, mode):
+    with FaultProxy(endpoint_port(azurite, "Table")) as proxy:
+        dates = card_dates(proxied(azurite, table=proxy), timeout=0.5)
+        proxy.set(mode)
+        started = time.monotonic()
+        answer = serve(store, {"if-modified-since": "Fri, 01 Jan 2100 00:00:00 GMT"}, dates=dates)
+        waited = time.monotonic() - started
+
+    assert answer.status == 200 and json.loads(answer.body)["signatures"]
+    assert "Last-Modified" not in answer.headers and answer.headers["ETag"]
+    assert waited < 3, waited

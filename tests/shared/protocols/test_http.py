@@ -4,6 +4,7 @@ body parsing, JSON and error answers, content negotiation), called directly with
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pytest
 
@@ -14,7 +15,9 @@ from shared.protocols.http import (
     Request,
     _quality,
     error_answer,
+    http_date,
     json_answer,
+    not_modified,
     origin_allowed,
     parse_body,
 )
@@ -313,3 +316,61 @@ def test_a_signature_is_checked_against_the_url_its_sender_addressed(on_azure, r
     req = Request("GET", {}, b"", {}, {}, received)
 
     assert as_addressed(req, settings).url == addressed
+
+
+# --- conditional requests ----------------------------------------------------------------------------
+
+NOV_6 = datetime(1994, 11, 6, 8, 49, 37, tzinfo=timezone.utc)
+TAG = 'W/"abc"'
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"],
+    ids=["imf-fixdate", "rfc850", "asctime"],
+)
+def test_every_form_of_http_date_is_read_as_utc(value):
+    assert http_date(value) == NOV_6
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "yesterday",
+        "Sun, 06 Nov 1994 08:49:37 +0200",  # only GMT
+        "06 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 08:49:37 GMT, Mon, 07 Nov 1994 08:49:37 GMT",  # a list
+        "Sun, 31 Feb 1994 08:49:37 GMT",  # no such day
+        "1994-11-06T08:49:37Z",
+    ],
+)
+def test_anything_but_one_http_date_is_no_date(value):
+    assert http_date(value) is None
+
+
+def conditional(**headers: str) -> Request:
+    return Request("GET", {name.replace("_", "-"): value for name, value in headers.items()})
+
+
+@pytest.mark.parametrize(
+    ("since", "expected"),
+    [("Sun, 06 Nov 1994 08:49:37 GMT", True), ("Sun, 06 Nov 1994 08:49:38 GMT", True)]
+    + [("Sun, 06 Nov 1994 08:49:36 GMT", False), ("not a date", False)],
+    ids=["same-second", "later", "earlier", "invalid"],
+)
+def test_if_modified_since_is_not_modified_when_the_date_is_no_later(since, expected):
+    assert not_modified(conditional(if_modified_since=since), TAG, NOV_6) is expected
+
+
+def test_if_modified_since_means_nothing_when_the_representation_has_no_date():
+    assert not not_modified(conditional(if_modified_since="Sun, 06 Nov 1994 08:49:37 GMT"), TAG, None)
+
+
+@pytest.mark.parametrize(("tags", "expected"), [('"other"', False), ('"abc"', True), ("*", True)])
+def test_if_none_match_decides_alone_when_sent(tags, expected):
+    """RFC 9110 §13.2.2: If-Modified-Since is evaluated only when If-None-Match is absent."""
+    both = conditional(if_none_match=tags, if_modified_since="Sun, 06 Nov 1994 08:49:37 GMT")
+
+    assert not_modified(both, TAG, NOV_6) is expected
