@@ -26,6 +26,7 @@ from shared.protocols.ucp.replay import Replays
 from shared.protocols.ucp.sessions import CheckoutSessions
 from shared.protocols.ucp.webhooks import Webhooks
 from shared.purchase.call import StoreConfig
+from shared.purchase.catalog import BUNDLES
 from shared.purchase.contacts import LEASE_SECONDS, ContactDrainer
 from shared.purchase.governance import Governance, Limits
 from shared.purchase.storefront import Storefront
@@ -173,13 +174,15 @@ def build(s: Settings, transport: Transports | None = None) -> Services:
         repairs=RepairQueue(table(s.ledger_table)),
         contacts=contacts,
     )
-    downloads = Downloads(keys, BlobBundleFiles(container(s.bundles_container)), s.public_base_url)
+    bundle_files = BlobBundleFiles(container(s.bundles_container))
+    downloads = Downloads(keys, bundle_files, s.public_base_url)
     probe = StorageProbe(
         table(s.idempotency_table),
         container(s.receipts_container),
         timeout,
         account.credential,
         backlog=contacts.backlog,
+        missing_bundles=lambda **options: bundle_files.missing(BUNDLES, **options),
     )
     lease = TableLease(table(s.governance_table), DRAINER_LEASE, LEASE_SECONDS)
     drainer = ContactDrainer(contacts, brevo, lease, s.brevo_contact_list_id)

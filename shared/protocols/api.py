@@ -254,20 +254,23 @@ def download(req: Request, services: Services) -> Answer:
 
 
 def health(services: Services) -> Answer:
-    """Readiness: 200 `ok` when every secret is usable and Table, Blob and the contact queue
-    answer with the app's credentials; otherwise 503 with `status` (`unconfigured` for a setting,
-    `unavailable` for storage), the settings at fault by name and each problem in words, never a
-    value. `contacts` is the contact backlog (buyers waiting, the oldest's age in seconds,
-    messages in the poison queue), null when the queue could not be read."""
+    """Readiness: 200 `ok` when every secret is usable, Table, Blob and the contact queue answer
+    with the app's credentials and every bundle's file is uploaded; 200 `degraded` when only bundle
+    files are missing (`missing_bundles`; the store sells the rest); otherwise 503 with `status`
+    (`unconfigured` for a setting, `unavailable` for storage). `missing_settings` names the settings
+    at fault and `problems` says each problem in words, never a value. `contacts` is the contact
+    backlog (buyers waiting, the oldest's age in seconds, messages in the poison queue), null when
+    the queue could not be read."""
     readiness = assess(services.settings, services.keys, services.storage)
     backlog = services.storage.backlog()
     return json_answer(
-        200 if readiness.status == "ok" else 503,
+        200 if readiness.serving else 503,
         {
             "status": readiness.status,
             "version": __version__,
             "missing_settings": list(readiness.missing_settings),
-            "problems": list(readiness.problems),
+            "missing_bundles": list(readiness.missing_bundles),
+            "problems": list(readiness.problems + readiness.bundle_problems),
             "contacts": backlog.as_dict() if backlog is not None else None,
         },
         {"Cache-Control": "no-store"},

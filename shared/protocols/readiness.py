@@ -1,12 +1,15 @@
 """Whether the app can serve purchases now, as `GET /api/health` reports it: every secret set,
 resolved, usable and (on Azure) neither public nor weak, and Table, Blob and the contact queue
-answering with the app's credentials.The storage probe itself is a seam (`shared.seams.storage_probe`).
+answering with the app's credentials. A bundle whose file is not uploaded leaves the store
+`degraded`: it sells the others, and the problem says how to upload the file. The storage probe
+itself is a seam (`shared.seams.storage_probe`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from shared.config.errors import NotConfigured
 from shared.config.keys import KeySet
@@ -19,12 +22,21 @@ class Readiness:
     missing_settings: tuple[str, ...]
     problems: tuple[str, ...]
     configured: bool
+    missing_bundles: tuple[str, ...] = ()
+    bundle_problems: tuple[str, ...] = ()
 
     @property
     def status(self) -> str:
         if not self.configured:
             return "unconfigured"
-        return "unavailable" if self.problems else "ok"
+        if self.problems:
+            return "unavailable"
+        return "degraded" if self.missing_bundles else "ok"
+
+    @property
+    def serving(self) -> bool:
+        """Whether purchases go through: `ok`, or `degraded` (some bundles cannot be downloaded)."""
+        return self.status in ("ok", "degraded")
 
 
 def setting_problems(settings: Settings, keys: Callable[[], KeySet]) -> list[tuple[str, str]]:
@@ -42,10 +54,34 @@ def setting_problems(settings: Settings, keys: Callable[[], KeySet]) -> list[tup
     return found
 
 
+def upload_command(settings: Settings, bundle_id: str) -> str:
+    """How the operator puts a bundle's file in place: with the Azure CLI on Azure
+    (docs/deploying.md#uploading-the-bundle-files), with the seeding tool on Azurite."""
+    if not settings.hosted_on_azure:
+        return f"python -m devstack.seed_bundles --file {bundle_id}=<path to the zip>"
+    account = (urlsplit(settings.storage_blob_uri).hostname or "").split(".")[0] or "<storage account>"
+    return (
+        f"az storage blob upload --auth-mode login --account-name {account} "
+        f"--container-name {settings.bundles_container} --name {bundle_id}.zip "
+        "--file <path to the zip> --content-type application/zip"
+    )
+
+
+def bundle_problem(settings: Settings, bundle_id: str) -> str:
+    return (
+        f"bundle {bundle_id} has no file {bundle_id}.zip in the {settings.bundles_container} container, "
+        f"so its download links answer 503; upload it: {upload_command(settings, bundle_id)}"
+    )
+
+
 def assess(settings: Settings, keys: Callable[[], KeySet], storage: StorageProbe) -> Readiness:
     configuration = setting_problems(settings, keys)
+    problems = tuple(storage.problems())  # probes first: the missing bundles are this probe's
+    missing = tuple(storage.missing_bundles())
     return Readiness(
         missing_settings=tuple(name for name, _ in configuration),
-        problems=tuple(problem for _, problem in configuration) + tuple(storage.problems()),
+        problems=tuple(problem for _, problem in configuration) + problems,
         configured=not configuration,
+        missing_bundles=missing,
+        bundle_problems=tuple(bundle_problem(settings, bundle_id) for bundle_id in missing),
     )

@@ -1,8 +1,9 @@
 """Whether Table, Blob and the contact queue answer with the app's credentials, for
 `GET /api/health`: one cheap call per store (a point read that finds nothing, a container's
 properties), and for the queue the contact backlog (its depth and the age of its oldest message,
-two calls a shard), run side by side and bounded by the storage timeout. Its result is reused for
-a moment, so a flood of health checks stays a trickle of storage calls.
+two calls a shard), and which bundles have no file (one existence check a bundle), run side by
+side and bounded by the storage timeout. Its result is reused for a moment, so a flood of health
+checks stays a trickle of storage calls.
 """
 
 from __future__ import annotations
@@ -36,10 +37,13 @@ class StorageProbe:
         credential: TokenCredential | None = None,
         clock: Callable[[], float] = time.monotonic,
         backlog: Callable[[], Backlog] | None = None,
+        missing_bundles: Callable[..., list[str]] | None = None,
     ):
         self._table, self._container, self._timeout = table, container, timeout
         self._backlog_of = backlog
         self._backlog: Backlog | None = None
+        self._missing_of = missing_bundles
+        self._missing: list[str] = []
         self._credential, self._clock = credential, clock
         self._lock = threading.Lock()
         self._checked_at: float | None = None
@@ -47,7 +51,7 @@ class StorageProbe:
         # One call in flight per kind (token, table, blob): a store that hangs past the deadline
         # keeps its call running until the client's own timeout, and probes meanwhile report it
         # again instead of queueing more calls behind it.
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage-probe")
+        self._pool = ThreadPoolExecutor(max_workers=5, thread_name_prefix="storage-probe")
         self._pending: dict[str, Future] = {}
 
     def problems(self) -> list[str]:
@@ -69,6 +73,20 @@ class StorageProbe:
         """The contact backlog as the last probe found it; None when it could not be read."""
         return self._backlog
 
+    def missing_bundles(self) -> list[str]:
+        """The bundles whose file the last probe did not find; empty when it could not look."""
+        return list(self._missing)
+
+    def _read_missing(self, **options: object) -> None:
+        """Look for the bundle files for `check`, which words a failure as it does for Blob."""
+        if self._missing_of is None:
+            return
+        try:
+            self._missing = self._missing_of(**options)
+        except StorageOutage as exc:
+            cause = exc.__cause__
+            raise cause if isinstance(cause, AzureError) else AzureError(str(exc)) from None
+
     def _read_backlog(self, **_: object) -> None:
         """Read the backlog for `check`, which words a failure from the storage error itself
         (refused the identity, answered 5xx, unreachable), as it does for Table and Blob."""
@@ -85,6 +103,7 @@ class StorageProbe:
         if self._credential is not None:
             problem = self._token_problem()
             if problem:
+                self._missing = []
                 return [problem]
         identity = self._credential is not None
         calls = {
@@ -93,6 +112,8 @@ class StorageProbe:
         }
         if self._backlog_of is not None:
             calls["queue storage"] = self._read_backlog
+        if self._missing_of is not None:
+            calls["bundle files"] = self._read_missing
         futures = {what: self._submit(what, check, what, call, identity) for what, call in calls.items()}
         wait_for(futures.values(), timeout=self._timeout)
         problems = []
@@ -103,10 +124,17 @@ class StorageProbe:
                 problems.append(f"{what} could not be probed ({type(future.exception()).__name__})")
             elif future.result():
                 problems.append(future.result())
-        queue = futures.get("queue storage")
-        if queue is not None and (not queue.done() or queue.exception() is not None or queue.result()):
+        if not self._answered(futures.get("queue storage")):
             self._backlog = None  # a backlog this probe could not read is not shown as current
+        if not self._answered(futures.get("bundle files")):
+            self._missing = []  # unknown, not missing: an outage reads as the outage it is
+            if any(p.startswith("blob storage") for p in problems):
+                problems = [p for p in problems if not p.startswith("bundle files")]
         return problems
+
+    @staticmethod
+    def _answered(future: Future | None) -> bool:
+        return future is None or (future.done() and future.exception() is None and not future.result())
 
     def _token_problem(self) -> str | None:
         if self._credential is None:

@@ -262,9 +262,12 @@ def _health() -> dict:
     return get_and_head(
         {
             "operationId": "getHealth",
-            "summary": "Readiness: secrets set and usable, Table and Blob answering",
+            "summary": "Readiness: secrets set and usable, Table and Blob answering, bundle files uploaded",
             "responses": {
-                "200": response("Ready.", json_content("Health")),
+                "200": response(
+                    "Ready: `ok`, or `degraded` when some bundle files are missing (`missing_bundles`).",
+                    json_content("Health"),
+                ),
                 "503": response("Not ready: `status` says why, `problems` in words.", json_content("Health")),
             },
         }

@@ -152,9 +152,15 @@ _AGENT_CARD = object_schema(
 )
 _HEALTH = object_schema(
     {
-        "status": {"type": "string", "enum": ["ok", "unconfigured", "unavailable"]},
+        "status": {"type": "string", "enum": ["ok", "degraded", "unconfigured", "unavailable"]},
         "version": string(),
         "missing_settings": {"type": "array", "items": string()},
+        "missing_bundles": {
+            "description": "Bundles whose file is not uploaded: their download links answer 503 "
+            "until it is, and the store sells the others (`degraded`, 200).",
+            "type": "array",
+            "items": string(),
+        },
         "problems": {"type": "array", "items": string()},
         "contacts": {
             "description": "The contact backlog: buyers waiting to become Brevo contacts, the oldest's "

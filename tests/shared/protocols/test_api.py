@@ -53,6 +53,9 @@ class _Storage:
     def backlog(self) -> Backlog | None:
         return self._backlog
 
+    def missing_bundles(self) -> list[str]:
+        return []
+
 
 def _health(settings: Settings, keys=lambda: KEYS, storage=None):
     return health(SimpleNamespace(settings=settings, keys=keys, storage=storage or _Storage()))
@@ -66,6 +69,7 @@ def test_health_is_ok_when_every_secret_is_set_and_storage_answers():
         "status": "ok",
         "version": __version__,
         "missing_settings": [],
+        "missing_bundles": [],
         "problems": [],
         "contacts": NO_BACKLOG,
     }
@@ -81,6 +85,7 @@ def test_health_is_unconfigured_503_and_names_the_missing_settings():
         "status": "unconfigured",
         "version": __version__,
         "missing_settings": ["BREVO_API_KEY", "STOREFRONT_SIGNING_KEY", "STOREFRONT_HASH_SECRET"],
+        "missing_bundles": [],
         "problems": [
             "BREVO_API_KEY is not set",
             "STOREFRONT_SIGNING_KEY is not set",
@@ -164,6 +169,7 @@ def test_health_is_unavailable_503_and_says_what_storage_did():
         "status": "unavailable",
         "version": __version__,
         "missing_settings": [],
+        "missing_bundles": [],
         "problems": [
             "table storage refused the app's identity (403)",
             "blob storage unreachable (ServiceRequestError)",
