@@ -1,6 +1,7 @@
 """The zip that a publish uploads, built here so it can be read and tested before Azure runs it.
 
     python -m ops.package [--output PATH]        (`make package`; default dist/storefront.zip)
+    python -m ops.package --check                (azd's prepackage hook: the checks, no zip)
 
 The zip holds the tree minus what `.funcignore` excludes and the names Core Tools never ships. It
 is written only when Core Tools and azd read `.funcignore` alike and git tracks every file in it,
@@ -178,12 +179,19 @@ def _listing(title: str, paths: Iterable[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.package", description=__doc__.split("\n")[0])
     parser.add_argument("--output", type=Path, default=ROOT / DEFAULT_OUTPUT)
-    output = parser.parse_args(argv).output.resolve()
+    parser.add_argument(
+        "--check", action="store_true", help="refuse as the build would, write nothing (azd zips itself)"
+    )
+    args = parser.parse_args(argv)
+    output = args.output.resolve()
     try:
-        files = build(output)
+        files = package_files() if args.check else build(output)
     except PackageError as error:
         print(f"package: {error}", file=sys.stderr)
         return 1
+    if args.check:
+        print(f"package: the {len(files)} files a publish ships are all tracked by git")
+        return 0
     if output.parent == ROOT / DEFAULT_OUTPUT.parent:
         (output.parent / ".gitignore").write_text("# Built by `make package`; never committed.\n*\n")
     for name in files:

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ops import package
 from tests.support import ROOT
@@ -282,3 +283,46 @@ def test_the_same_tree_gives_the_same_bytes(tmp_path):
     package.build(tmp_path / "two.zip", root)
 
     assert (tmp_path / "one.zip").read_bytes() == (tmp_path / "two.zip").read_bytes()
+
+
+def azd_prepackage_hook() -> dict[str, str]:
+    """The service's prepackage hook in azure.yaml: the command per platform."""
+    hooks = yaml.safe_load((ROOT / "azure.yaml").read_text())["services"]["api"]["hooks"]
+    return {platform: spec["run"] for platform, spec in hooks["prepackage"].items()}
+
+
+def test_azds_prepackage_hook_runs_the_package_check_on_every_platform():
+    hook = azd_prepackage_hook()
+
+    assert hook == {
+        "posix": ".venv/bin/python -m ops.package --check",
+        "windows": ".venv\\Scripts\\python.exe -m ops.package --check",
+    }
+
+
+def test_azds_prepackage_hook_refuses_an_untracked_file_that_would_ship_as_make_package_does(tmp_path):
+    """The hook's own command, run as azd runs it (in the project folder, by sh), on a checkout
+    holding ops/package.py and a run.log nobody added."""
+    root = git_repo(
+        tmp_path, {**APP, "ops/__init__.py": "", "ops/package.py": Path(package.__file__).read_text()}
+    )
+    (root / ".funcignore").write_text("ops\n.venv\n")
+    subprocess.run(["git", "-C", str(root), "add", ".funcignore"], check=True)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
+
+    def hook() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["sh", "-c", azd_prepackage_hook()["posix"]], cwd=root, capture_output=True, text=True, timeout=60
+        )
+
+    assert hook().returncode == 0
+    (root / "run.log").write_text("a run's output\n")
+    refused = hook()
+    with pytest.raises(package.PackageError) as by_make_package:
+        package.package_files(root)
+
+    assert refused.returncode == 1
+    assert refused.stderr == f"package: {by_make_package.value}\n"
+    assert "untracked: run.log" in refused.stderr
+    assert not (root / "dist").exists()  # a check: nothing built

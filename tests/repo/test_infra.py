@@ -776,7 +776,8 @@ def test_azure_yaml_deploys_this_folder_as_the_tagged_python_function():
     (app,) = site_file().all("resource", "Microsoft.Web/sites")
     assert f"'azd-service-name': '{service[1]}'" in app.body["tags"]
     for run in re.findall(r"run: (.+)", text):
-        script = run.split()[-1].replace("\\", "/")
+        module = re.search(r" -m ([\w.]+)", run)
+        script = module[1].replace(".", "/") + ".py" if module else run.split()[-1].replace("\\", "/")
         assert (ROOT / script).exists(), f"azure.yaml runs {script}, which does not exist"
 
 
