@@ -53,6 +53,30 @@ param maximumInstanceCount int = 40
 @description('BREVO_CONTACT_LIST_ID: the Brevo list (its id, a positive integer) the drained contacts are imported into; empty for none, and the contacts are then created one at a time.')
 param brevoContactListId string = ''
 
+// The store's limits (docs/governance.md), each an azd environment value of the setting's own
+// name (`azd env set STOREFRONT_RATE_LIMIT_PER_HOUR 120`, then `azd provision`), defaulting to
+// shared/config/settings.py's default. Whole numbers carry the app's bounds; the decimal and the
+// optional ones are strings, which the preprovision hook checks against the same bounds.
+@minValue(1)
+@maxValue(1000000)
+@description('STOREFRONT_RATE_LIMIT_PER_HOUR: purchases one client (address or verified agent) may make an hour.')
+param rateLimitPerHour int = 5
+
+@minValue(1)
+@maxValue(1000000)
+@description('STOREFRONT_RECIPIENT_LIMIT_PER_DAY: purchases one mailbox may receive a UTC day.')
+param recipientLimitPerDay int = 3
+
+@minLength(1)
+@description('STOREFRONT_DAILY_COST_CEILING_USD: a decimal from 0 to 1000000; the day\'s purchases stop at it. Keep it under the Brevo plan\'s quota.')
+param dailyCostCeilingUsd string = '5.00'
+
+@description('STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR: a whole number from 1 to 1000000; empty means the rate limit per hour.')
+param agentRateLimitPerHour string = ''
+
+@description('STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR: a whole number from 1 to 1000000; empty means ten agents\' limits.')
+param agentSiteRateLimitPerHour string = ''
+
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
   'azd-env-name': environmentName
@@ -166,6 +190,11 @@ module app 'modules/functionapp.bicep' = {
     contactQueueShards: contactQueueShards
     brevoContactListId: brevoContactListId
     maximumInstanceCount: maximumInstanceCount
+    rateLimitPerHour: rateLimitPerHour
+    recipientLimitPerDay: recipientLimitPerDay
+    dailyCostCeilingUsd: dailyCostCeilingUsd
+    agentRateLimitPerHour: agentRateLimitPerHour
+    agentSiteRateLimitPerHour: agentSiteRateLimitPerHour
   }
 }
 

@@ -44,7 +44,23 @@ REQUIRED = {
     "BREVO_API_KEY": "azd env set BREVO_API_KEY <your Brevo API key>",
     "STOREFRONT_SENDER_EMAIL": "azd env set STOREFRONT_SENDER_EMAIL <a sender verified in Brevo>",
 }
-PASSED = (*REQUIRED, SIGNING_KEY, HASH_SECRET, RETIRED_KEYS, CONTACT_LIST, "STOREFRONT_PUBLIC_BASE_URL")
+# The limits infra/main.parameters.json passes, each named as the app setting it becomes.
+LIMITS = (
+    "STOREFRONT_RATE_LIMIT_PER_HOUR",
+    "STOREFRONT_RECIPIENT_LIMIT_PER_DAY",
+    "STOREFRONT_DAILY_COST_CEILING_USD",
+    "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR",
+    "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR",
+)
+PASSED = (
+    *REQUIRED,
+    SIGNING_KEY,
+    HASH_SECRET,
+    RETIRED_KEYS,
+    CONTACT_LIST,
+    "STOREFRONT_PUBLIC_BASE_URL",
+    *LIMITS,
+)
 # What a raw substitution into a JSON string cannot carry: a quote, a control character (a real
 # line break), a backslash that does not start the \n escapes the signing key is written with.
 _UNFIT = re.compile(r'["\x00-\x1f]|\\(?!n)')
@@ -107,11 +123,12 @@ def _unreadable(present: Mapping[str, str]) -> list[str]:
             found.append(f"{RETIRED_KEYS} is not base64 of UTF-8 text")
         except SettingsError as exc:
             found.append(f"{RETIRED_KEYS}, decoded: {exc}")
-    if present[CONTACT_LIST]:
-        try:
-            Settings.from_env({CONTACT_LIST: present[CONTACT_LIST]})
-        except SettingsError as exc:
-            found.append(str(exc))
+    for name in (CONTACT_LIST, *LIMITS):  # what the app would stop at start-up on, with its words
+        if present[name]:
+            try:
+                Settings.from_env({name: present[name]})
+            except SettingsError as exc:
+                found.append(str(exc))
     return found
 
 

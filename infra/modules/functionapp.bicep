@@ -32,6 +32,21 @@ param retiredPublicKeysBase64 string = ''
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
+// The limits, as infra/main.bicep describes them.
+@minValue(1)
+@maxValue(1000000)
+param rateLimitPerHour int
+
+@minValue(1)
+@maxValue(1000000)
+param recipientLimitPerDay int
+
+@minLength(1)
+param dailyCostCeilingUsd string
+
+param agentRateLimitPerHour string
+param agentSiteRateLimitPerHour string
+
 @allowed([
   512
   2048
@@ -128,8 +143,9 @@ resource scmPublishingCredentials 'Microsoft.Web/sites/basicPublishingCredential
 // Flex Consumption takes the runtime from functionAppConfig: FUNCTIONS_WORKER_RUNTIME and
 // FUNCTIONS_EXTENSION_VERSION are not set. Nor is AzureWebJobsStorage: the host and the app
 // connect with the identity (AzureWebJobsStorage__*), and the account has no usable key.
-// The STOREFRONT_* values are the code's defaults (shared/config/settings.py), written out so they can be
-// read and changed here; tests/test_infra.py checks that each literal is the default.
+// The literal STOREFRONT_* values are the code's defaults (shared/config/settings.py), written out so
+// they can be read and changed here; tests/repo/test_infra.py checks that each literal is the
+// default. The limits come from the azd environment, through infra/main.bicep.
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: site
   name: 'appsettings'
@@ -154,16 +170,16 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     STOREFRONT_ALLOWED_ORIGINS: ''
     STOREFRONT_TRUSTED_PROXY_HOPS: '0'
     STOREFRONT_FRONT_DOOR_ID: ''
-    STOREFRONT_RATE_LIMIT_PER_HOUR: '5'
-    STOREFRONT_RECIPIENT_LIMIT_PER_DAY: '3'
-    STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR: ''
-    STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR: ''
+    STOREFRONT_RATE_LIMIT_PER_HOUR: string(rateLimitPerHour)
+    STOREFRONT_RECIPIENT_LIMIT_PER_DAY: string(recipientLimitPerDay)
+    STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR: agentRateLimitPerHour
+    STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR: agentSiteRateLimitPerHour
     STOREFRONT_UCP_PLATFORMS: ''
     STOREFRONT_TERMS_URL: ''
     STOREFRONT_PRIVACY_URL: ''
     STOREFRONT_AGENT_ORIGINS_ALLOWED: ''
     STOREFRONT_AGENT_ORIGINS_DENIED: ''
-    STOREFRONT_DAILY_COST_CEILING_USD: '5.00'
+    STOREFRONT_DAILY_COST_CEILING_USD: dailyCostCeilingUsd
     STOREFRONT_COST_PER_PURCHASE_USD: '0.01'
     STOREFRONT_COST_COUNTER_SHARDS: '8'
     STOREFRONT_DOWNLOAD_TOKEN_TTL_SECONDS: '604800'

@@ -310,8 +310,9 @@ def passed_to(file: Bicep, param: str) -> list[tuple[Bicep, str]]:
 
 
 def resolve(file: Bicep, value: str) -> str | None:
-    """A literal, or a name that stands for one: a var, or a param that every caller passes a literal
-    (`string(name)` stands for the same)."""
+    """A literal, or a name that stands for one: a var, a param that every caller passes a literal,
+    or a param nobody calls with (main.bicep's) and its literal default (`string(name)` stands for
+    the same)."""
     converted = re.fullmatch(r"string\((\w+)\)", value)
     if converted:
         return resolve(file, converted[1])
@@ -322,7 +323,11 @@ def resolve(file: Bicep, value: str) -> str | None:
         return None
     if kinds[value].kind == "var":
         return resolve(file, kinds[value].value.strip())
-    resolved = {resolve(caller, given) for caller, given in passed_to(file, value)}
+    callers = passed_to(file, value)
+    if not callers:
+        default = kinds[value].value.strip()
+        return literal(default) if default else None
+    resolved = {resolve(caller, given) for caller, given in callers}
     return resolved.pop() if len(resolved) == 1 else None
 
 
@@ -538,6 +543,52 @@ def test_the_contact_list_comes_from_the_azd_environment_and_is_empty_by_default
     assert literal(main.get("param", "brevoContactListId").value.strip()) == ""
     assert parameters["brevoContactListId"]["value"] == "${BREVO_CONTACT_LIST_ID}"
     assert Settings.from_env({"BREVO_CONTACT_LIST_ID": ""}) == Settings.from_env({})
+
+
+# The limits an operator sets with `azd env set <setting> <value>`: setting -> main.bicep's param.
+LIMIT_PARAMS = {
+    "STOREFRONT_RATE_LIMIT_PER_HOUR": "rateLimitPerHour",
+    "STOREFRONT_RECIPIENT_LIMIT_PER_DAY": "recipientLimitPerDay",
+    "STOREFRONT_DAILY_COST_CEILING_USD": "dailyCostCeilingUsd",
+    "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR": "agentRateLimitPerHour",
+    "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR": "agentSiteRateLimitPerHour",
+}
+
+
+@pytest.mark.parametrize(("setting", "param"), sorted(LIMIT_PARAMS.items()))
+def test_each_limit_is_an_azd_parameter_wired_to_its_app_setting_with_the_codes_default(setting, param):
+    main, site = bicep(MAIN), site_file()
+    parameters = json.loads(PARAMETERS.read_text())["parameters"]
+    written = app_settings()[setting]
+    default = literal(main.get("param", param).value.strip())
+    substitution = re.fullmatch(r"\$\{(\w+)(?:=([^}]*))?\}", parameters[param]["value"])
+
+    assert written in (param, f"string({param})"), f"{setting} is not the module's {param}: {written}"
+    assert [(caller.path, given) for caller, given in passed_to(site, param)] == [(MAIN, param)]
+    assert substitution and substitution[1] == setting, f"{param} must come from azd's {setting}"
+    assert (substitution[2] or "") == default, f"{param}: the parameters file's default is not main.bicep's"
+    assert default is not None and Settings.from_env({setting: default}) == Settings.from_env({}), (
+        f"{param}'s default {default!r} is not shared/config/settings.py's"
+    )
+    assert setting in code_reads()
+
+
+@pytest.mark.parametrize(("setting", "param"), sorted(LIMIT_PARAMS.items()))
+def test_each_whole_number_limit_carries_the_apps_bounds_in_bicep(setting, param):
+    low, high = BOUNDS[setting]
+    for file in (bicep(MAIN), site_file()):
+        declared = file.get("param", param)
+        if re.match(r"\s*int\b", declared.header):
+            assert f"@minValue({low})" in declared.decorators, f"{file.path.name}: {param}"
+            assert f"@maxValue({high})" in declared.decorators, f"{file.path.name}: {param}"
+        else:  # a decimal, or empty for "derived": the preprovision hook holds it to BOUNDS
+            assert re.match(r"\s*string\b", declared.header), f"{file.path.name}: {param} {declared.header}"
+
+
+def test_the_deploying_doc_names_each_limits_azd_value():
+    for setting in LIMIT_PARAMS:
+        (row,) = re.findall(rf"^\| `{setting}` \|.*$", DOC.read_text(), re.MULTILINE)
+        assert f"azd: `{setting}`" in row, row
 
 
 def test_host_storage_connects_with_the_user_assigned_identity():
@@ -857,6 +908,14 @@ def test_preprovision_will_not_replace_a_lost_secret_of_a_provisioned_environmen
         ({**INPUTS, "STOREFRONT_SIGNING_KEY": "not a key"}, "STOREFRONT_SIGNING_KEY is not a readable PEM"),
         ({**INPUTS, "STOREFRONT_RETIRED_PUBLIC_KEYS_BASE64": "e30="}, "STOREFRONT_RETIRED_PUBLIC_KEYS must"),
         ({**INPUTS, "BREVO_CONTACT_LIST_ID": "my-list"}, "BREVO_CONTACT_LIST_ID must"),
+        ({**INPUTS, "STOREFRONT_RATE_LIMIT_PER_HOUR": "0"}, "STOREFRONT_RATE_LIMIT_PER_HOUR"),
+        ({**INPUTS, "STOREFRONT_DAILY_COST_CEILING_USD": "five"}, "STOREFRONT_DAILY_COST_CEILING_USD"),
+        ({**INPUTS, "STOREFRONT_DAILY_COST_CEILING_USD": "2000000"}, "STOREFRONT_DAILY_COST_CEILING_USD"),
+        ({**INPUTS, "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR": "1.5"}, "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR"),
+        (
+            {**INPUTS, "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR": "0"},
+            "STOREFRONT_AGENT_SITE_RATE_LIMIT_PER_HOUR",
+        ),
     ],
 )
 def test_preprovision_stops_on_inputs_the_deployment_cannot_use(azd, env, complaint):
@@ -865,6 +924,18 @@ def test_preprovision_stops_on_inputs_the_deployment_cannot_use(azd, env, compla
     assert done.returncode == 1
     assert complaint in done.stderr
     assert kept == {}
+
+
+def test_preprovision_accepts_limits_within_the_apps_bounds(azd):
+    limits = {
+        "STOREFRONT_RATE_LIMIT_PER_HOUR": "120",
+        "STOREFRONT_DAILY_COST_CEILING_USD": "19.35",
+        "STOREFRONT_AGENT_RATE_LIMIT_PER_HOUR": "60",
+    }
+
+    done, _ = run_hook(azd, **INPUTS, **limits)
+
+    assert done.returncode == 0, done.stderr
 
 
 def test_preprovision_never_prints_a_secret_when_azd_fails_to_keep_it(azd):
