@@ -22,7 +22,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install run stop reset test test-fast bench soak mutate package lint format clean
 
-install: $(PY_STAMP) $(NODE_STAMP)
+install: $(NODE22_STAMP) $(NODE_STAMP) $(PY_STAMP)
 
 $(PY_STAMP): requirements.txt requirements-dev.txt
 	@echo "Installing the Python packages into $(VENV) (the first time takes about 3 minutes)"

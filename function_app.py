@@ -68,9 +68,10 @@ def _observed(
     *,
     rpc: bool = False,
 ) -> func.HttpResponse:
-    """Answer with `answer`; a purchase route (`channel` "mcp", "http" or "a2a") inside its telemetry span,
-    current for the whole call so every Brevo and Storage call is recorded as its child. Whatever
-    escapes is a JSON 500 with a correlation id (a JSON-RPC error where `rpc`), logged."""
+    """Answer with `answer`; a purchase route (`channel` one of `shared.purchase.call.CHANNELS`)
+    inside its telemetry span, current for the whole call so every Brevo and Storage call is
+    recorded as its child. Whatever escapes is a JSON 500 with a correlation id (a JSON-RPC error
+    where `rpc`), logged."""
     try:
         request = _request(req)
         with telemetry.purchase_span(channel, request.method) as span:

@@ -27,6 +27,13 @@ OLD_JWKS_PATH = "/api/.well-known/jwks.json"
 # A receipt or key set is a few KiB; a host that sends more, or slower, is not a store. Any
 # address: the operator checks receipts of their own store, which may be on localhost.
 FETCHER = PublicFetcher(local=True, timeout=15, max_bytes=1024 * 1024)
+# What an auditor holding a copy reformatted on the way (an A2A client's, a pretty-printed file)
+# can still check: the signed content, whatever its whitespace and number spelling.
+REFORMATTED_HINT = (
+    "its signed content is intact, so a copy reformatted on the way (an A2A client's, a "
+    "pretty-printed file) verifies with --allow-reformatted, which checks the signature over the "
+    "content and accepts changed whitespace and number spelling"
+)
 
 
 class Unreadable(Exception):
@@ -93,7 +100,9 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("receipt", help="receipt URL or file")
     parser.add_argument("--jwks", help="JWKS URL or file (default: the store's, by the receipt's host)")
     parser.add_argument(
-        "--allow-reformatted", action="store_true", help="accept signed content whose bytes were reformatted"
+        "--allow-reformatted",
+        action="store_true",
+        help="accept a copy whose signed content is intact but whose whitespace or numbers were rewritten",
     )
     args = parser.parse_args(argv)
     try:
@@ -107,6 +116,8 @@ def _main(argv: list[str] | None) -> int:
     receipt_id = _receipt_id(body)
     if verdict.valid:
         return _say(0, "VALID", f"receipt {receipt_id} is {verdict.reason}, unaltered")
+    if not args.allow_reformatted and verify(body, jwks, exact_bytes=False).valid:
+        return _say(1, "INVALID", f"receipt {receipt_id}: {verdict.reason}; {REFORMATTED_HINT}")
     return _say(1, "INVALID", f"receipt {receipt_id}: {verdict.reason}")
 
 

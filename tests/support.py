@@ -215,6 +215,25 @@ def off_curve(jwk: dict) -> dict:
     return {**jwk, "y": base64.urlsafe_b64encode(bytes(y)).rstrip(b"=").decode()}
 
 
+# Tool names no client should send: as long as a body allows, terminal and line controls, bidi
+# and astral characters. Each must get a short -32602 that escapes what it quotes.
+HOSTILE_TOOL_NAMES = {
+    "huge": "purchase_free_bundle" * 3000,
+    "controls": "\x1b[2J\r\n\x00purchase_free_bundle\x07",
+    "unicode": "p\u00fcrchase_free_bundle\u202e\u2028\U0001f600",
+}
+
+
+def assert_unknown_tool_quoted_safely(error: dict, name: str) -> None:
+    """A JSON-RPC error for an unknown tool `name`: -32602, short, every character printable, and
+    no more of the name than a typo needs."""
+    message = error["message"]
+    assert error["code"] == -32602, error
+    assert message.startswith("unknown tool: ") and len(message) <= 400, message
+    assert message.isprintable(), message
+    assert len(name) <= 64 or name[:65] not in message, "more of the name than a typo needs"
+
+
 def json_answers_of(code: str, cwd) -> list:
     """Run a page's shell snippet with bash (-euo pipefail) and read the JSON documents it printed,
     one after another, as the reader would see them."""

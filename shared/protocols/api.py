@@ -7,7 +7,6 @@ primitives every protocol adapter shares (`shared.protocols.http`), which this m
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -34,6 +33,7 @@ from shared.protocols.http import (
     error_answer,
     html_answer,
     json_answer,
+    nearest,
     origin_allowed,
     parse_body,
     purchase_call,
@@ -131,8 +131,8 @@ def unknown_route(req: Request) -> Answer:
     the closest one when the path is near one (/api/purchase: POST /api/a2a/purchase)."""
     path = "/" + req.route_params.get("path", "").strip("/")
     paths = {endpoint.split(" ")[1].split("?")[0]: endpoint for endpoint in ENDPOINTS}
-    near = difflib.get_close_matches(path.lower(), paths, n=1, cutoff=0.75)
-    hint = f"did you mean {paths[near[0]]}? " if near else ""
+    near = nearest(path, paths)
+    hint = f"did you mean {paths[near]}? " if near else ""
     refusal = NotFound(
         f"no endpoint at this path; {hint}the endpoints are listed in `endpoints` and described "
         f"by the OpenAPI document at {OPENAPI_PATH}"

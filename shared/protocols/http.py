@@ -8,9 +8,10 @@ live and are tested here; `shared.protocols.api` holds the HTTP endpoints built 
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -74,6 +75,27 @@ class Usage:
 
     allow: tuple[str, ...]
     how: str
+
+
+# A name longer than this is no typo of a route or a tool, and is never compared: difflib's cost
+# grows with the length of what it compares.
+MAX_GUESSED = 256
+
+
+def nearest(given: str, known: Iterable[str], cutoff: float = 0.75) -> str | None:
+    """The one of `known` that `given` most likely misspells (case aside), for a "did you mean";
+    None when none is close. A route's 404 and an unknown MCP tool both name it."""
+    if len(given) > MAX_GUESSED:
+        return None
+    by_lower = {name.lower(): name for name in known}
+    near = difflib.get_close_matches(given.lower(), by_lower, n=1, cutoff=cutoff)
+    return by_lower[near[0]] if near else None
+
+
+def shown(given: str, limit: int = 64) -> str:
+    """At most `limit` characters of a caller's text, escaped (`printable`), to quote in an error:
+    enough to recognise a typo, never a way to make the answer long or to write to a terminal."""
+    return printable(given[:limit]) + ("..." if len(given) > limit else "")
 
 
 def http_date(value: str | None) -> datetime | None:

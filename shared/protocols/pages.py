@@ -46,6 +46,7 @@ STATUS_BADGES = {
 CHANNELS = {
     "mcp": "MCP (tools/call)",
     "http": "HTTP (POST /api/a2a/purchase)",
+    "a2a": "A2A (SendMessage, or 0.3's message/send)",
     "ucp": "UCP (checkout complete)",
 }
 

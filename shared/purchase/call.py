@@ -25,6 +25,8 @@ from shared.seams.receipt_store import BlobReceiptStore
 from shared.seams.repair import RepairQueue
 
 OPERATION = "purchase_free_bundle"
+# Every door a purchase comes in by, as a receipt's `caller.channel` names it.
+CHANNELS = ("mcp", "http", "a2a", "ucp")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class Caller:
     channel: str
     user_agent: str = ""
     agent: Agent | None = None
+
+    def __post_init__(self) -> None:
+        if self.channel not in CHANNELS:
+            raise ValueError(f"a purchase comes in by one of {CHANNELS}, not {self.channel!r}")
 
     def as_dict(self) -> dict[str, object]:
         agent = self.agent.as_dict() if self.agent else UNVERIFIED

@@ -18,10 +18,12 @@ import requests
 
 from shared.purchase.catalog import listing
 from tests.app import test_clients
-from tests.support import ROOT, unique_email, unique_key
+from tests.snippets import bash, snippet
+from tests.support import ROOT, fresh_python, unique_email, unique_key
 
 TS_CLIENT = ROOT / "tests" / "clients" / "ts_client_2026.mjs"
 MODERN = "2026-07-28"
+LOCAL_URL = "http://localhost:7071"
 TOOL_NAMES = ["purchase_free_bundle", "list_bundles"]
 
 # The same fixture as the 2025 clients': Node 22 first on PATH, a throwaway HOME.
@@ -167,3 +169,43 @@ def test_inspector_cli_which_cannot_answer_a_form_is_refused_a_purchase_without_
     result = json.loads(refused.stdout)
     assert result["isError"] is True
     assert result["structuredContent"]["error"]["code"] == "invalid_request"
+
+
+# --- the docs' elicitation examples, as written -------------------------------------------------------
+
+
+def docs_example(marker: str, mcp_url: str, email: str) -> str:
+    """The docs/clients.md block holding `marker`, pointed at this host, for a fresh buyer."""
+    code = snippet("docs/clients.md", marker).replace(LOCAL_URL, mcp_url.removesuffix("/api/a2a/mcp"))
+    for key in ("order-2026-0006", "order-2026-0007", "order-2026-0008"):
+        code = code.replace(key, unique_key())
+    return code.replace("ada@example.org", email)
+
+
+def test_the_docs_python_sdk_example_answers_the_form_then_declines_it(mcp_url, mail):
+    email = unique_email("docs-elicit-py")
+    code = docs_example("elicitation_callback=fill_in", mcp_url, email)
+    before = sandbox_stats(mail)
+
+    done = fresh_python(code, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    asked, answered, declined = done.stdout.splitlines()
+    assert asked.startswith("asked: To send the free bundle"), asked
+    assert answered.split()[0] == "fulfilled" and answered.split()[1].startswith("rcpt_"), answered
+    assert declined == "refused email_declined"
+    assert len(mail.emails_to(email)) == 1
+    assert sandbox_stats(mail)["emails_accepted"] == before["emails_accepted"] + 1, "the decline sent one"
+
+
+def test_the_docs_typescript_example_answers_the_form_with_one_email(mcp_url, node_env, mail):
+    email = unique_email("docs-elicit-ts")
+    code = docs_example('"elicitation/create"', mcp_url, email)
+
+    done = bash(code, ROOT, node_env)
+
+    assert done.returncode == 0, done.stderr
+    asked, answered = done.stdout.splitlines()
+    assert asked.startswith("asked: To send the free bundle"), asked
+    assert answered.split()[0] == "fulfilled" and answered.split()[1].startswith("rcpt_"), answered
+    assert len(mail.emails_to(email)) == 1

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import requests
 
-from tests.support import unique_email
+from tests.support import HOSTILE_TOOL_NAMES, assert_unknown_tool_quoted_safely, unique_email
 from tests.ucp_platform import Platform
 
 APPROVED = "https://platform.example/profile"
@@ -150,3 +150,22 @@ def test_a_platform_that_signs_its_mcp_post_reads_its_order(shop, mail):
     assert order["result"]["structuredContent"]["checkout_id"] == checkout_id
     assert (unsigned["error"]["code"], unsigned["error"]["data"]["code"]) == (-32000, "signature_missing")
     assert len(platform.received) == 1, "the signed complete's order event"
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
+def test_a_misspelt_tool_is_invalid_params_naming_the_nearest_ucp_tool(shop, modern):
+    misspelt = call(shop, "serch_catalog", {"catalog": {"query": "*"}}, modern=modern)
+
+    assert misspelt.json()["error"] == {
+        "code": -32602,
+        "message": "unknown tool: serch_catalog; did you mean search_catalog?",
+    }
+
+
+@pytest.mark.parametrize("kind", HOSTILE_TOOL_NAMES)
+def test_a_hostile_tool_name_gets_a_short_escaped_invalid_params(shop, kind):
+    name = HOSTILE_TOOL_NAMES[kind]
+
+    answer = call(shop, name, {})
+
+    assert_unknown_tool_quoted_safely(answer.json()["error"], name)

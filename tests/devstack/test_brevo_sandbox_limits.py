@@ -540,3 +540,22 @@ def test_a_429_fault_on_a_path_reports_the_familys_real_limit(sandbox: Callable[
     answer = create_contact(base)
 
     assert_too_many_requests(answer, "20", 1)
+
+
+def test_the_429_docs_development_prints_is_the_sandboxs_word_for_word(sandbox: Callable[..., str]) -> None:
+    """The printed 429 (docs/development.md, "--limit contacts=2/s") against a real one: status
+    line, the three headers (a one-second window resets in 1) and the body."""
+    page = (ROOT / "docs" / "development.md").read_text()
+    (printed,) = [b for b in page.split("```text\n")[1:] if b.startswith("HTTP/1.1 429")]
+    status, *headers = printed.split("\n\n", 1)[0].splitlines()
+    body = json.loads(printed.split("\n\n", 1)[1].split("```", 1)[0])
+    base = sandbox(limits={"contacts": "2/s"})
+
+    answers = [create_contact(base) for _ in range(3)]
+
+    refused = answers[-1]
+    assert status == f"HTTP/1.1 {refused.status_code} {refused.reason}"
+    for line in headers:
+        name, value = line.split(": ")
+        assert refused.headers[name] == value, line
+    assert refused.json() == body

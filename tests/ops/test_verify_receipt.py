@@ -22,7 +22,7 @@ from shared.config.keys import KeySet
 from shared.purchase.receipt import signatures
 from shared.purchase.receipt.document import encode
 from shared.seams.public_fetch import PublicFetcher
-from tests.support import ROOT, off_curve
+from tests.support import ROOT, off_curve, run_module
 
 RECEIPT_PATH = "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy"
 ROOT_JWKS, API_JWKS = "/.well-known/jwks.json", "/api/.well-known/jwks.json"
@@ -233,3 +233,51 @@ def test_a_terminal_without_unicode_still_gets_its_one_verdict_line(tmp_path):
 
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.startswith("VALID: receipt rcpt_\\u9886\\u6536\\u636e is signed")
+
+
+def check_file(tmp_path, body: bytes, *flags: str) -> subprocess.CompletedProcess:
+    """`python -m ops.verify_receipt FILE --jwks FILE [flags]` as an auditor runs it."""
+    (tmp_path / "receipt.json").write_bytes(body)
+    (tmp_path / "jwks.json").write_bytes(JWKS)
+    receipt, jwks = str(tmp_path / "receipt.json"), str(tmp_path / "jwks.json")
+    return run_module("ops.verify_receipt", receipt, "--jwks", jwks, *flags)
+
+
+NUMBERED = {**CONTENT, "version": 1}
+
+
+@pytest.mark.parametrize(
+    "copy",
+    [
+        json.dumps(json.loads(RECEIPT)).encode(),
+        # what a client reading every number as a float (the A2A SDK) passes on: 1 became 1.0
+        json.dumps(
+            json.loads(encode({**NUMBERED, "signature": signatures.sign(NUMBERED, KEYS)}), parse_int=float)
+        ).encode(),
+    ],
+    ids=["one-line", "numbers-as-floats"],
+)
+def test_a_reformatted_copy_is_invalid_in_one_line_that_points_at_allow_reformatted(tmp_path, copy):
+    """The verdict says the content is intact and which flag checks it; the flag then says VALID."""
+    strict = check_file(tmp_path, copy)
+    lenient = check_file(tmp_path, copy, "--allow-reformatted")
+
+    assert strict.returncode == 1 and strict.stderr == ""
+    [verdict] = strict.stdout.splitlines()
+    assert verdict.startswith(
+        "INVALID: receipt rcpt_3356oymxvrlcnfepn66by6fqyy: the content is signed, but its bytes"
+    )
+    assert "verifies with --allow-reformatted, which checks the signature over the content" in verdict
+    assert lenient.returncode == 0 and lenient.stdout.startswith("VALID: "), lenient.stdout
+
+
+def test_a_changed_content_is_invalid_without_pointing_at_allow_reformatted(tmp_path):
+    altered = RECEIPT.replace(b'"fulfilled"', b'"refunded!"')
+
+    done = check_file(tmp_path, altered)
+
+    assert done.returncode == 1
+    assert done.stdout == (
+        "INVALID: receipt rcpt_3356oymxvrlcnfepn66by6fqyy: "
+        "the signature does not match the receipt's content\n"
+    )

@@ -65,6 +65,18 @@ SNIPPETS = (
     ),
     Snippet(
         "docs/clients.md",
+        "elicitation_callback=fill_in",
+        (
+            "tests/app/test_clients_2026.py::test_the_docs_python_sdk_example_answers_the_form_then_declines_it",
+        ),
+    ),
+    Snippet(
+        "docs/clients.md",
+        '"elicitation/create"',
+        ("tests/app/test_clients_2026.py::test_the_docs_typescript_example_answers_the_form_with_one_email",),
+    ),
+    Snippet(
+        "docs/clients.md",
         "from a2a.client import create_client",
         (
             "tests/shared/protocols/test_a2a.py::test_the_docs_snippet_buys_once_and_replays_with_the_official_client",

@@ -3,6 +3,7 @@ before each step, with the time the long one takes, and lets pip and npm show th
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 from tests.support import ROOT
@@ -52,3 +53,24 @@ def test_make_test_spreads_the_files_over_workers_and_reports_the_slowest_tests(
         ["make", "-n", "test", "TEST_WORKERS=0"], cwd=ROOT, capture_output=True, text=True, timeout=30
     )
     assert " -n 0 " in serial.stdout
+
+
+def test_the_docs_give_the_order_make_installs_in():
+    """docs/development.md lists what the first run sets up "in this order", and the README says
+    Node 22 comes first: each is the order of make's own announcements."""
+    announcements = [line for line in first_install() if line.startswith('echo "Installing')]
+    announced = [line.split(" into ")[1].split()[0].rstrip(",") for line in announcements]
+    page = (ROOT / "docs" / "development.md").read_text()
+    steps = page.split("The first run sets up, in this order", 1)[1].split("\n\n", 2)[1]
+    bullets = [b for b in steps.split("\n- ") if b.strip()]
+    firsts = [re.search(r"`([^`]+)`", bullet)[1] for bullet in bullets]
+    listed: list[str] = []
+    for path in firsts:
+        place = next(p for p in announced if path.startswith(p))
+        if place not in listed:
+            listed.append(place)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+
+    assert listed == announced
+    assert "`make` first installs Node 22 (into `devstack/node22`)" in readme
+    assert announced[0] == "devstack/node22"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from shared import __version__
 from shared.config.errors import ProtocolError
 from shared.config.settings import Settings
-from shared.protocols.http import Request, purchase_call
+from shared.protocols.http import Request, nearest, purchase_call, shown
 from shared.protocols.mcp.apps import RESOURCE_NOT_FOUND, Views, offered
 from shared.purchase.call import OPERATION
 from shared.purchase.catalog import LISTING_SCHEMA, listing
@@ -138,12 +138,20 @@ def tool_call(
     if not isinstance(name, str):
         raise invalid_params(request_id, "params.name must be a string")
     if name not in names:
-        raise invalid_params(request_id, f"unknown tool: {name}"[:200])
+        raise invalid_params(request_id, unknown_tool(name, names))
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         raise invalid_params(request_id, "params.arguments must be an object")
     return name, arguments
+
+
+def unknown_tool(name: str, names: tuple[str, ...]) -> str:
+    """-32602's message for a tool this endpoint lacks: the nearest tool's name, else all of them
+    (a handful, so the answer stays short); the caller's name quoted in part and escaped."""
+    near = nearest(name, names)
+    hint = f"did you mean {near}?" if near else f"the tools are {', '.join(names)}"
+    return f"unknown tool: {shown(name)}; {hint}"
 
 
 def run_tool(name: str, arguments: dict, req: Request, store: Storefront, settings: Settings) -> dict:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import jsonschema
@@ -13,6 +14,7 @@ from shared.protocols.http import Request
 from shared.protocols.mcp import endpoint as mcp
 from shared.protocols.mcp.legacy import VERSIONS as LEGACY_VERSIONS
 from shared.purchase.catalog import listing
+from tests.support import HOSTILE_TOOL_NAMES, ROOT, assert_unknown_tool_quoted_safely
 
 
 def rpc(response) -> dict:
@@ -326,3 +328,44 @@ def test_responses_from_the_client_get_202(buyer):
         f"{buyer.host}/api/a2a/mcp", json={"jsonrpc": "2.0", "id": 9, "result": {}}, timeout=10
     )
     assert response.status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("name", "nearest"),
+    [
+        ("purchase_free_bundel", "purchase_free_bundle"),
+        ("Purchase_Free_Bundle", "purchase_free_bundle"),
+        ("list_bundle", "list_bundles"),
+    ],
+)
+def test_a_misspelt_tool_is_invalid_params_naming_the_nearest_tool(buyer, mail, name, nearest):
+    body = rpc(buyer.mcp("tools/call", {"name": name, "arguments": {"email": buyer.email}}))
+
+    assert body["error"]["code"] == -32602
+    assert body["error"]["message"] == f"unknown tool: {name}; did you mean {nearest}?"
+    assert mail.emails_to(buyer.email) == []
+
+
+def test_a_tool_near_none_is_told_the_tools_there_are(buyer):
+    body = rpc(buyer.mcp("tools/call", {"name": "buy", "arguments": {}}))
+
+    assert body["error"]["message"] == "unknown tool: buy; the tools are purchase_free_bundle, list_bundles"
+
+
+@pytest.mark.parametrize("kind", HOSTILE_TOOL_NAMES)
+def test_a_hostile_tool_name_gets_a_short_escaped_invalid_params(buyer, kind):
+    name = HOSTILE_TOOL_NAMES[kind]
+
+    body = rpc(buyer.mcp("tools/call", {"name": name, "arguments": {}}))
+
+    assert_unknown_tool_quoted_safely(body["error"], name)
+
+
+def test_docs_clients_quotes_the_unknown_tool_message_the_endpoint_answers(buyer):
+    page = (ROOT / "docs" / "clients.md").read_text()
+    (quoted,) = re.findall(r"`(unknown tool: [^`]*)`", page)
+    name = re.match(r"unknown tool: (\S+);", quoted)[1]
+
+    body = rpc(buyer.mcp("tools/call", {"name": name, "arguments": {}}))
+
+    assert body["error"]["message"] == quoted

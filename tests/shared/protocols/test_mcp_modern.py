@@ -11,7 +11,7 @@ import pytest
 from devstack.services import dev_settings
 from shared.config.hashing import Hasher
 from shared.protocols.mcp import request_state
-from tests.support import Buyer
+from tests.support import HOSTILE_TOOL_NAMES, Buyer, assert_unknown_tool_quoted_safely
 
 VERSION = "2026-07-28"
 FORM = {"elicitation": {"form": {}}}
@@ -466,3 +466,30 @@ def test_a_replay_with_the_same_answer_and_state_returns_the_receipt_once_sent(b
     assert first["content"] == second["content"]
     assert second["_meta"]["storefront/replayed"] is True
     assert len(mail.emails_to(buyer.email)) == 1
+
+
+def test_a_misspelt_tool_is_invalid_params_naming_the_nearest_tool(buyer, mail):
+    params = {"name": "purchase_free_bundel", "arguments": {"email": buyer.email}}
+
+    response = modern(buyer, "tools/call", params)
+
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": -32602,
+        "message": "unknown tool: purchase_free_bundel; did you mean purchase_free_bundle?",
+    }
+    assert mail.emails_to(buyer.email) == []
+
+
+@pytest.mark.parametrize("kind", HOSTILE_TOOL_NAMES)
+def test_a_hostile_tool_name_gets_a_short_escaped_invalid_params(buyer, kind):
+    """The name, mirrored in Mcp-Name as the spec's base64 form (a header holds no controls), cut
+    to what one header line carries."""
+    name = HOSTILE_TOOL_NAMES[kind][:30_000]
+    encoded = base64.b64encode(name.encode()).decode()
+
+    response = modern(
+        buyer, "tools/call", {"name": name, "arguments": {}}, headers={"Mcp-Name": f"=?base64?{encoded}?="}
+    )
+
+    assert_unknown_tool_quoted_safely(response.json()["error"], name)

@@ -480,3 +480,10 @@ def test_the_purchase_words_every_turn_of_the_executor():
 
     assert set(WORDS) == set(Turn)
     assert all(words and words[0].islower() for words in WORDS.values())
+
+
+def test_a_caller_comes_in_by_a_known_channel_only():
+    """`caller.channel` is one of the doors the docs list (tests/repo/test_docs_printed.py)."""
+    assert Caller("a2a").channel == "a2a"
+    with pytest.raises(ValueError, match="not 'smtp'"):
+        Caller("smtp")
