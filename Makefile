@@ -18,6 +18,15 @@ CHROMIUM := /usr/bin/chromium
 # `make run DATA_DIR=<folder>` sets another; a DATA_DIR in the environment (a common name, set
 # for other tools) does not.
 DATA_DIR := .azurite
+# `make run PORT=7072 SANDBOX_PORT=8026 STORAGE_PORT=20000`: the Functions host's port (7071), the
+# Brevo sandbox's (8025) and Azurite's blob port (10000; queue and table take the two after it).
+# Empty, devstack/run.py's defaults apply; like DATA_DIR, only make's command line sets them (PORT
+# in the environment is another tool's).
+PORT :=
+SANDBOX_PORT :=
+STORAGE_PORT :=
+RUN_OPTIONS = $(strip $(if $(PORT),--port $(PORT)) $(if $(SANDBOX_PORT),--sandbox-port $(SANDBOX_PORT)) \
+	$(if $(STORAGE_PORT),--storage-port $(STORAGE_PORT)) --data-dir $(DATA_DIR))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install run stop reset test test-fast bench soak mutate package lint format clean
@@ -50,8 +59,9 @@ $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
 
 ## Start Azurite, the Brevo sandbox and the Functions host; Ctrl-C (or `make stop`) stops them all.
+## PORT, SANDBOX_PORT and STORAGE_PORT move it off 7071, 8025 and 10000-10002.
 run: install
-	$(PY) -m devstack.run --data-dir $(DATA_DIR)
+	$(PY) -m devstack.run $(RUN_OPTIONS)
 
 ## Stop a `make run` running in the background or in another terminal.
 stop:

@@ -35,6 +35,9 @@ from shared.seams.storage import table_client
 from shared.seams.storage_probe import REUSE_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
+# A bound on a hang, never on speed: a process, a stack or a command that works ends long before
+# it even on a 2-core machine under the whole suite's load; only one that hangs reaches it.
+HANG_SECONDS = 600
 _addresses = itertools.count(1)
 
 

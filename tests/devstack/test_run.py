@@ -23,7 +23,7 @@ from devstack import processes
 from devstack.node import NODE22
 from devstack.ports import free_port, free_ports
 from devstack.run import PID_FILE, host_name, settings_file, settings_for_func
-from tests.support import ROOT, as_a_background_job, shell_env, unique_email, unique_key
+from tests.support import HANG_SECONDS, ROOT, as_a_background_job, shell_env, unique_email, unique_key
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -234,24 +234,27 @@ def test_make_reset_removes_a_link_in_the_data_folder_never_what_it_points_to(tm
     assert (elsewhere / "keep.txt").read_text() == "not Azurite's"
 
 
-def test_the_data_folder_comes_from_makes_command_line_never_from_the_environment(tmp_path):
-    # DATA_DIR is a common variable name: one set for another tool must not point make run at
-    # its folder, nor make reset at the Azurite files in it.
+def test_the_data_folder_and_ports_come_from_makes_command_line_never_from_the_environment(tmp_path):
+    # DATA_DIR and PORT are common variable names: one set for another tool must not point make
+    # run at its folder or port, nor make reset at the Azurite files in it.
+    elsewhere = {"DATA_DIR": str(tmp_path), "PORT": "3000", "SANDBOX_PORT": "3001", "STORAGE_PORT": "3002"}
     shown = {
         target: subprocess.run(
-            ["make", "-n", target],
+            ["make", "-n", "-o", ".venv/.installed", "-o", "node_modules/.installed", target],
             cwd=ROOT,
-            env={**os.environ, "DATA_DIR": str(tmp_path)},
+            env={**os.environ, **elsewhere},
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=HANG_SECONDS,
         ).stdout
-        for target in ("stop", "reset")
+        for target in ("run", "stop", "reset")
     }
 
-    for target, plan in shown.items():
-        assert f"devstack.run {target} --data-dir .azurite;" in plan
-        assert str(tmp_path) not in plan
+    assert shown["run"].splitlines()[-1].endswith(" -m devstack.run --data-dir .azurite")
+    for target in ("stop", "reset"):
+        assert f"devstack.run {target} --data-dir .azurite;" in shown[target]
+    for plan in shown.values():
+        assert str(tmp_path) not in plan and "-port" not in plan
 
 
 def test_func_start_gets_local_settings_from_the_example_once_and_never_overwritten(tmp_path):

@@ -116,6 +116,13 @@ SNIPPETS = (
         "class Notice",
         ("tests/repo/test_docs.py::test_the_executor_snippet_posts_a_notice_once",),
     ),
+    Snippet(
+        "docs/development.md",
+        "--retry-all-errors",
+        (
+            "tests/devstack/test_taken_ports.py::test_the_readiness_snippet_waits_for_a_background_make_run_then_stops_it",
+        ),
+    ),
     Snippet("docs/development.md", 'id="field-notes"', (OWN_BUNDLE_RECIPE,)),
     Snippet("docs/development.md", "seed_bundles --file", (OWN_BUNDLE_RECIPE,)),
     Snippet("docs/development.md", "/_sandbox/emails", (OWN_BUNDLE_RECIPE,)),
