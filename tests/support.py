@@ -246,7 +246,7 @@ class StoppedClock:
 def own_venv(requirements: Path, venv: Path) -> Path:
     """A virtualenv of its own for a tool whose requirements cannot share .venv's, built from
     `requirements` by the first run that needs it (one at a time across workers) and rebuilt when
-    that file changes; its bin directory."""
+    that file changes; its bin directory. `make test` builds it first, with the same stamp."""
     wanted = requirements.read_text()
     stamp = venv / ".installed"
     venv.parent.mkdir(parents=True, exist_ok=True)
