@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from devstack.loopback import client_from
 from devstack.node import NODE22_BIN
+from shared.purchase.catalog import BUNDLES
 from shared.purchase.contacts import ContactDrainer, Drained
 from shared.seams.brevo import BrevoClient
 from shared.seams.contact_queue import ContactQueue, open_queue
@@ -39,6 +40,20 @@ ROOT = Path(__file__).resolve().parent.parent
 # it even on a 2-core machine under the whole suite's load; only one that hangs reaches it.
 HANG_SECONDS = 600
 _addresses = itertools.count(1)
+
+
+def absent_bundle_id(stem: str) -> str:
+    """`stem`, numbered if need be, as a bundle id the catalog lacks whatever bundles were added
+    to it (docs/development.md's own bundle): a test of an unknown id never names a real one."""
+    candidate = stem
+    for n in itertools.count(2):
+        if candidate not in BUNDLES:
+            return candidate
+        candidate = f"{stem}-{n}"
+    raise AssertionError("unreachable")
+
+
+UNKNOWN_BUNDLE_ID = absent_bundle_id("no-such-bundle")
 
 
 def new_ec_key() -> ec.EllipticCurvePrivateKey:
