@@ -76,7 +76,7 @@ def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
 
 
 def fresh_python(
-    code: str, env: dict[str, str] | None = None, timeout: float = 60
+    code: str, env: dict[str, str] | None = None, timeout: float = HANG_SECONDS
 ) -> subprocess.CompletedProcess:
     """`code` run by a new interpreter in the repository (what importing the app does there, with
     these settings and nothing this process has imported), its output captured as text."""
@@ -93,7 +93,7 @@ def run_module(module: str, *argv: str, stdin: str | None = None) -> subprocess.
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_SECONDS,
     )
 
 
@@ -237,7 +237,11 @@ def json_answers_of(code: str, cwd) -> list:
     """Run a page's shell snippet with bash (-euo pipefail) and read the JSON documents it printed,
     one after another, as the reader would see them."""
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60
+        ["bash", "-euo", "pipefail", "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 0, done.stderr
     decoder, answers, rest = json.JSONDecoder(), [], done.stdout.strip()
@@ -269,7 +273,7 @@ def own_venv(requirements: Path, venv: Path) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not stamp.exists() or stamp.read_text() != wanted:
             shutil.rmtree(venv, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=HANG_SECONDS)
             done = subprocess.run(
                 [
                     str(venv / "bin" / "python"),

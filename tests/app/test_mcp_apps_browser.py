@@ -22,7 +22,7 @@ import pytest
 from devstack.services import Service
 from shared.purchase.catalog import BUNDLES
 from tests.browser import Tab, assert_accessible, screenshot_dir
-from tests.support import ROOT, UNKNOWN_BUNDLE_ID, Buyer
+from tests.support import HANG_SECONDS, ROOT, UNKNOWN_BUNDLE_ID, Buyer
 
 try:
     from playwright.sync_api import Frame, Route, expect
@@ -58,7 +58,7 @@ def host_js(tmp_path_factory) -> bytes:
     esbuild = ROOT / "node_modules" / ".bin" / "esbuild"
     entry = ROOT / "tests" / "clients" / "apps_host.mjs"
     args = [str(esbuild), str(entry), "--bundle", "--format=esm", "--platform=browser", f"--outfile={out}"]
-    subprocess.run([*args, "--log-level=warning"], check=True, cwd=ROOT, timeout=120)
+    subprocess.run([*args, "--log-level=warning"], check=True, cwd=ROOT, timeout=HANG_SECONDS)
     return out.read_bytes()
 
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from devstack.ports import free_port
-from tests.support import ROOT, UNKNOWN_BUNDLE_ID, absent_bundle_id, own_venv
+from tests.support import HANG_SECONDS, ROOT, UNKNOWN_BUNDLE_ID, absent_bundle_id, own_venv
 
 SUITE = ROOT.parent / "shared" / "vendor" / "ucp-conformance-fdced3a.tar.gz"
 REQUIREMENTS = ROOT / "tests" / "ucp" / "official-requirements.txt"
@@ -53,7 +53,7 @@ def outcomes(host_factory, tmp_path_factory) -> dict[str, tuple[str, str]]:
             + [f"--mock_webhook_port={free_port()}", f"--mock_agent_port={free_port()}"],
             cwd=work,
             capture_output=True,
-            timeout=300,
+            timeout=HANG_SECONDS,
         )
         assert report.exists(), f"{name} wrote no report"
         found = {}

@@ -40,7 +40,7 @@ def _program(pid: int) -> tuple[Path, bytes]:
     return Path(f"/proc/{pid}/exe").resolve(), Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
-def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: float = 90) -> str:
+def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: float = HANG_SECONDS) -> str:
     seen, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -58,7 +58,7 @@ def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: floa
 def make(target: str, data_dir: Path) -> subprocess.CompletedProcess:
     """`make stop` or `make reset`, on `data_dir`."""
     command = ["make", "-s", target, f"DATA_DIR={data_dir}"]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_SECONDS)
 
 
 class Stack:
@@ -93,7 +93,7 @@ class Stack:
     def ports(self) -> tuple[int, ...]:
         return (self.host_port, self.sandbox_port, self.storage, self.storage + 2)
 
-    def gone(self, timeout: float = 15) -> bool:
+    def gone(self, timeout: float = HANG_SECONDS) -> bool:
         """Whether every service it started has ended and no port of it listens, within `timeout`."""
         deadline = time.monotonic() + timeout
         while any(processes.alive(pid) for pid in self.services) or any(map(_listening, self.ports())):
@@ -122,7 +122,7 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
         download = requests.get(link, timeout=10)
     finally:
         stack.proc.send_signal(signal.SIGINT)
-        code = stack.proc.wait(timeout=30)
+        code = stack.proc.wait(timeout=HANG_SECONDS)
 
     banner, sandbox_port = stack.banner, stack.sandbox_port
     assert mcp_url in banner and '"mcp-remote"' in banner
@@ -155,11 +155,11 @@ def test_make_stop_ends_a_background_make_run_and_make_reset_then_clears_its_cou
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG_SECONDS,
         )
         refused_while_up = stack.make("reset")
         stopped = stack.make("stop")
-        code = stack.proc.wait(timeout=30)
+        code = stack.proc.wait(timeout=HANG_SECONDS)
     finally:
         processes.stop(stack.proc)
     gone = stack.gone()
@@ -193,7 +193,7 @@ def test_make_stop_ends_a_background_make_run_and_make_reset_then_clears_its_cou
 def test_a_killed_make_run_leaves_no_service_behind(tmp_path):
     stack = Stack(tmp_path / "azurite", tmp_path)
     stack.proc.kill()
-    stack.proc.wait(timeout=10)
+    stack.proc.wait(timeout=HANG_SECONDS)
 
     assert len(stack.services) >= 3 and stack.gone()
     assert (stack.data_dir / PID_FILE).exists()

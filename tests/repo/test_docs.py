@@ -24,7 +24,7 @@ from shared.config.settings import SECRET_SETTINGS, Settings
 from shared.protocols import api
 from shared.purchase.providers import PROVIDERS
 from tests.snippets import NOT_RUN, RUNNABLE, bash, blocks, runnable, snippet
-from tests.support import ROOT, unique_email, unique_key
+from tests.support import HANG_SECONDS, ROOT, unique_email, unique_key
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LOCAL_URL = "http://localhost:7071"
@@ -420,7 +420,7 @@ def test_the_executor_snippet_posts_a_notice_once(azurite):
         env={**os.environ, "AzureWebJobsStorage": azurite},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_SECONDS,
     )
 
     assert ran.returncode == 0, ran.stderr

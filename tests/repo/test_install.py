@@ -17,7 +17,11 @@ DEBIAN_CHROMIUM = "/usr/bin/chromium"
 def first_install() -> list[str]:
     """The commands `make install` runs on a fresh clone, in order (a dry run)."""
     plan = subprocess.run(
-        ["make", "-n", "--always-make", "install"], cwd=ROOT, capture_output=True, text=True, timeout=30
+        ["make", "-n", "--always-make", "install"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
     )
     assert plan.returncode == 0, plan.stderr
     return plan.stdout.splitlines()
@@ -48,14 +52,20 @@ def test_pip_and_npm_show_their_progress():
 
 
 def test_make_test_spreads_the_files_over_workers_and_reports_the_slowest_tests():
-    plan = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    plan = subprocess.run(
+        ["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=HANG_SECONDS
+    )
     [pytest] = [line.split() for line in plan.stdout.splitlines() if " -m pytest" in line]
 
     assert pytest[pytest.index("-n") + 1] == "4"
     assert pytest[pytest.index("--dist") + 1] == "loadfile"  # a file's module fixtures start once
     assert "--durations=25" in pytest
     serial = subprocess.run(
-        ["make", "-n", "test", "TEST_WORKERS=0"], cwd=ROOT, capture_output=True, text=True, timeout=30
+        ["make", "-n", "test", "TEST_WORKERS=0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
     )
     assert " -n 0 " in serial.stdout
 
