@@ -19,7 +19,7 @@ import requests
 
 from devstack import processes, taken_ports
 from devstack.ports import free_port, free_ports
-from tests.snippets import HOST_URL, bash, snippet
+from tests.snippets import HOST_URL, bash, blocks, snippet
 from tests.support import HANG_SECONDS, ROOT, shell_env
 
 pytestmark = pytest.mark.services  # starts processes of its own
@@ -157,3 +157,22 @@ def test_the_readiness_snippet_waits_for_a_background_make_run_then_stops_it(tmp
     assert done.stdout.splitlines()[1].startswith("stopped make run (pid ")
     assert "Storefront is running." in (tmp_path / "make-run.log").read_text()
     assert ended((host, sandbox, storage, storage + 2))
+
+
+def test_the_docs_show_the_message_as_make_run_prints_it(monkeypatch):
+    monkeypatch.setattr(taken_ports, "_free", lambda port: port != taken_ports.DEFAULT_HOST_PORT)
+    shown = next(
+        block.body
+        for block in blocks(ROOT / "docs" / "development.md")
+        if block.lang == "text" and "is already in use" in block.body
+    )
+
+    message = taken_ports.advice(
+        ["7071 (the Functions host)"],
+        taken_ports.DEFAULT_HOST_PORT,
+        taken_ports.DEFAULT_SANDBOX_PORT,
+        taken_ports.DEFAULT_STORAGE_PORT,
+        taken_ports.DEFAULT_DATA_DIR,
+    )
+
+    assert shown == message + "\n"
