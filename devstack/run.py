@@ -15,22 +15,18 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import IO
 
-from devstack import processes, seed_bundles
+from devstack import processes, seed_bundles, taken_ports
 from devstack.devhost.settings import SETTINGS_FILES
 from devstack.node import with_node22
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite"
-DEFAULT_STORAGE_PORT = 10000  # blob; queue and table follow, as UseDevelopmentStorage=true expects
-DEFAULT_SANDBOX_PORT = 8025
-DEFAULT_HOST_PORT = 7071
 PID_FILE = "make-run.pid"
 # What Azurite keeps in its --location: the databases and the blob and queue extents.
 AZURITE_FILES = ("__azurite_db_*.json", "__blobstorage__", "__queuestorage__", "__tablestorage__")
@@ -38,17 +34,14 @@ AZURITE_FILES = ("__azurite_db_*.json", "__blobstorage__", "__queuestorage__", "
 DEV_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-def port_busy(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def wait_for(port: int, proc: subprocess.Popen, name: str, timeout: float = 60) -> None:
+def wait_for(port: int, proc: subprocess.Popen, name: str, timeout: float = 300) -> None:
+    """Until the service listens: a bound on a hang, generous for a loaded machine and a first
+    `func start`, which fetches its extension bundle."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"{name} exited with status {proc.returncode} before it was ready")
-        if port_busy(port):
+        if taken_ports.listening(port):
             return
         time.sleep(0.2)
     raise SystemExit(f"{name} was not listening on port {port} after {timeout:.0f}s")
@@ -68,11 +61,11 @@ def child_env(host_port: int, storage_port: int, sandbox_port: int) -> dict[str,
     """Settings for the host when the ports differ from the ones local settings name, and Node 22
     first on PATH for Azurite."""
     env = with_node22(os.environ)
-    if host_port != DEFAULT_HOST_PORT:
+    if host_port != taken_ports.DEFAULT_HOST_PORT:
         env["STOREFRONT_PUBLIC_BASE_URL"] = f"http://localhost:{host_port}"
-    if storage_port != DEFAULT_STORAGE_PORT:
+    if storage_port != taken_ports.DEFAULT_STORAGE_PORT:
         env["AzureWebJobsStorage"] = storage_connection(storage_port, storage_port + 2, storage_port + 1)
-    if sandbox_port != DEFAULT_SANDBOX_PORT:
+    if sandbox_port != taken_ports.DEFAULT_SANDBOX_PORT:
         env["BREVO_BASE_URL"] = f"http://127.0.0.1:{sandbox_port}/v3"
     return env
 
@@ -231,15 +224,19 @@ def _parser() -> argparse.ArgumentParser:
         default="start",
         help="start the stack (the default), stop a running one, or clear its stores (when stopped)",
     )
-    parser.add_argument("--port", type=int, default=DEFAULT_HOST_PORT, help="Functions host port")
-    parser.add_argument("--sandbox-port", type=int, default=DEFAULT_SANDBOX_PORT, help="Brevo sandbox port")
+    parser.add_argument("--port", type=int, default=taken_ports.DEFAULT_HOST_PORT, help="Functions host port")
+    parser.add_argument(
+        "--sandbox-port", type=int, default=taken_ports.DEFAULT_SANDBOX_PORT, help="Brevo sandbox port"
+    )
     parser.add_argument(
         "--storage-port",
         type=int,
-        default=DEFAULT_STORAGE_PORT,
+        default=taken_ports.DEFAULT_STORAGE_PORT,
         help="Azurite blob port (queue +1, table +2)",
     )
-    parser.add_argument("--data-dir", type=Path, default=ROOT / ".azurite", help="Azurite's data folder")
+    parser.add_argument(
+        "--data-dir", type=Path, default=taken_ports.DEFAULT_DATA_DIR, help="Azurite's data folder"
+    )
     return parser
 
 
@@ -262,11 +259,12 @@ def serve(args: argparse.Namespace) -> int:
         holder.close()
         already = running_stack(args.data_dir)
         raise SystemExit(f"make run is already running (pid {already}) on {args.data_dir}")
-    storage_ports = (args.storage_port, args.storage_port + 1, args.storage_port + 2)
-    for port in (*storage_ports, args.sandbox_port, args.port):
-        if port_busy(port):
-            holder.close()
-            raise SystemExit(f"port {port} is already in use; stop whatever listens there first")
+    busy = taken_ports.taken(args.port, args.sandbox_port, args.storage_port)
+    if busy:
+        holder.close()
+        raise SystemExit(
+            taken_ports.advice(busy, args.port, args.sandbox_port, args.storage_port, args.data_dir)
+        )
     holder.truncate(0)
     holder.write(f"{os.getpid()}\n")
     holder.flush()
@@ -288,7 +286,7 @@ def serve(args: argparse.Namespace) -> int:
             if name == "Azurite":
                 seed = (
                     []
-                    if args.storage_port == DEFAULT_STORAGE_PORT
+                    if args.storage_port == taken_ports.DEFAULT_STORAGE_PORT
                     else ["--connection-string", env["AzureWebJobsStorage"]]
                 )
                 seed_bundles.main(seed)

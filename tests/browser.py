@@ -20,7 +20,8 @@ except ImportError:  # pragma: no cover - a clear message instead of a collectio
         "playwright is not installed: run `make test` (it installs requirements-dev.txt)", pytrace=False
     )
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's chromium, or the Chromium or Chrome that CHROMIUM names (`make test CHROMIUM=...` sets it).
+CHROMIUM = Path(os.environ.get("CHROMIUM") or "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -51,7 +52,8 @@ def launch() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail(
             f"Chromium is not installed at {CHROMIUM}: run `make test`, which installs Debian's "
-            "chromium package (the tests drive it; they never download a browser)",
+            "chromium package, or set CHROMIUM to a Chromium or Chrome you have (the tests drive "
+            "it; they never download a browser)",
             pytrace=False,
         )
     with sync_playwright() as p:

@@ -19,7 +19,7 @@ from pathlib import Path
 from devstack import processes
 from devstack.ports import free_port, free_ports
 from devstack.run import storage_connection
-from tests.support import ROOT
+from tests.support import HANG_SECONDS, ROOT
 
 RUNNABLE = {"sh", "bash", "shell", "zsh", "python", "py"}
 NOT_RUN = re.compile(r"^<!-- not run: (\S.*\S) -->$")
@@ -71,7 +71,7 @@ def snippet(page: str, marker: str) -> str:
     return block.body
 
 
-def bash(script: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120):
+def bash(script: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = HANG_SECONDS):
     """`script` run by bash as a reader's terminal would, stopping at the first failing command."""
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
@@ -115,7 +115,7 @@ class MakeRun:
     def __exit__(self, *exc: object) -> None:
         processes.stop(self.proc)
 
-    def _wait_for_banner(self, timeout: float = 90) -> None:
+    def _wait_for_banner(self, timeout: float = HANG_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while BANNER_END not in self.log():
             if self.proc.poll() is not None or time.monotonic() > deadline:

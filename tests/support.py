@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from devstack.loopback import client_from
 from devstack.node import NODE22_BIN
+from shared.purchase.catalog import BUNDLES
 from shared.purchase.contacts import ContactDrainer, Drained
 from shared.seams.brevo import BrevoClient
 from shared.seams.contact_queue import ContactQueue, open_queue
@@ -35,7 +36,24 @@ from shared.seams.storage import table_client
 from shared.seams.storage_probe import REUSE_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
+# A bound on a hang, never on speed: a process, a stack or a command that works ends long before
+# it even on a 2-core machine under the whole suite's load; only one that hangs reaches it.
+HANG_SECONDS = 600
 _addresses = itertools.count(1)
+
+
+def absent_bundle_id(stem: str) -> str:
+    """`stem`, numbered if need be, as a bundle id the catalog lacks whatever bundles were added
+    to it (docs/development.md's own bundle): a test of an unknown id never names a real one."""
+    candidate = stem
+    for n in itertools.count(2):
+        if candidate not in BUNDLES:
+            return candidate
+        candidate = f"{stem}-{n}"
+    raise AssertionError("unreachable")
+
+
+UNKNOWN_BUNDLE_ID = absent_bundle_id("no-such-bundle")
 
 
 def new_ec_key() -> ec.EllipticCurvePrivateKey:
@@ -58,7 +76,7 @@ def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
 
 
 def fresh_python(
-    code: str, env: dict[str, str] | None = None, timeout: float = 60
+    code: str, env: dict[str, str] | None = None, timeout: float = HANG_SECONDS
 ) -> subprocess.CompletedProcess:
     """`code` run by a new interpreter in the repository (what importing the app does there, with
     these settings and nothing this process has imported), its output captured as text."""
@@ -75,7 +93,7 @@ def run_module(module: str, *argv: str, stdin: str | None = None) -> subprocess.
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_SECONDS,
     )
 
 
@@ -238,7 +256,11 @@ def json_answers_of(code: str, cwd) -> list:
     """Run a page's shell snippet with bash (-euo pipefail) and read the JSON documents it printed,
     one after another, as the reader would see them."""
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60
+        ["bash", "-euo", "pipefail", "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 0, done.stderr
     decoder, answers, rest = json.JSONDecoder(), [], done.stdout.strip()
@@ -262,7 +284,7 @@ class StoppedClock:
 def own_venv(requirements: Path, venv: Path) -> Path:
     """A virtualenv of its own for a tool whose requirements cannot share .venv's, built from
     `requirements` by the first run that needs it (one at a time across workers) and rebuilt when
-    that file changes; its bin directory."""
+    that file changes; its bin directory. `make test` builds it first, with the same stamp."""
     wanted = requirements.read_text()
     stamp = venv / ".installed"
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +292,7 @@ def own_venv(requirements: Path, venv: Path) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not stamp.exists() or stamp.read_text() != wanted:
             shutil.rmtree(venv, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=HANG_SECONDS)
             done = subprocess.run(
                 [
                     str(venv / "bin" / "python"),

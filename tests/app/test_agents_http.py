@@ -16,7 +16,7 @@ from devstack.node import with_node22
 from shared.purchase.receipt import signatures
 from tests.agents import CLOUDFLARE_SIGNER, AgentKey, KeyDirectory, Signed
 from tests.app.test_caller_neutrality import CHANNELS
-from tests.support import Buyer, unique_address, unique_email
+from tests.support import HANG_SECONDS, Buyer, unique_address, unique_email
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def test_cloudflares_signer_is_verified(store):
             ],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG_SECONDS,
             env=with_node22(os.environ),
             check=False,
         )

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tests.support import UNKNOWN_BUNDLE_ID
+
 BAD_PAYLOADS = [
     pytest.param({}, 400, "invalid_request", id="missing-email"),
     pytest.param({"email": 42}, 400, "invalid_request", id="email-not-string"),
@@ -19,7 +21,9 @@ BAD_PAYLOADS = [
     pytest.param({"email": "{email}", "name": 7}, 400, "invalid_request", id="name-not-string"),
     pytest.param({"email": "{email}", "name": "n" * 101}, 400, "invalid_request", id="name-too-long"),
     pytest.param({"email": "{email}", "name": "bad\x00name"}, 422, "invalid_name", id="name-control"),
-    pytest.param({"email": "{email}", "bundle_id": "nope"}, 422, "unknown_bundle", id="unknown-bundle"),
+    pytest.param(
+        {"email": "{email}", "bundle_id": UNKNOWN_BUNDLE_ID}, 422, "unknown_bundle", id="unknown-bundle"
+    ),
     pytest.param({"email": "{email}", "bundle_id": 3}, 400, "invalid_request", id="bundle-not-string"),
     pytest.param({"email": "{email}", "coupon": "FREE"}, 400, "invalid_request", id="unknown-field"),
 ]

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.support import Buyer
+from tests.support import UNKNOWN_BUNDLE_ID, Buyer
 
 # Fields unique to each purchase, whatever the channel: compared for presence, not value.
 PER_PURCHASE = ("receipt_id", "issued_at", "buyer", "receipt_url", "download", "signature")
@@ -79,7 +79,7 @@ def buy_everywhere(host, arguments: dict) -> dict[str, dict]:
     [
         ({"name": "Ada", "bundle_id": "mcp-field-guide"}, "fulfilled"),
         ({"bundle_id": "agent-starter-kit"}, "fulfilled"),
-        ({"name": "Ada", "bundle_id": "no-such-bundle"}, "refused"),
+        ({"name": "Ada", "bundle_id": UNKNOWN_BUNDLE_ID}, "refused"),
     ],
     ids=["named", "default-name", "refused"],
 )

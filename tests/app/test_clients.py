@@ -30,7 +30,7 @@ from shared.purchase.catalog import listing
 from shared.purchase.receipt.document import CHECK_NAMES
 from speclint.rules import input_schema as speclint
 from tests.declaring_host import DeclaringHost
-from tests.support import ROOT, unique_email, unique_key
+from tests.support import HANG_SECONDS, ROOT, unique_email, unique_key
 
 CLIENTS_DOC = (ROOT / "docs" / "clients.md").read_text()
 LOCAL_URL = "http://localhost:7071"
@@ -77,7 +77,7 @@ def localize(text: str, base_url: str) -> str:
     return text.replace(LOCAL_URL, base_url)
 
 
-def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+def run(args: list[str], env: dict[str, str], timeout: float = HANG_SECONDS) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -152,7 +152,7 @@ def run_conformance(
         )
     checks = {}
     for revision, (out, proc) in runs.items():
-        log, _ = proc.communicate(timeout=600)
+        log, _ = proc.communicate(timeout=HANG_SECONDS)
         checks[revision] = _checks(out)
         assert checks[revision], log[-3000:]
     return checks

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from shared.protocols import api
-from tests.support import ROOT, fresh_python
+from tests.support import HANG_SECONDS, ROOT, fresh_python
 
 
 @pytest.fixture(scope="module")
@@ -395,7 +395,7 @@ def test_a_dev_host_answers_an_escaped_exception_with_json_and_logs_its_id(logs,
         buy = requests.post(f"{base}/api/a2a/purchase", json={"email": "ada@example.org"}, timeout=10)
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=HANG_SECONDS)
     log = log_path.read_text()
 
     for answer in (get, buy):

@@ -22,7 +22,7 @@ import pytest
 from devstack.services import Service
 from shared.purchase.catalog import BUNDLES
 from tests.browser import Tab, assert_accessible, screenshot_dir
-from tests.support import ROOT, Buyer
+from tests.support import HANG_SECONDS, ROOT, UNKNOWN_BUNDLE_ID, Buyer
 
 try:
     from playwright.sync_api import Frame, Route, expect
@@ -58,7 +58,7 @@ def host_js(tmp_path_factory) -> bytes:
     esbuild = ROOT / "node_modules" / ".bin" / "esbuild"
     entry = ROOT / "tests" / "clients" / "apps_host.mjs"
     args = [str(esbuild), str(entry), "--bundle", "--format=esm", "--platform=browser", f"--outfile={out}"]
-    subprocess.run([*args, "--log-level=warning"], check=True, cwd=ROOT, timeout=120)
+    subprocess.run([*args, "--log-level=warning"], check=True, cwd=ROOT, timeout=HANG_SECONDS)
     return out.read_bytes()
 
 
@@ -428,7 +428,7 @@ def test_a_receipts_page_is_offered_only_as_a_web_link_and_pasted_only_when_plai
 
 
 def test_a_result_leaves_the_chats_focus_alone_and_a_dead_end_offers_the_bundles(chat) -> None:
-    c = chat("legacy", "purchase_free_bundle", {"email": "ada@example.org", "bundle_id": "no-such-bundle"})
+    c = chat("legacy", "purchase_free_bundle", {"email": "ada@example.org", "bundle_id": UNKNOWN_BUNDLE_ID})
     frame = c.frame
     expect(frame.get_by_role("alert")).to_have_text(
         "That bundle is not offered any more. Choose another one."

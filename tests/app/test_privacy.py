@@ -5,7 +5,7 @@ from __future__ import annotations
 from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
 
-from tests.support import Buyer
+from tests.support import UNKNOWN_BUNDLE_ID, Buyer
 
 
 def stored_text(connection_string: str) -> str:
@@ -34,7 +34,7 @@ def test_no_raw_email_key_or_address_in_storage_or_logs(host_factory, azurite, m
     assert buyer.call_tool({"email": buyer.email.upper(), "idempotency_key": buyer.key + "-mcp"}).ok
     mail.fail_next("/v3/smtp/email", 500, match=buyer.email)
     assert buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key + "-fail"}).status_code == 503
-    assert buyer.purchase({"email": buyer.email, "bundle_id": "nope"}).status_code == 422
+    assert buyer.purchase({"email": buyer.email, "bundle_id": UNKNOWN_BUNDLE_ID}).status_code == 422
 
     stored = stored_text(azurite)
     assert "privacyidem" in {t.name for t in TableServiceClient.from_connection_string(azurite).list_tables()}

@@ -10,7 +10,7 @@ import pytest
 from devstack.services import dev_settings
 from shared.config.settings import Settings
 from shared.purchase.receipt.document import CHECK_NAMES
-from tests.support import Buyer, drain_until_empty, unique_email, wait_for_contact
+from tests.support import UNKNOWN_BUNDLE_ID, Buyer, drain_until_empty, unique_email, wait_for_contact
 
 
 def checks(receipt: dict) -> dict[str, str]:
@@ -124,7 +124,7 @@ def test_key_check_runs_before_input_validation(buyer):
     buyer.purchase({"email": buyer.email, "idempotency_key": buyer.key})
 
     reused = buyer.purchase(
-        {"email": buyer.email, "bundle_id": "no-such-bundle", "idempotency_key": buyer.key}
+        {"email": buyer.email, "bundle_id": UNKNOWN_BUNDLE_ID, "idempotency_key": buyer.key}
     )
 
     assert reused.status_code == 422

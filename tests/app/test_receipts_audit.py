@@ -22,7 +22,15 @@ from devstack.services import dev_settings
 from shared.config.keys import KeySet, public_jwk
 from shared.purchase.catalog import BUNDLES
 from shared.purchase.tokens import AUDIENCE
-from tests.support import ROOT, Buyer, drain_until_empty, new_ec_key, private_pem, run_module
+from tests.support import (
+    ROOT,
+    UNKNOWN_BUNDLE_ID,
+    Buyer,
+    drain_until_empty,
+    new_ec_key,
+    private_pem,
+    run_module,
+)
 
 DEV_KEY = dev_settings()["STOREFRONT_SIGNING_KEY"].replace("\\n", "\n")
 ISSUER = dev_settings()["STOREFRONT_PUBLIC_BASE_URL"]
@@ -410,7 +418,7 @@ ATTACKS = {
     "hs256-with-public-key": (_hs256_with_public_key, 401),
     "unpublished-key": (lambda: _signed(_claims(), private_pem(new_ec_key())), 401),
     "wrong-audience": (lambda: _signed(_claims(aud="someone-else")), 403),
-    "unknown-bundle": (lambda: _signed(_claims(sub="premium-bundle")), 403),
+    "unknown-bundle": (lambda: _signed(_claims(sub=UNKNOWN_BUNDLE_ID)), 403),
     "garbage": (lambda: "not-a-token", 401),
 }
 

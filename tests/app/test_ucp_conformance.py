@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import HANG_SECONDS
+
 # The suite's own agent profile URL, which cannot be fetched: pre-approved, as the spec lets a
 # business do ("Businesses SHOULD maintain a registry of pre-approved platforms").
 SPCK_AGENT = "https://spck.dev/agent"
@@ -44,7 +46,7 @@ def report(host_factory, tmp_path_factory) -> dict:
     config.write_text(json.dumps(CONFIG))
     command = [str(Path(sys.executable).parent / "spck-conformance"), "--server", host.url]
     done = subprocess.run(
-        [*command, "--config", str(config), "--json"], capture_output=True, text=True, timeout=300
+        [*command, "--config", str(config), "--json"], capture_output=True, text=True, timeout=HANG_SECONDS
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(done.stdout)

@@ -11,7 +11,7 @@ import requests
 from shared.protocols.ucp.catalog import SEARCH, VERSION
 from shared.purchase.catalog import BUNDLES
 from tests.agents import KeyDirectory
-from tests.support import ROOT, json_answers_of
+from tests.support import ROOT, UNKNOWN_BUNDLE_ID, json_answers_of
 
 APPROVED = "https://platform.example/profile"
 AGENT = {"UCP-Agent": f'profile="{APPROVED}"', "Content-Type": "application/json"}
@@ -49,7 +49,9 @@ def test_a_pre_approved_platform_searches_looks_up_and_gets_a_product(shop):
     lookup = requests.post(
         f"{shop.url}/ucp/catalog/lookup", json={"ids": list(BUNDLES)}, headers=AGENT, timeout=10
     )
-    product = requests.post(f"{shop.url}/ucp/catalog/product", json={"id": "nope"}, headers=AGENT, timeout=10)
+    product = requests.post(
+        f"{shop.url}/ucp/catalog/product", json={"id": UNKNOWN_BUNDLE_ID}, headers=AGENT, timeout=10
+    )
 
     assert [p["id"] for p in search.json()["products"]] == list(BUNDLES)
     assert [p["id"] for p in lookup.json()["products"]] == list(BUNDLES)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from devstack.ports import free_port
-from tests.support import ROOT, own_venv
+from tests.support import HANG_SECONDS, ROOT, UNKNOWN_BUNDLE_ID, absent_bundle_id, own_venv
 
 SUITE = ROOT.parent / "shared" / "vendor" / "ucp-conformance-fdced3a.tar.gz"
 REQUIREMENTS = ROOT / "tests" / "ucp" / "official-requirements.txt"
@@ -25,8 +25,8 @@ VENV = ROOT / ".venv" / "ucp-conformance"
 INPUT = {
     "currency": "USD",
     "items": [{"id": "agent-starter-kit", "title": "Agent Starter Kit", "price": 0}],
-    "out_of_stock_item": {"id": "no-such-bundle-in-stock", "title": "Out of stock"},
-    "non_existent_item": {"id": "no-such-bundle", "title": "No such bundle"},
+    "out_of_stock_item": {"id": absent_bundle_id("no-such-bundle-in-stock"), "title": "Out of stock"},
+    "non_existent_item": {"id": UNKNOWN_BUNDLE_ID, "title": "No such bundle"},
 }
 
 pytestmark = pytest.mark.services  # the suite runs in a virtualenv of its own
@@ -53,7 +53,7 @@ def outcomes(host_factory, tmp_path_factory) -> dict[str, tuple[str, str]]:
             + [f"--mock_webhook_port={free_port()}", f"--mock_agent_port={free_port()}"],
             cwd=work,
             capture_output=True,
-            timeout=300,
+            timeout=HANG_SECONDS,
         )
         assert report.exists(), f"{name} wrote no report"
         found = {}

@@ -27,7 +27,7 @@ import requests
 from devstack import processes
 from devstack.brevo_sandbox.server import make_server
 from devstack.ports import free_port
-from tests.support import ROOT
+from tests.support import HANG_SECONDS, ROOT
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -573,7 +573,7 @@ def test_signal_stops_server_cleanly(sig: signal.Signals) -> None:
     assert requests.get(f"{base_url}/_sandbox/stats", timeout=5).status_code == 200
     proc.send_signal(sig)
     try:
-        assert proc.wait(timeout=5) == 0
+        assert proc.wait(timeout=HANG_SECONDS) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -31,7 +31,7 @@ from devstack import processes
 from devstack.devhost.routes import RouteTemplate
 from devstack.devhost.server import make_server
 from devstack.ports import free_port
-from tests.support import ROOT
+from tests.support import HANG_SECONDS, ROOT
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -586,7 +586,7 @@ def test_settings_fall_back_to_the_example_file(tmp_path: Path) -> None:
 def test_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     with running_devhost(FIXTURE_APP, tmp_path, _env()) as host:
         host.process.terminate()
-        returncode = host.process.wait(timeout=10)
+        returncode = host.process.wait(timeout=HANG_SECONDS)
 
     assert returncode == 0
 

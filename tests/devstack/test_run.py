@@ -23,7 +23,7 @@ from devstack import processes
 from devstack.node import NODE22
 from devstack.ports import free_port, free_ports
 from devstack.run import PID_FILE, host_name, settings_file, settings_for_func
-from tests.support import ROOT, as_a_background_job, shell_env, unique_email, unique_key
+from tests.support import HANG_SECONDS, ROOT, as_a_background_job, shell_env, unique_email, unique_key
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -40,7 +40,7 @@ def _program(pid: int) -> tuple[Path, bytes]:
     return Path(f"/proc/{pid}/exe").resolve(), Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
-def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: float = 90) -> str:
+def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: float = HANG_SECONDS) -> str:
     seen, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -58,7 +58,7 @@ def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: floa
 def make(target: str, data_dir: Path) -> subprocess.CompletedProcess:
     """`make stop` or `make reset`, on `data_dir`."""
     command = ["make", "-s", target, f"DATA_DIR={data_dir}"]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_SECONDS)
 
 
 class Stack:
@@ -93,7 +93,7 @@ class Stack:
     def ports(self) -> tuple[int, ...]:
         return (self.host_port, self.sandbox_port, self.storage, self.storage + 2)
 
-    def gone(self, timeout: float = 15) -> bool:
+    def gone(self, timeout: float = HANG_SECONDS) -> bool:
         """Whether every service it started has ended and no port of it listens, within `timeout`."""
         deadline = time.monotonic() + timeout
         while any(processes.alive(pid) for pid in self.services) or any(map(_listening, self.ports())):
@@ -122,7 +122,7 @@ def test_make_run_starts_everything_serves_an_idempotent_purchase_and_stops_on_c
         download = requests.get(link, timeout=10)
     finally:
         stack.proc.send_signal(signal.SIGINT)
-        code = stack.proc.wait(timeout=30)
+        code = stack.proc.wait(timeout=HANG_SECONDS)
 
     banner, sandbox_port = stack.banner, stack.sandbox_port
     assert mcp_url in banner and '"mcp-remote"' in banner
@@ -155,11 +155,11 @@ def test_make_stop_ends_a_background_make_run_and_make_reset_then_clears_its_cou
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG_SECONDS,
         )
         refused_while_up = stack.make("reset")
         stopped = stack.make("stop")
-        code = stack.proc.wait(timeout=30)
+        code = stack.proc.wait(timeout=HANG_SECONDS)
     finally:
         processes.stop(stack.proc)
     gone = stack.gone()
@@ -193,7 +193,7 @@ def test_make_stop_ends_a_background_make_run_and_make_reset_then_clears_its_cou
 def test_a_killed_make_run_leaves_no_service_behind(tmp_path):
     stack = Stack(tmp_path / "azurite", tmp_path)
     stack.proc.kill()
-    stack.proc.wait(timeout=10)
+    stack.proc.wait(timeout=HANG_SECONDS)
 
     assert len(stack.services) >= 3 and stack.gone()
     assert (stack.data_dir / PID_FILE).exists()
@@ -234,24 +234,27 @@ def test_make_reset_removes_a_link_in_the_data_folder_never_what_it_points_to(tm
     assert (elsewhere / "keep.txt").read_text() == "not Azurite's"
 
 
-def test_the_data_folder_comes_from_makes_command_line_never_from_the_environment(tmp_path):
-    # DATA_DIR is a common variable name: one set for another tool must not point make run at
-    # its folder, nor make reset at the Azurite files in it.
+def test_the_data_folder_and_ports_come_from_makes_command_line_never_from_the_environment(tmp_path):
+    # DATA_DIR and PORT are common variable names: one set for another tool must not point make
+    # run at its folder or port, nor make reset at the Azurite files in it.
+    elsewhere = {"DATA_DIR": str(tmp_path), "PORT": "3000", "SANDBOX_PORT": "3001", "STORAGE_PORT": "3002"}
     shown = {
         target: subprocess.run(
-            ["make", "-n", target],
+            ["make", "-n", "-o", ".venv/.installed", "-o", "node_modules/.installed", target],
             cwd=ROOT,
-            env={**os.environ, "DATA_DIR": str(tmp_path)},
+            env={**os.environ, **elsewhere},
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=HANG_SECONDS,
         ).stdout
-        for target in ("stop", "reset")
+        for target in ("run", "stop", "reset")
     }
 
-    for target, plan in shown.items():
-        assert f"devstack.run {target} --data-dir .azurite;" in plan
-        assert str(tmp_path) not in plan
+    assert shown["run"].splitlines()[-1].endswith(" -m devstack.run --data-dir .azurite")
+    for target in ("stop", "reset"):
+        assert f"devstack.run {target} --data-dir .azurite;" in shown[target]
+    for plan in shown.values():
+        assert str(tmp_path) not in plan and "-port" not in plan
 
 
 def test_func_start_gets_local_settings_from_the_example_once_and_never_overwritten(tmp_path):

@@ -24,7 +24,7 @@ from devstack.run import DEV_ACCOUNT_KEY, storage_connection
 from devstack.seed_bundles import MAX_FILE_BYTES, sample_bundle
 from shared.purchase.catalog import BUNDLES
 from tests.snippets import MakeRun, snippet
-from tests.support import ROOT
+from tests.support import ROOT, UNKNOWN_BUNDLE_ID
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -130,7 +130,10 @@ def _refusals(tmp_path: Path) -> dict[str, tuple[str, str]]:
             "'../mcp-field-guide' is not a bundle of the catalog",
         ),
         "an id as a path": (f"/etc/passwd={zipped}", "'/etc/passwd' is not a bundle of the catalog"),
-        "an unknown id": (f"field-notes={zipped}", "add it to BUNDLES in shared/purchase/catalog.py first"),
+        "an unknown id": (
+            f"{UNKNOWN_BUNDLE_ID}={zipped}",
+            "add it to BUNDLES in shared/purchase/catalog.py first",
+        ),
         "a missing file": (f"mcp-field-guide={tmp_path / 'gone.zip'}", "gone.zip: no such file"),
         "a folder": (f"mcp-field-guide={folder}", "dir: not a regular file"),
         "a pipe, never read": (f"mcp-field-guide={fifo}", "fifo: not a regular file"),

@@ -22,7 +22,7 @@ from shared.config.keys import KeySet
 from shared.purchase.receipt import signatures
 from shared.purchase.receipt.document import encode
 from shared.seams.public_fetch import PublicFetcher
-from tests.support import ROOT, off_curve, run_module
+from tests.support import HANG_SECONDS, ROOT, off_curve, run_module
 
 RECEIPT_PATH = "/api/receipts/rcpt_3356oymxvrlcnfepn66by6fqyy"
 ROOT_JWKS, API_JWKS = "/.well-known/jwks.json", "/api/.well-known/jwks.json"
@@ -227,7 +227,7 @@ def test_a_terminal_without_unicode_still_gets_its_one_verdict_line(tmp_path):
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=60,
+        timeout=HANG_SECONDS,
         check=False,
     )
 

@@ -24,7 +24,7 @@ from shared.config.settings import SECRET_SETTINGS, Settings
 from shared.protocols import api
 from shared.purchase.providers import PROVIDERS
 from tests.snippets import NOT_RUN, RUNNABLE, bash, blocks, runnable, snippet
-from tests.support import ROOT, unique_email, unique_key
+from tests.support import HANG_SECONDS, ROOT, unique_email, unique_key
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LOCAL_URL = "http://localhost:7071"
@@ -127,6 +127,13 @@ SNIPPETS = (
         "docs/development.md",
         "class Notice",
         ("tests/repo/test_docs.py::test_the_executor_snippet_posts_a_notice_once",),
+    ),
+    Snippet(
+        "docs/development.md",
+        "--retry-all-errors",
+        (
+            "tests/devstack/test_taken_ports.py::test_the_readiness_snippet_waits_for_a_background_make_run_then_stops_it",
+        ),
     ),
     Snippet("docs/development.md", 'id="field-notes"', (OWN_BUNDLE_RECIPE,)),
     Snippet("docs/development.md", "seed_bundles --file", (OWN_BUNDLE_RECIPE,)),
@@ -425,7 +432,7 @@ def test_the_executor_snippet_posts_a_notice_once(azurite):
         env={**os.environ, "AzureWebJobsStorage": azurite},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_SECONDS,
     )
 
     assert ran.returncode == 0, ran.stderr

@@ -22,7 +22,7 @@ from speclint.findings import __version__
 from speclint.protocol.modern import headers as modern_headers
 from speclint.transports.streamable_http import HttpWire
 from tests.speclint.support import load, run, run_cli
-from tests.support import ROOT
+from tests.support import HANG_SECONDS, ROOT
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -510,7 +510,7 @@ def serving(tmp_path, *command: str) -> Iterator[tuple[str, object]]:
         yield f"http://127.0.0.1:{port}/mcp", log
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=HANG_SECONDS)
 
 
 def test_a_python_sdk_server_is_listed_in_2026_07_28_without_initialize(tmp_path):

@@ -16,7 +16,7 @@ import requests
 
 from shared.config.errors import ProtocolError, StorefrontError
 from shared.protocols import api
-from tests.support import ROOT, Buyer, json_answers_of, unique_email, unique_key
+from tests.support import ROOT, UNKNOWN_BUNDLE_ID, Buyer, json_answers_of, unique_email, unique_key
 
 PAGE = ROOT / "docs" / "errors.md"
 SOURCES = [ROOT / "function_app.py", *sorted((ROOT / "shared").rglob("*.py"))]
@@ -169,7 +169,9 @@ ISSUE_TABLE = [
     pytest.param({}, 400, "invalid_request", id="missing-email"),
     pytest.param({"email": "not-an-email"}, 422, "invalid_email", id="bad-email"),
     pytest.param({"email": "{email}", "coupon": "FREE"}, 400, "invalid_request", id="unknown-field"),
-    pytest.param({"email": "{email}", "bundle_id": "nope"}, 422, "unknown_bundle", id="unknown-bundle"),
+    pytest.param(
+        {"email": "{email}", "bundle_id": UNKNOWN_BUNDLE_ID}, 422, "unknown_bundle", id="unknown-bundle"
+    ),
     pytest.param({"email": "{email}", "name": "n" * 101}, 400, "invalid_request", id="name-too-long"),
     pytest.param({"email": "{email}", "name": "www.example.org"}, 422, "invalid_name", id="name-refused"),
 ]

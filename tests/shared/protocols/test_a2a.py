@@ -315,7 +315,7 @@ def test_the_official_resolver_verifies_the_served_card_with_the_served_keys(age
 def test_the_docs_snippet_verifies_the_served_card_with_the_official_sdk(agent):
     code = snippet("docs/clients.md", "create_signature_verifier").replace("http://localhost:7071", agent.url)
 
-    done = fresh_python(code, timeout=60)
+    done = fresh_python(code)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[:2] == ["verified", "Storefront"]
@@ -1009,7 +1009,7 @@ def test_the_docs_snippet_buys_once_and_replays_with_the_official_client(agent, 
     email = unique_email("a2a-readme")
     code = snippet.replace("http://localhost:7071", agent.url).replace("ada@example.org", email)
 
-    done = fresh_python(code, timeout=120)
+    done = fresh_python(code)
 
     assert done.returncode == 0, done.stderr
     lines = [line.split() for line in done.stdout.splitlines()]

@@ -29,8 +29,8 @@ from shared.purchase.catalog import BUNDLES, find_bundle
 from shared.purchase.tokens import AUDIENCE, TokenSigner
 from shared.seams.bundle_files import BlobBundleFiles
 from shared.seams.storage import container_client
+from tests.support import UNKNOWN_BUNDLE_ID, off_curve, public_pem
 from tests.support import new_ec_key as new_key
-from tests.support import off_curve, public_pem
 from tests.support import private_pem as pem
 
 ISSUER = "https://store.example.net"
@@ -434,7 +434,7 @@ def test_a_token_minted_by_another_store_with_the_same_key_is_forbidden(download
 
 
 @pytest.mark.parametrize(
-    "sub", ["no-such-bundle", "../agent-starter-kit", "agent-starter-kit.zip", "AGENT-STARTER-KIT"]
+    "sub", [UNKNOWN_BUNDLE_ID, "../agent-starter-kit", "agent-starter-kit.zip", "AGENT-STARTER-KIT"]
 )
 def test_a_genuine_token_for_a_bundle_the_store_does_not_offer_is_forbidden(
     downloads, container, signer, sub

@@ -11,7 +11,7 @@ import pytest
 from devstack.services import dev_settings
 from shared.config.hashing import Hasher
 from shared.protocols.mcp import request_state
-from tests.support import HOSTILE_TOOL_NAMES, Buyer, assert_unknown_tool_quoted_safely
+from tests.support import HOSTILE_TOOL_NAMES, UNKNOWN_BUNDLE_ID, Buyer, assert_unknown_tool_quoted_safely
 
 VERSION = "2026-07-28"
 FORM = {"elicitation": {"form": {}}}
@@ -330,7 +330,7 @@ def test_a_client_that_cannot_answer_gets_the_validation_error(buyer):
 
 
 def test_other_bad_arguments_are_refused_rather_than_asked_about(buyer):
-    result = buy(buyer, {"bundle_id": "no-such-bundle"}, FORM)
+    result = buy(buyer, {"bundle_id": UNKNOWN_BUNDLE_ID}, FORM)
 
     assert result["resultType"] == "complete"
     assert result["structuredContent"]["status"] == "refused"

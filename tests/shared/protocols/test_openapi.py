@@ -16,7 +16,7 @@ from shared.config import errors
 from shared.protocols.mcp import tools as mcp
 from shared.protocols.openapi import document as openapi
 from shared.purchase.schema import KEY_PATTERN
-from tests.support import ROOT, fresh_python
+from tests.support import HANG_SECONDS, ROOT, fresh_python
 
 # JSON-RPC endpoints: one URL, the operation in the body, described by their own protocols.
 JSON_RPC_ROUTES = {"api/a2a/mcp", "api/a2a"}
@@ -209,7 +209,9 @@ def test_the_docs_check_fetches_and_validates_the_served_document(host, tmp_path
         line.replace("http://localhost:7071", host.url).replace(".venv/", f"{ROOT}/.venv/") for line in lines
     )
 
-    done = subprocess.run(["bash", "-ec", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", "-ec", script], cwd=tmp_path, capture_output=True, text=True, timeout=HANG_SECONDS
+    )
 
     assert len(lines) == 1 and done.returncode == 0, done.stderr
     assert done.stdout.split()[:3] == ["3.1.0", str(len(_document()["paths"])), "paths"]

@@ -7,6 +7,7 @@ import pytest
 
 from shared.protocols.ucp import catalog
 from shared.purchase.catalog import BUNDLES
+from tests.support import UNKNOWN_BUNDLE_ID
 
 IDS = list(BUNDLES)
 
@@ -38,17 +39,18 @@ def test_a_search_without_a_query_or_filters_is_refused_with_messages(body):
 
 
 def test_search_pages_with_an_opaque_cursor():
-    first = catalog.search({"query": "*", "pagination": {"limit": 1}})[1]
-    assert len(first["products"]) == 1 and first["pagination"]["has_next_page"] is True
-    second = catalog.search(
-        {"query": "*", "pagination": {"limit": 1, "cursor": first["pagination"]["cursor"]}}
-    )[1]
-    assert [p["id"] for p in first["products"] + second["products"]] == IDS
-    assert second["pagination"]["has_next_page"] is False
+    pages = [catalog.search({"query": "*", "pagination": {"limit": 1}})[1]]
+    while pages[-1]["pagination"]["has_next_page"] and len(pages) <= len(IDS):
+        cursor = pages[-1]["pagination"]["cursor"]
+        pages.append(catalog.search({"query": "*", "pagination": {"limit": 1, "cursor": cursor}})[1])
+
+    assert [len(page["products"]) for page in pages] == [1] * len(IDS)
+    assert [page["products"][0]["id"] for page in pages] == IDS
+    assert pages[-1]["pagination"]["has_next_page"] is False and "cursor" not in pages[-1]["pagination"]
 
 
 def test_a_lookup_returns_each_bundle_once_and_says_which_id_matched():
-    status, answer = catalog.lookup({"ids": [IDS[0], IDS[0], "no-such-bundle", IDS[1]]})
+    status, answer = catalog.lookup({"ids": [IDS[0], IDS[0], UNKNOWN_BUNDLE_ID, IDS[1]]})
 
     assert status == 200
     assert [p["id"] for p in answer["products"]] == [IDS[0], IDS[1]]
@@ -63,6 +65,6 @@ def test_a_lookup_past_the_batch_size_is_request_too_large():
 
 def test_get_product_finds_a_bundle_and_an_unknown_id_is_a_200_error():
     assert catalog.get_product({"id": IDS[1]})[1]["product"]["id"] == IDS[1]
-    status, answer = catalog.get_product({"id": "nope"})
+    status, answer = catalog.get_product({"id": UNKNOWN_BUNDLE_ID})
     assert status == 200 and answer["ucp"]["status"] == "error"
     assert answer["messages"][0]["code"] == "not_found"

@@ -16,7 +16,7 @@ from shared.config.keys import KeySet
 from shared.protocols.ucp import catalog, checkout
 from shared.protocols.ucp.profile import business_profile
 from shared.purchase.catalog import BUNDLES
-from tests.support import ROOT, new_ec_key, private_pem
+from tests.support import ROOT, UNKNOWN_BUNDLE_ID, new_ec_key, private_pem
 
 SPEC = ROOT.parent / "shared" / "vendor" / "ucp-spec-fdcf893.tar.gz"
 SCHEMAS = "https://ucp.dev/schemas/"
@@ -66,7 +66,10 @@ ANSWERS = {
         lambda: catalog.get_product({"id": next(iter(BUNDLES))}),
         "shopping/catalog_lookup.json#/$defs/get_product_response",
     ),
-    "unknown product": (lambda: catalog.get_product({"id": "nope"}), "common/types/error_response.json"),
+    "unknown product": (
+        lambda: catalog.get_product({"id": UNKNOWN_BUNDLE_ID}),
+        "common/types/error_response.json",
+    ),
     "search without input": (lambda: catalog.search({}), "common/types/error_response.json"),
     "lookup too large": (
         lambda: catalog.lookup({"ids": ["x"] * (catalog.MAX_BATCH + 1)}),

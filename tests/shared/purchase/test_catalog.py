@@ -7,9 +7,9 @@ import json
 import jsonschema
 import pytest
 
-from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID, LISTING_SCHEMA, listing
+from shared.purchase.catalog import BUNDLES, DEFAULT_BUNDLE_ID, LISTING_SCHEMA, Bundle, listing
 from shared.purchase.schema import INPUT_SCHEMA
-from tests.support import fresh_python
+from tests.support import UNKNOWN_BUNDLE_ID, absent_bundle_id, fresh_python
 
 
 def test_the_listing_names_every_bundle_with_id_title_description_price_and_currency():
@@ -65,3 +65,13 @@ def test_a_bundle_added_to_the_catalog_reaches_the_purchase_enum_the_tool_list_a
     seen = json.loads(result.stdout)
     assert "prompt-pack" in seen["enum"]
     assert seen["tool"] == seen["http"] == [*BUNDLES, "prompt-pack"]
+
+
+def test_the_suites_unknown_bundle_id_stays_unknown_when_a_bundle_of_that_name_is_added(monkeypatch):
+    # Tests of an unknown id take it from absent_bundle_id, so a bundle added to the catalog (as
+    # docs/development.md's own bundle adds one) never turns their refusal into a purchase.
+    monkeypatch.setitem(BUNDLES, "no-such-bundle", Bundle("no-such-bundle", "Added", "A reader's own."))
+    monkeypatch.setitem(BUNDLES, "no-such-bundle-2", Bundle("no-such-bundle-2", "Added", "Another."))
+
+    assert absent_bundle_id("no-such-bundle") == "no-such-bundle-3"
+    assert UNKNOWN_BUNDLE_ID == "no-such-bundle", "the shipped catalog has no such bundle"

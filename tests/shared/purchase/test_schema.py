@@ -19,6 +19,7 @@ from shared.purchase.schema import (
     validate_arguments,
 )
 from speclint.rules import input_schema as speclint
+from tests.support import UNKNOWN_BUNDLE_ID
 
 
 def test_input_schema_obeys_every_local_model_rule_and_is_closed():
@@ -262,7 +263,10 @@ ERRORS = [
     ),
     pytest.param({"email": "a@example.org", "name": "a\x7fb"}, Unprocessable, "invalid_name", id="name-del"),
     pytest.param(
-        {"email": "a@example.org", "bundle_id": "nope"}, Unprocessable, "unknown_bundle", id="bundle"
+        {"email": "a@example.org", "bundle_id": UNKNOWN_BUNDLE_ID},
+        Unprocessable,
+        "unknown_bundle",
+        id="bundle",
     ),
     pytest.param(
         {"email": "a@example.org", "bundle_id": "Agent-Starter-Kit"},
@@ -294,7 +298,7 @@ def test_unknown_fields_are_named_in_the_error():
 
 def test_unknown_bundle_error_lists_the_available_bundles():
     with pytest.raises(Unprocessable) as caught:
-        validate_arguments({"email": "a@example.org", "bundle_id": "nope"})
+        validate_arguments({"email": "a@example.org", "bundle_id": UNKNOWN_BUNDLE_ID})
 
     for bundle_id in BUNDLES:
         assert bundle_id in caught.value.message
@@ -378,7 +382,7 @@ CANDIDATES = {
         "www.example.org",
         "a\x00b",
     ],
-    "bundle_id": [MISSING, None, 3, "", "nope", DEFAULT_BUNDLE_ID, "Agent-Starter-Kit"],
+    "bundle_id": [MISSING, None, 3, "", UNKNOWN_BUNDLE_ID, DEFAULT_BUNDLE_ID, "Agent-Starter-Kit"],
     "idempotency_key": [MISSING, None, 5, "short", "key-12345678", "k" * 129],
     "coupon": [MISSING, "FREE"],
 }

@@ -29,7 +29,7 @@ from devstack.ports import free_port
 from devstack.run import DEV_ACCOUNT_KEY
 from devstack.services import dev_settings
 from tests.identity import IdentityEndpoint, self_signed_certificate
-from tests.support import ROOT, Buyer, fresh_python, unique_email
+from tests.support import ROOT, UNKNOWN_BUNDLE_ID, Buyer, fresh_python, unique_email
 
 PURCHASE = "storefront.purchase"
 DEPENDENCY = "storefront.dependency"
@@ -204,7 +204,7 @@ def shopping(host_factory, azurite, table_proxy, mail) -> Iterator[Shopping]:
 
         first = keyed.purchase(headers={"Idempotency-Key": keyed.key})
         again = keyed.purchase(headers={"Idempotency-Key": keyed.key})
-        no = refused.purchase({"email": refused.email, "bundle_id": "no-such-bundle"})
+        no = refused.purchase({"email": refused.email, "bundle_id": UNKNOWN_BUNDLE_ID})
         tool = mcp.call_tool({"email": mcp.email, "idempotency_key": mcp.key})
         a2a = _send_a2a(agent)
         read_back = _get_a2a_task(agent, a2a.json()["result"]["task"]["id"])  # reading buys nothing
