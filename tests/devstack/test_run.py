@@ -57,7 +57,7 @@ def _read_until(proc: subprocess.Popen, marker: str, errors: Path, timeout: floa
 
 def make(target: str, data_dir: Path) -> subprocess.CompletedProcess:
     """`make stop` or `make reset`, on `data_dir`."""
-    command = ["make", "-s", target, f"DATA_DIR={data_dir}"]
+    command = ["make", "--no-print-directory", "-s", target, f"DATA_DIR={data_dir}"]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_SECONDS)
 
 
@@ -240,7 +240,16 @@ def test_the_data_folder_and_ports_come_from_makes_command_line_never_from_the_e
     elsewhere = {"DATA_DIR": str(tmp_path), "PORT": "3000", "SANDBOX_PORT": "3001", "STORAGE_PORT": "3002"}
     shown = {
         target: subprocess.run(
-            ["make", "-n", "-o", ".venv/.installed", "-o", "node_modules/.installed", target],
+            [
+                "make",
+                "--no-print-directory",
+                "-n",
+                "-o",
+                ".venv/.installed",
+                "-o",
+                "node_modules/.installed",
+                target,
+            ],
             cwd=ROOT,
             env={**os.environ, **elsewhere},
             capture_output=True,

@@ -65,7 +65,7 @@ def test_a_taken_port_prints_the_make_and_python_commands_and_the_make_one_start
         refused = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_SECONDS)
         make, python = suggested(refused.stderr)
         plan = subprocess.run(
-            ["make", "-n", *INSTALLED, *make[1:]],
+            ["make", "--no-print-directory", "-n", *INSTALLED, *make[1:]],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -74,7 +74,7 @@ def test_a_taken_port_prints_the_make_and_python_commands_and_the_make_one_start
         output = tmp_path / "make-run.log"
         with output.open("w") as log:
             stack = processes.start(
-                ["make", "-s", *INSTALLED, *make[1:]],
+                ["make", "--no-print-directory", "-s", *INSTALLED, *make[1:]],
                 cwd=ROOT,
                 env=shell_env(),
                 stdout=log,
