@@ -115,7 +115,9 @@ def _main(argv: list[str] | None) -> int:
     verdict = verify(body, jwks, exact_bytes=not args.allow_reformatted)
     receipt_id = _receipt_id(body)
     if verdict.valid:
-        return _say(0, "VALID", f"receipt {receipt_id} is {verdict.reason}, unaltered")
+        exact = not args.allow_reformatted or verify(body, jwks, exact_bytes=True).valid
+        state = "unaltered" if exact else "its signed content unaltered, its bytes reformatted"
+        return _say(0, "VALID", f"receipt {receipt_id} is {verdict.reason}, {state}")
     if not args.allow_reformatted and verify(body, jwks, exact_bytes=False).valid:
         return _say(1, "INVALID", f"receipt {receipt_id}: {verdict.reason}; {REFORMATTED_HINT}")
     return _say(1, "INVALID", f"receipt {receipt_id}: {verdict.reason}")

@@ -269,6 +269,12 @@ def test_a_reformatted_copy_is_invalid_in_one_line_that_points_at_allow_reformat
     )
     assert "verifies with --allow-reformatted, which checks the signature over the content" in verdict
     assert lenient.returncode == 0 and lenient.stdout.startswith("VALID: "), lenient.stdout
+    assert lenient.stdout.endswith(", its signed content unaltered, its bytes reformatted\n")
+
+
+def test_the_exact_bytes_read_as_unaltered_with_the_flag_too(tmp_path):
+    done = check_file(tmp_path, RECEIPT, "--allow-reformatted")
+    assert done.returncode == 0 and done.stdout.endswith(", unaltered\n"), done.stdout
 
 
 def test_a_changed_content_is_invalid_without_pointing_at_allow_reformatted(tmp_path):
