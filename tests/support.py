@@ -39,6 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # A bound on a hang, never on speed: a process, a stack or a command that works ends long before
 # it even on a 2-core machine under the whole suite's load; only one that hangs reaches it.
 HANG_SECONDS = 600
+# `make -o` for each install stamp: a make the tests run takes the installs as done, so it never
+# reinstalls (in a worktree, whose links share the main checkout's .venv and Node 22, it would
+# empty them).
+STAMPS = (".venv/.installed", "node_modules/.installed", "devstack/node22/node_modules/.installed")
+INSTALLED = [flag for stamp in STAMPS for flag in ("-o", stamp)]
 _addresses = itertools.count(1)
 
 

@@ -23,7 +23,15 @@ from devstack import processes
 from devstack.node import NODE22
 from devstack.ports import free_port, free_ports
 from devstack.run import PID_FILE, host_name, settings_file, settings_for_func
-from tests.support import HANG_SECONDS, ROOT, as_a_background_job, shell_env, unique_email, unique_key
+from tests.support import (
+    HANG_SECONDS,
+    INSTALLED,
+    ROOT,
+    as_a_background_job,
+    shell_env,
+    unique_email,
+    unique_key,
+)
 
 pytestmark = pytest.mark.services  # starts processes or servers of its own
 
@@ -244,10 +252,7 @@ def test_the_data_folder_and_ports_come_from_makes_command_line_never_from_the_e
                 "make",
                 "--no-print-directory",
                 "-n",
-                "-o",
-                ".venv/.installed",
-                "-o",
-                "node_modules/.installed",
+                *INSTALLED,
                 target,
             ],
             cwd=ROOT,

@@ -20,13 +20,12 @@ import requests
 from devstack import processes, taken_ports
 from devstack.ports import free_port, free_ports
 from tests.snippets import HOST_URL, bash, blocks, snippet
-from tests.support import HANG_SECONDS, ROOT, shell_env
+from tests.support import HANG_SECONDS, INSTALLED, ROOT, shell_env
 
 pytestmark = pytest.mark.services  # starts processes of its own
 
 # The suite never reinstalls: `make test` installed first, and a checkout whose stamps predate its
 # files would otherwise reinstall into the .venv it shares.
-INSTALLED = ["-o", ".venv/.installed", "-o", "node_modules/.installed"]
 
 
 @contextlib.contextmanager
