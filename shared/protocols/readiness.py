@@ -1,7 +1,8 @@
 """Whether the app can serve purchases now, as `GET /api/health` reports it: every secret set,
 resolved, usable and (on Azure) neither public nor weak, and Table, Blob and the contact queue
 answering with the app's credentials. A bundle whose file is not uploaded leaves the store
-`degraded`: it sells the others, and the problem says how to upload the file. The storage probe
+`degraded`: the other bundles work, that one's links answer 503, and the problem says how to
+upload its file, naming no setting's value (health is anonymous). The storage probe
 itself is a seam (`shared.seams.storage_probe`).
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from shared.config.errors import NotConfigured
 from shared.config.keys import KeySet
@@ -59,18 +59,18 @@ def upload_command(settings: Settings, bundle_id: str) -> str:
     (docs/deploying.md#uploading-the-bundle-files), with the seeding tool on Azurite."""
     if not settings.hosted_on_azure:
         return f"python -m devstack.seed_bundles --file {bundle_id}=<path to the zip>"
-    account = (urlsplit(settings.storage_blob_uri).hostname or "").split(".")[0] or "<storage account>"
+    # Health answers anyone: the account is named the way the operator reads it, not its value.
     return (
-        f"az storage blob upload --auth-mode login --account-name {account} "
-        f"--container-name {settings.bundles_container} --name {bundle_id}.zip "
-        "--file <path to the zip> --content-type application/zip"
+        'az storage blob upload --auth-mode login --account-name "$(azd env get-value '
+        'AZURE_STORAGE_ACCOUNT_NAME)" --container-name <the bundles container> '
+        f"--name {bundle_id}.zip --file <path to the zip> --content-type application/zip"
     )
 
 
 def bundle_problem(settings: Settings, bundle_id: str) -> str:
     return (
-        f"bundle {bundle_id} has no file {bundle_id}.zip in the {settings.bundles_container} container, "
-        f"so its download links answer 503; upload it: {upload_command(settings, bundle_id)}"
+        f"bundle {bundle_id} has no file {bundle_id}.zip in the bundles container, so its download "
+        f"links answer 503; upload it: {upload_command(settings, bundle_id)}"
     )
 
 

@@ -157,7 +157,7 @@ _HEALTH = object_schema(
         "missing_settings": {"type": "array", "items": string()},
         "missing_bundles": {
             "description": "Bundles whose file is not uploaded: their download links answer 503 "
-            "until it is, and the store sells the others (`degraded`, 200).",
+            "until it is, while the other bundles work (`degraded`, 200).",
             "type": "array",
             "items": string(),
         },

@@ -15,7 +15,7 @@ from devstack.seed_bundles import sample_bundle
 from shared.config.keys import KeySet
 from shared.config.settings import Settings
 from shared.protocols.api import health
-from shared.protocols.readiness import upload_command
+from shared.protocols.readiness import bundle_problem, upload_command
 from shared.purchase.catalog import BUNDLES, find_bundle
 from shared.seams.bundle_files import BlobBundleFiles
 from shared.seams.storage import container_client, table_client
@@ -129,14 +129,20 @@ def test_a_flood_of_health_checks_looks_for_each_file_once(azurite, bundles):
     assert looked == [1]  # one existence check a bundle, for all twenty
 
 
-def test_on_azure_the_upload_command_names_the_account_and_container():
+def test_on_azure_the_upload_command_names_no_setting_value():
+    """Health answers anyone: the command names the account by its azd value and the container by
+    its role, never the storage account or container a setting holds."""
     settings = Settings(
         hosted_on_azure=True,
         storage_blob_uri="https://stabc123.blob.core.windows.net",
-        bundles_container="bundles",
+        bundles_container="secretbundles",
     )
 
     command = upload_command(settings, MISSING)
+    problem = bundle_problem(settings, MISSING)
 
-    assert command.startswith("az storage blob upload --auth-mode login --account-name stabc123 ")
-    assert f"--container-name bundles --name {MISSING}.zip" in command
+    account = '--account-name "$(azd env get-value AZURE_STORAGE_ACCOUNT_NAME)"'
+    assert command.startswith(f"az storage blob upload --auth-mode login {account} ")
+    assert f"--name {MISSING}.zip" in command
+    for secret in ("stabc123", "secretbundles"):
+        assert secret not in problem
