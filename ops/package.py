@@ -24,7 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = Path("dist") / "storefront.zip"
 NEVER_SHIPPED_DIRS = frozenset({".git", ".vscode"})
-NEVER_SHIPPED_FILES = frozenset({".funcignore", ".gitignore", "local.settings.json", "project.lock.json"})
+# `.git` is a file, not a folder, in a git worktree or submodule: a pointer, treated as the folder.
+NEVER_SHIPPED_FILES = frozenset(
+    {".git", ".funcignore", ".gitignore", "local.settings.json", "project.lock.json"}
+)
 REQUIRED = ("function_app.py", "host.json", "requirements.txt")
 _REGEX_SPECIALS = re.compile(r"[-\[\]/{}()+?.\\^$|]")
 
@@ -157,13 +160,16 @@ def _untracked(root: Path, paths: Iterable[str]) -> set[str]:
 def _git(
     root: Path, args: list[str], env: dict | None = None, stdin: str = "", ok: tuple[int, ...] = (0,)
 ) -> list[str]:
-    done = subprocess.run(
-        ["git", "-C", str(root), *args],
-        input=stdin.encode(),
-        capture_output=True,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args],
+            input=stdin.encode(),
+            capture_output=True,
+            env={**os.environ, **(env or {})},
+            check=False,
+        )
+    except FileNotFoundError:
+        raise PackageError("git is not installed: the package is checked against git's own reading") from None
     if done.returncode not in ok:
         raise PackageError(f"git {args[0]} failed: {done.stderr.decode().strip()}")
     return [p for p in done.stdout.decode().split("\0") if p]

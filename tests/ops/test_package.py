@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -274,6 +275,23 @@ def test_publish_never_ships_its_fixed_names(tmp_path):
         "requirements.txt",
         "shared/protocols/api.py",
     ]
+
+
+def test_a_worktrees_git_file_is_never_packaged_or_refused(tmp_path):
+    """In a git worktree `.git` is a file pointing at the repository: a pointer, never shipped."""
+    root = git_repo(tmp_path / "app", {**APP, ".funcignore": ""})
+    shutil.move(root / ".git", tmp_path / "repository.git")
+    (root / ".git").write_text(f"gitdir: {tmp_path / 'repository.git'}\n")
+
+    assert ".git" not in package.package_files(root)
+
+
+def test_without_git_the_check_says_so_in_one_line(tmp_path, monkeypatch):
+    root = git_repo(tmp_path, {**APP, ".funcignore": ""})
+    monkeypatch.setenv("PATH", str(tmp_path / "no-such-bin"))
+
+    with pytest.raises(package.PackageError, match="git is not installed"):
+        package.package_files(root)
 
 
 def test_the_same_tree_gives_the_same_bytes(tmp_path):
