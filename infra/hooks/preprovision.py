@@ -87,6 +87,13 @@ def prepare(env: Mapping[str, str], keep: Callable[[str, str], None]) -> list[st
     """The problems that stop provisioning. With none, each missing secret is generated and kept."""
     present = {name: env.get(name, "").strip() for name in (*PASSED, PROVISIONED)}
     found = [f"{name} is not set: {how}" for name, how in REQUIRED.items() if not present[name]]
+    # azd hands Bicep's int parameters a number it parses untrimmed: it would drop such a value and
+    # deploy the default, silently.
+    found += [
+        f"{name} has spaces around it; set it without them"
+        for name in LIMITS
+        if env.get(name, "") != present[name]
+    ]
     found += [
         f"{name} holds a quote, a line break or a backslash, which the parameters file cannot carry"
         for name in PASSED
