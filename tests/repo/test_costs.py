@@ -15,8 +15,35 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "deploying.md"
 VOLUMES = (1_000, 100_000, 1_000_000)
-# The timers of function_app.py and their runs in a day: every 10 s, every minute, 5 and 15 minutes.
-TIMERS = {"drain": 8_640, "webhook": 1_440, "repair": 288, "reap": 96}
+# The timers of function_app.py, by the name the cost inputs give them.
+SCHEDULED = {
+    "drain_contacts": "drain",
+    "deliver_order_webhooks": "webhook",
+    "repair_receipts": "repair",
+    "reap_idempotency_keys": "reap",
+}
+
+
+def _runs_a_day(schedule: str) -> int:
+    """Runs a day of an NCRONTAB schedule ("sec min hour day month weekday") that fires every
+    day: each of its first three fields is `*`, `*/n` or one value."""
+    counts = []
+    for field, span in zip(schedule.split()[:3], (60, 60, 24), strict=True):
+        counts.append(span if field == "*" else span // int(field[2:]) if field.startswith("*/") else 1)
+    assert schedule.split()[3:] == ["*", "*", "*"], schedule
+    return counts[0] * counts[1] * counts[2]
+
+
+def _timers() -> dict[str, int]:
+    """Each timer's runs a day, read from function_app.py's own schedules."""
+    source = (ROOT / "function_app.py").read_text(encoding="utf-8")
+    found = dict(re.findall(r'@app\.timer_trigger\(schedule="([^"]+)"[^\n]*\ndef (\w+)', source))
+    by_name = {name: schedule for schedule, name in found.items()}
+    assert set(by_name) == set(SCHEDULED), "a timer came or went: give the cost inputs its idle cost"
+    return {SCHEDULED[name]: _runs_a_day(schedule) for name, schedule in by_name.items()}
+
+
+TIMERS = _timers()
 
 
 def _section() -> str:
@@ -91,8 +118,8 @@ def figures(i: dict[str, float | None]) -> dict[str, list[str]]:
             ("Log Analytics", _money(log)),
             ("Total of the priced lines", _money(round(functions, 2) + round(kv, 2) + round(log, 2))),
         ):
-            if key in rows:
-                rows[key].append(value)
+            assert key in rows, f"the cost table has no row {key!r}"
+            rows[key].append(value)
     return rows
 
 
