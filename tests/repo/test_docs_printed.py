@@ -100,7 +100,8 @@ def test_the_agents_page_quotes_a_verified_agents_rate_limit_detail(verified_rec
     numbers = re.match(r"within (\d+) per hour .*\((\d+) from its site\)", detail)
 
     assert numbers, detail
-    assert detail.startswith(quoted[1].replace("N", numbers[1]).replace("M", numbers[2]))
+    filled = re.sub(r"\bN\b", numbers[1], re.sub(r"\bM\b", numbers[2], quoted[1]))  # the words N and M only
+    assert detail.startswith(filled)
 
 
 def test_an_unverified_callers_detail_says_from_this_client_as_the_receipts_page_does(store):
