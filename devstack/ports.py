@@ -23,7 +23,8 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether a listener could take `port` on loopback now, with the options the services use."""
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Node and http.server listen
         try:
@@ -58,7 +59,7 @@ def free_ports(count: int = 1) -> int:
     for _ in range(200):
         base = _random.choice(pool)
         ports = range(base, base + count)
-        if not any(p in _handed_out for p in ports) and all(_bindable(p) for p in ports):
+        if not any(p in _handed_out for p in ports) and all(bindable(p) for p in ports):
             _handed_out.update(ports)
             return base
     raise RuntimeError(f"no {count} consecutive free ports")
@@ -73,7 +74,7 @@ def _kernel_port() -> int:
 def _kernel_ports(count: int) -> int:
     for _ in range(200):
         base = _kernel_port()
-        if base + count <= 65536 and all(_bindable(p) for p in range(base, base + count)):
+        if base + count <= 65536 and all(bindable(p) for p in range(base, base + count)):
             return base
     raise RuntimeError(f"no {count} consecutive free ports")
 

@@ -9,6 +9,8 @@ import socket
 import sys
 from pathlib import Path
 
+from devstack.ports import bindable
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STORAGE_PORT = 10000  # blob; queue and table follow, as UseDevelopmentStorage=true expects
 DEFAULT_SANDBOX_PORT = 8025
@@ -35,15 +37,7 @@ def taken(host_port: int, sandbox_port: int, storage_port: int) -> list[str]:
 
 
 def _free(port: int) -> bool:
-    if not 1024 <= port <= 65535 or listening(port):
-        return False
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the services listen
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return 1024 <= port <= 65535 and not listening(port) and bindable(port)
 
 
 def _next_free(first: int, count: int, chosen: set[int]) -> int | None:

@@ -43,7 +43,7 @@ STATUS_BADGES = {
     "refused": ("\u2717", "Refused", "fail"),
     "failed": ("\u2717", "Failed", "fail"),
 }
-CHANNELS = {
+CHANNEL_LABELS = {
     "mcp": "MCP (tools/call)",
     "http": "HTTP (POST /api/a2a/purchase)",
     "a2a": "A2A (SendMessage, or 0.3's message/send)",
@@ -70,7 +70,7 @@ def receipt_page(receipt: dict, verdict: Verdict) -> str:
         checks=checks,
         idempotency=next((c for c in checks if c.get("name") == "idempotency"), None),
         error=receipt.get("error") if isinstance(receipt.get("error"), dict) else None,
-        channel=CHANNELS.get(channel, channel),
+        channel=CHANNEL_LABELS.get(channel, channel),
         caller=caller,
         agent=verified_agent(caller),
         **{part: _obj(receipt.get(part)) for part in ("buyer", "download", "signature", "bundle", "billing")},

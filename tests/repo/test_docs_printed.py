@@ -169,4 +169,4 @@ def test_every_list_of_channels_is_the_codes(name, sentence):
 
 
 def test_the_receipt_page_names_every_channel():
-    assert set(pages.CHANNELS) == set(CHANNELS)
+    assert set(pages.CHANNEL_LABELS) == set(CHANNELS)
