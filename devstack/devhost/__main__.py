@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--timers: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _interrupt)
-    print(banner(server), flush=True)
-    timers.start()
-    try:
+    try:  # a stop may come as soon as the banner says the host is up, before it serves
+        print(banner(server), flush=True)
+        timers.start()
         server.serve_forever()
     except KeyboardInterrupt:
         pass

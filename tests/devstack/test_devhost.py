@@ -28,6 +28,7 @@ import pytest
 import requests
 
 from devstack import processes
+from devstack.devhost import __main__ as devhost_main
 from devstack.devhost.routes import RouteTemplate
 from devstack.devhost.server import make_server
 from devstack.ports import free_port
@@ -589,6 +590,33 @@ def test_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         returncode = host.process.wait(timeout=HANG_SECONDS)
 
     assert returncode == 0
+
+
+def test_a_stop_that_comes_right_after_the_banner_still_stops_cleanly(tmp_path, monkeypatch, capsys):
+    """SIGTERM (as KeyboardInterrupt) landing between the banner and serving, as under load."""
+
+    class StoppedAtStart:
+        names: list[str] = []
+
+        def start(self) -> None:
+            raise KeyboardInterrupt
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setitem(sys.modules, "function_app", None)
+    monkeypatch.setattr(devhost_main, "scheduled_timers", lambda server, which: StoppedAtStart())
+    monkeypatch.setattr(devhost_main.signal, "signal", lambda *args: None)  # keep pytest's handlers
+    monkeypatch.chdir(tmp_path)
+
+    try:
+        code = devhost_main.main(["--app-dir", str(_copy_app(tmp_path / "app")), "--port", "0"])
+    except KeyboardInterrupt:  # the host would die of the signal (exit -2) instead of stopping
+        pytest.fail("the stop escaped main")
+
+    assert code == 0
+    assert "Host started" in capsys.readouterr().out
 
 
 def test_make_server_on_port_zero_serves_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
