@@ -8,11 +8,9 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 from bot_auth import BotAuth
@@ -20,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from http_message_signatures import HTTPMessageSigner, HTTPSignatureKeyResolver, algorithms
 
 from shared.seams.key_directory import DIRECTORY_PATH, MEDIA_TYPE, thumbprint
+from tests.loopback_http import Handler, LoopbackServer
 from tests.support import ROOT
 
 CLOUDFLARE_SIGNER = ROOT / "tests" / "clients" / "web_bot_auth.mjs"
@@ -62,34 +61,23 @@ class KeyDirectory:
         self.hits = 0
         directory = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Directory(Handler):
             def do_GET(self) -> None:
                 directory.hits += 1
                 time.sleep(directory.delay)
                 document = directory.document
                 body = document if isinstance(document, bytes) else json.dumps(document).encode()
-                self.send_response(directory.status)
-                for name, value in directory.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.answer(directory.status, body, directory.headers)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._loopback = LoopbackServer(Directory)
+        self.origin = self._loopback.origin
 
     @property
     def url(self) -> str:
         return self.origin + DIRECTORY_PATH
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._loopback.close()
 
 
 class _Keys(HTTPSignatureKeyResolver):

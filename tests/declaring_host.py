@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 
 from shared.protocols.mcp import apps
 from shared.protocols.mcp.modern import CAPABILITIES_KEY
+from tests.loopback_http import Handler, LoopbackServer
 
 DECLARATION = {apps.EXTENSION: {"mimeTypes": [apps.MIME_TYPE]}}
 PASSED_BACK = ("content-type", "mcp-session-id", "allow", "retry-after")
@@ -44,17 +43,14 @@ class DeclaringHost:
     """`url` answers as `upstream` does, to a client that declared MCP Apps."""
 
     def __init__(self, upstream: str) -> None:
-        handler = type("Handler", (_Handler,), {"upstream": upstream})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._loopback = LoopbackServer(type("Proxy", (_Proxy,), {"upstream": upstream}))
+        self.url = self._loopback.origin
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._loopback.close()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Proxy(Handler):
     upstream = ""
     protocol_version = "HTTP/1.1"
 
@@ -73,15 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _forward(self, body: bytes | None) -> None:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         answer = requests.request(
-            self.command, self.upstream + self.path, data=body, headers=headers, timeout=60, stream=False
+            self.command, self.upstream + self.path, data=body, headers=headers, timeout=60
         )
-        self.send_response(answer.status_code)
-        for name, value in answer.headers.items():
-            if name.lower() in PASSED_BACK:
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(answer.content)))
-        self.end_headers()
-        self.wfile.write(answer.content)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
-        pass
+        kept = {name: value for name, value in answer.headers.items() if name.lower() in PASSED_BACK}
+        self.answer(answer.status_code, answer.content, kept)

@@ -13,10 +13,9 @@ import datetime
 import ipaddress
 import json
 import secrets
-import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -24,6 +23,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from tests.loopback_http import Handler, LoopbackServer
 
 STORAGE_AUDIENCE = "https://storage.azure.com"
 TENANT = "72f988bf-0000-4000-8000-00000000a11c"
@@ -94,20 +95,17 @@ class IdentityEndpoint:
         self.header = secrets.token_urlsafe(24)
         self.audience = audience
         self.requests: list[TokenRequest] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._loopback = LoopbackServer(_handler(self))
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/msi/token"
+        return f"{self._loopback.origin}/msi/token"
 
     def env(self) -> dict[str, str]:
         return {"IDENTITY_ENDPOINT": self.url, "IDENTITY_HEADER": self.header}
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._loopback.close()
 
     def answer(self, query: dict[str, list[str]], header: str | None) -> tuple[int, dict]:
         request = TokenRequest(
@@ -131,19 +129,11 @@ class IdentityEndpoint:
 
 
 def _handler(endpoint: IdentityEndpoint) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Token(Handler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             status, body = endpoint.answer(
                 parse_qs(urlsplit(self.path).query), self.headers.get("X-IDENTITY-HEADER")
             )
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.answer(status, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    return Handler
+    return Token

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from http_message_signatures import (
@@ -18,6 +16,8 @@ from http_message_signatures import (
     HTTPSignatureKeyResolver,
     algorithms,
 )
+
+from tests.loopback_http import Handler, LoopbackServer
 
 VERSION = "2026-08-25"
 CHECKOUT, ORDER = "dev.ucp.shopping.checkout", "dev.ucp.shopping.order"
@@ -88,7 +88,7 @@ class Platform:
         self.statuses = list(webhook_statuses)
         platform = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Profile(Handler):
             def do_GET(self) -> None:
                 self._answer(200, platform.profile())
 
@@ -101,23 +101,13 @@ class Platform:
                 self._answer(status, {"ucp": {"version": VERSION}})
 
             def _answer(self, status: int, document: dict) -> None:
-                body = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.answer(status, json.dumps(document).encode(), {"Content-Type": "application/json"})
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._loopback = LoopbackServer(Profile)
+        self.origin = self._loopback.origin
         self.profile_url = f"{self.origin}/.well-known/ucp"
         self.webhook_url = f"{self.origin}/webhooks/orders"
         self.order = order
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def profile(self) -> dict:
         capabilities: dict = {CHECKOUT: [{"version": VERSION}]}
@@ -155,5 +145,4 @@ class Platform:
         return message.headers
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._loopback.close()
