@@ -99,22 +99,21 @@ def test_the_reaper_deletes_a_session_two_days_after_it_ends(table, clock):
     assert body(sessions.get(platform, open_one))["status"] == "canceled", "expired, kept a while"
 
 
+def session_at(clock, platform: str, letter: str, status: str, lines: list, buyer: dict, lasts: float):
+    """A session as stored: opened now on the stopped clock, expiring `lasts` seconds later."""
+    from shared.protocols.ucp.checkout import Session
+
+    return Session("chk_" + letter * 26, platform, status, lines, buyer, clock(), clock() + lasts)
+
+
 def test_a_completed_session_and_so_its_order_is_kept_thirty_days(table, clock):
-    from shared.protocols.ucp.checkout import Line, Session
+    from shared.protocols.ucp.checkout import Line
     from shared.protocols.ucp.session_rows import RETENTION_SECONDS, SessionRows
     from shared.purchase.catalog import find_bundle
 
     sessions = sessions_on(table, clock)
     platform = sessions.platform_id(PLATFORM)
-    done = Session(
-        "chk_" + "b" * 26,
-        platform,
-        "completed",
-        [Line(find_bundle("agent-starter-kit"))],
-        {},
-        clock(),
-        clock(),
-    )
+    done = session_at(clock, platform, "b", "completed", [Line(find_bundle("agent-starter-kit"))], {}, 0)
     SessionRows(CheckoutStore(table, Sealer("unit-test-secret", PURPOSE)), clock).insert(done)
     clock.now += ABANDONED_SECONDS + 1
     kept = sessions.reap()
@@ -124,20 +123,11 @@ def test_a_completed_session_and_so_its_order_is_kept_thirty_days(table, clock):
 
 
 def test_a_session_whose_bundle_left_the_catalog_cannot_complete_and_says_why(table, clock):
-    from shared.protocols.ucp.checkout import Session
     from shared.seams.checkout_store import Row
 
     sessions = sessions_on(table, clock)
     platform = sessions.platform_id(PLATFORM)
-    held = Session(
-        "chk_" + "c" * 26,
-        platform,
-        "ready_for_complete",
-        [],
-        {"email": "a@example.org"},
-        clock(),
-        clock() + 60,
-    )
+    held = session_at(clock, platform, "c", "ready_for_complete", [], {"email": "a@example.org"}, 60)
     record = {**held.record(), "lines": [{"bundle": "retired-bundle", "quantity": 1}]}
     store = CheckoutStore(table, Sealer("unit-test-secret", PURPOSE))
     store.create(Row(held.id, "checkout", record, clock() + 60))
