@@ -139,11 +139,7 @@ def _serve(route: Route, store: Service, buyer: Buyer, host_js: bytes, rewrite, 
             document = answer.json()
             rewrite(document["result"])
             body = json.dumps(document).encode()
-        kept = {
-            k: v
-            for k, v in answer.headers.items()
-            if k.lower() in ("content-type", "mcp-session-id", "allow")
-        }
+        kept = {k: v for k, v in answer.headers.items() if k.lower() in KEPT}
         route.fulfill(status=answer.status_code, headers=kept, body=body)
     else:
         route.fulfill(status=404, body=b"")
@@ -463,7 +459,8 @@ def test_the_dark_theme_passes_axe_and_host_requests_get_real_answers(chat) -> N
     assert_accessible(c.frame)
 
     answers = c.tab.page.evaluate(
-        """() => new Promise((resolve) => {
+        """() => new Promise((resolve, reject) => {
+            setTimeout(() => reject(new Error("the view left a host request unanswered")), 15000);
             const view = document.getElementById("view").contentWindow;
             const seen = {};
             addEventListener("message", (event) => {

@@ -89,5 +89,9 @@ window.startHost = async ({ mode, tool, args, caps = CAPS, theme = "light", resu
   await bridge.connect(new PostMessageTransport(frame.contentWindow, frame.contentWindow));
   const meta = `<meta http-equiv="Content-Security-Policy" content="${policy(csp)}">`;
   frame.srcdoc = view.text.replace("<head>", `<head>${meta}`);
-  return started;
+  // A view that never initializes (its script blocked, say) fails the test instead of hanging it.
+  const stalled = new Promise((_, reject) =>
+    setTimeout(() => reject(new Error("the view never initialized")), 15_000),
+  );
+  return Promise.race([started, stalled]);
 };
