@@ -18,6 +18,7 @@ straight from `os.environ` elsewhere, is not seen: those are the platform settin
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -925,6 +926,34 @@ def test_preprovision_stops_on_inputs_the_deployment_cannot_use(azd, env, compla
 
     assert done.returncode == 1
     assert complaint in done.stderr
+    assert kept == {}
+
+
+def hook_module():
+    """infra/hooks/preprovision.py as a module, for the names it checks."""
+    spec = importlib.util.spec_from_file_location("preprovision_hook", HOOK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_hook_checks_every_value_the_parameters_file_takes_from_azd():
+    """A value added to main.parameters.json but not to the hook would skip its checks (quotes,
+    spaces around a limit that azd would drop for the template's default)."""
+    hook = hook_module()
+    taken = set(re.findall(r"\$\{(\w+?)(?:=|\})", PARAMETERS.read_text()))
+
+    assert {name for name in taken if not name.startswith("AZURE_")} == set(hook.PASSED)
+    assert set(hook.LIMITS) == set(LIMIT_PARAMS)
+
+
+@pytest.mark.parametrize("setting", sorted(LIMIT_PARAMS))
+def test_preprovision_refuses_every_limit_with_spaces_around_it(azd, setting):
+    done, kept = run_hook(azd, **INPUTS, **{setting: " 7 "})
+
+    assert done.returncode == 1
+    assert f"{setting} has spaces around it" in done.stderr
     assert kept == {}
 
 
