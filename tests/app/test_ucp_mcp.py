@@ -116,6 +116,24 @@ def test_protocol_errors_are_json_rpc_errors_with_ucps_code(shop, modern):
     assert result["structuredContent"]["messages"][0]["code"] == "not_found", "a business outcome"
 
 
+@pytest.mark.parametrize(
+    "profile",
+    [
+        "https://p.example/\u00e9",
+        "https://p.example/\r\nx: y",
+        "https://p.example/\x00",
+        "https://p.example/\t",
+    ],
+)
+@pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
+def test_a_profile_no_header_can_carry_is_invalid_params_never_a_500(shop, modern, profile):
+    answer = call(shop, "get_checkout", {"id": "chk_" + "a" * 26}, profile=profile, modern=modern)
+
+    assert answer.status_code in (200, 400)
+    assert answer.json()["error"]["code"] == -32602
+    assert "profile" in answer.json()["error"]["message"]
+
+
 def test_a_platform_that_signs_its_mcp_post_reads_its_order(shop, mail):
     platform = Platform()
     try:

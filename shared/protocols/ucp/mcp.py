@@ -104,7 +104,8 @@ def _call(name: str, arguments: dict, req: Request, services: Services, request_
     agent = meta.get("ucp-agent") if isinstance(meta, dict) else None
     profile = agent.get("profile") if isinstance(agent, dict) else None
     key = meta.get("idempotency-key") if isinstance(meta, dict) else None
-    if not isinstance(profile, str) or not profile:
+    # The profile goes into a UCP-Agent header as an RFC 8941 string: printable ASCII only.
+    if not isinstance(profile, str) or not profile or not (profile.isascii() and profile.isprintable()):
         raise invalid_params(
             request_id, "arguments.meta['ucp-agent'].profile must be your platform's profile URL"
         )
