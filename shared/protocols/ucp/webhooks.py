@@ -97,6 +97,8 @@ class Webhooks:
 
     def _attempt(self, row: Row) -> bool:
         now = self._clock()
+        if row.due > now:
+            return False  # leased by an instance sending it now, or backing off: not yet
         record = row.record
         try:
             taken = self._store.replace(replace(row, due=now + LEASE_SECONDS))

@@ -170,6 +170,29 @@ def test_an_event_another_instance_has_taken_is_not_sent_twice(store, clock):
     assert len(platform.received) == 1
 
 
+def test_a_complete_never_sends_an_event_the_timer_is_sending(store, clock):
+    """The timer leased the row (its due moved past now) just before the complete's own send
+    read it afresh: the send must leave it to the lease holder."""
+    from dataclasses import replace
+
+    from shared.protocols.ucp.webhooks import LEASE_SECONDS
+
+    platform = Platform()
+    webhooks = webhooks_on(store, clock)
+    try:
+        made = session(store, clock)
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        [row] = queued(store)
+        store.replace(replace(row, due=clock() + LEASE_SECONDS))  # the timer's lease
+        sent = webhooks.send(made.id)
+    finally:
+        platform.close()
+
+    assert sent is False
+    assert platform.received == []
+    assert len(queued(store)) == 1, "the lease holder still has it"
+
+
 def test_an_event_to_a_private_address_is_never_sent_on_azure(store, clock):
     platform = Platform()
     fetcher = PublicFetcher(local=False, timeout=3.0, max_bytes=64 * 1024)
