@@ -17,10 +17,6 @@ class BlobBundleFiles:
     def __init__(self, container: ContainerClient):
         self._container = container
 
-    @property
-    def container_name(self) -> str:
-        return self._container.container_name
-
     def read(self, bundle_id: str) -> bytes | None:
         """The bundle's file, or None when none is uploaded; `StorageOutage` when Blob fails."""
         try:

@@ -42,6 +42,11 @@ def test_the_profile_is_served_as_platforms_fetch_it(shop):
         f"{shop.url}/.well-known/ucp", headers={"If-None-Match": answer.headers["ETag"]}, timeout=10
     )
     assert again.status_code == 304
+    etag = answer.headers["ETag"]
+    for validators in (f"W/{etag}", f'"other", {etag}', "*"):  # as caches send it back
+        url = f"{shop.url}/.well-known/ucp"
+        cached = requests.get(url, headers={"If-None-Match": validators}, timeout=10)
+        assert cached.status_code == 304, validators
 
 
 def test_a_pre_approved_platform_searches_looks_up_and_gets_a_product(shop):

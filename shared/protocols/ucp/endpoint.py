@@ -19,6 +19,7 @@ from shared.protocols.http import (
     as_addressed,
     check_json_declared,
     json_answer,
+    not_modified,
     parse_body,
     purchase_call,
 )
@@ -59,7 +60,7 @@ def profile(req: Request, services: Services) -> Answer:
     body = json.dumps(document, sort_keys=True)
     etag = '"' + hashlib.sha256(body.encode()).hexdigest()[:32] + '"'
     headers = {"Cache-Control": CACHE_CONTROL, "ETag": etag}
-    if req.header("if-none-match") == etag:
+    if not_modified(req, etag, None):
         return Answer(304, b"", headers)
     return json_answer(200, document, headers)
 
