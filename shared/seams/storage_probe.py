@@ -44,6 +44,7 @@ class StorageProbe:
         self._backlog: Backlog | None = None
         self._missing_of = missing_bundles
         self._missing: list[str] = []
+        self._found: list[str] = []  # what the last bundle check to finish found, even a late one
         self._credential, self._clock = credential, clock
         self._lock = threading.Lock()
         self._checked_at: float | None = None
@@ -78,14 +79,13 @@ class StorageProbe:
         return list(self._missing)
 
     def _read_missing(self, **options: object) -> None:
-        """Look for the bundle files for `check`, which words a failure as it does for Blob."""
-        if self._missing_of is None:
-            return
+        """Look for the bundle files for `check`, which words a failure as it does for Blob. Only
+        a probe that saw this call answer in time takes what it found (`_probe`)."""
+        assert self._missing_of is not None
         try:
-            self._missing = self._missing_of(**options)
+            self._found = self._missing_of(**options)
         except StorageOutage as exc:
-            cause = exc.__cause__
-            raise cause if isinstance(cause, AzureError) else AzureError(str(exc)) from None
+            raise _azure_error(exc) from None
 
     def _read_backlog(self, **_: object) -> None:
         """Read the backlog for `check`, which words a failure from the storage error itself
@@ -96,8 +96,7 @@ class StorageProbe:
             self._backlog = self._backlog_of()
         except StorageOutage as exc:
             self._backlog = None
-            cause = exc.__cause__
-            raise cause if isinstance(cause, AzureError) else AzureError(str(exc)) from None
+            raise _azure_error(exc) from None
 
     def _probe(self) -> list[str]:
         if self._credential is not None:
@@ -126,9 +125,11 @@ class StorageProbe:
                 problems.append(future.result())
         if not self._answered(futures.get("queue storage")):
             self._backlog = None  # a backlog this probe could not read is not shown as current
-        if not self._answered(futures.get("bundle files")):
+        if self._answered(futures.get("bundle files")):
+            self._missing = list(self._found)
+        else:
             self._missing = []  # unknown, not missing: an outage reads as the outage it is
-            if any(p.startswith("blob storage") for p in problems):
+            if not self._answered(futures["blob storage"]):  # one Blob problem, said once
                 problems = [p for p in problems if not p.startswith("bundle files")]
         return problems
 
@@ -155,3 +156,9 @@ class StorageProbe:
             return running
         self._pending[kind] = self._pool.submit(call, *args)
         return self._pending[kind]
+
+
+def _azure_error(exc: StorageOutage) -> AzureError:
+    """The storage error behind an outage, for `check` to word as it words the SDK's own."""
+    cause = exc.__cause__
+    return cause if isinstance(cause, AzureError) else AzureError(str(exc))

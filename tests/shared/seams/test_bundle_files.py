@@ -6,6 +6,7 @@ called as a plain function."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from types import SimpleNamespace
 
@@ -20,7 +21,7 @@ from shared.purchase.catalog import BUNDLES, find_bundle
 from shared.seams.bundle_files import BlobBundleFiles
 from shared.seams.storage import container_client, table_client
 from shared.seams.storage_probe import REUSE_SECONDS, StorageProbe
-from tests.support import new_ec_key, private_pem
+from tests.support import StoppedClock, new_ec_key, private_pem
 
 KEYS = KeySet.load(private_pem(new_ec_key()))
 READY = Settings()
@@ -31,12 +32,12 @@ def _suffix() -> str:
     return uuid.uuid4().hex[:10]
 
 
-def _probe(storage: str, files: BlobBundleFiles, clock=None) -> StorageProbe:
+def _probe(storage: str, files: BlobBundleFiles, clock=None, *, timeout=5.0, missing=None) -> StorageProbe:
     return StorageProbe(
         table_client(storage, f"idem{_suffix()}", 5),
         container_client(storage, f"rcpt{_suffix()}", 5),
-        timeout=5.0,
-        missing_bundles=lambda **options: files.missing(BUNDLES, **options),
+        timeout=timeout,
+        missing_bundles=missing or (lambda **options: files.missing(BUNDLES, **options)),
         **({"clock": clock} if clock else {}),
     )
 
@@ -146,3 +147,29 @@ def test_on_azure_the_upload_command_names_no_setting_value():
     assert f"--name {MISSING}.zip" in command
     for secret in ("stabc123", "secretbundles"):
         assert secret not in problem
+
+
+def test_a_bundle_check_that_answers_late_never_changes_an_answer_already_given(azurite, bundles):
+    """The check alone stalls past the probe's deadline: health says it did not answer and lists
+    nothing missing; when the stalled call finishes later, the answer given stays as it was."""
+    files, released, finished = BlobBundleFiles(bundles), threading.Event(), threading.Event()
+
+    def stalled(**options):
+        released.wait(10)
+        try:
+            return files.missing(BUNDLES, **options)
+        finally:
+            finished.set()
+
+    clock = StoppedClock(100.0)
+    probe = _probe(azurite, files, clock, timeout=0.5, missing=stalled)
+    first = probe.problems(), probe.missing_bundles()
+    released.set()
+    assert finished.wait(10)
+    still = probe.problems(), probe.missing_bundles()  # within REUSE_SECONDS: the same answer
+    clock.now += REUSE_SECONDS
+    later = probe.problems(), probe.missing_bundles()
+
+    assert first == (["bundle files did not answer within 0.5 s"], [])
+    assert still == first
+    assert later == ([], [MISSING])
