@@ -128,9 +128,7 @@ def resources(request_id: object, method: str, params: dict, views: Views) -> di
     return found
 
 
-def tool_call(
-    request_id: object, params: dict, names: tuple[str, ...] = (OPERATION, "list_bundles")
-) -> tuple[str, dict]:
+def tool_call(request_id: object, params: dict, names: tuple[str, ...]) -> tuple[str, dict]:
     """The tool's name and arguments from `tools/call` params; -32602 when either is malformed or
     the tool is not one of `names`."""
     name = params.get("name")
