@@ -4,8 +4,10 @@ Table storage so that every instance gives the same card the same date.
 One row per public address names the current card (its ETag) and the second it became current. A
 card the row does not name replaces it, conditionally on the row's ETag, so racing instances agree
 on one date, always at least a second past the date it replaces: after A, B, then A again, A is
-dated after B, and no holder of B gets a 304 for A. Each instance keeps the answer for a minute;
-a storage failure is no date (the card goes without Last-Modified), never an error.
+dated after B. Each instance keeps the answer for a minute, so while two cards are live (a
+deployment's overlap) an instance may date its card by that minute-old read, and a client sending
+only If-Modified-Since may get one stale 304 (If-None-Match, which wins, never does). A storage
+failure is no date (the card goes without Last-Modified), never an error.
 """
 
 from __future__ import annotations
