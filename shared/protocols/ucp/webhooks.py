@@ -38,6 +38,9 @@ GIVE_UP_SECONDS = 24 * 3600
 KEEP_SECONDS = GIVE_UP_SECONDS + 2 * 86400  # the reaper's backstop for a row nothing finished
 LEASE_SECONDS = 30  # an attempt's hold on its row: longer than the fetcher's deadline
 BATCH = 50
+# A run stops taking events well inside the Functions timeout (host.json, 5 minutes): the next
+# run, a minute later, goes on.
+RUN_SECONDS = 240
 
 
 class Webhooks:
@@ -82,15 +85,25 @@ class Webhooks:
             return False
 
     def deliver_due(self) -> int:
-        """The queued events whose time has come, BATCH at most (the timer's job); the number
-        delivered. Only due rows are read, so events backing off never crowd out due ones."""
+        """The queued events whose time has come, BATCH at most a shard (the timer's job); the
+        number delivered. Only due rows are read, so events backing off never crowd out due ones.
+        Each run starts at another shard and stops after RUN_SECONDS, so slow platforms never
+        starve the same shards; a shard or an event that cannot be read is logged and passed by,
+        never stopping the others."""
+        start = self._clock()
         delivered = 0
-        for shard in range(SHARDS):
-            for row in self._store.rows(f"~webhooks-{shard}", BATCH, due_by=self._clock()):
+        for step in range(SHARDS):
+            shard = (int(start // 60) + step) % SHARDS
+            try:
+                due = self._store.rows(f"~webhooks-{shard}", BATCH, due_by=self._clock())
+            except StorageOutage as exc:
+                log.warning("a shard of order events could not be read (%s)", type(exc).__name__)
+                continue
+            for row in due:
+                if self._clock() - start > RUN_SECONDS:
+                    return delivered
                 try:
                     delivered += self._attempt(row)
-                except StorageOutage:
-                    raise
                 except Exception as exc:  # noqa: BLE001 - one event's trouble never stops the others
                     log.warning("an order event could not be attempted (%s)", type(exc).__name__)
         return delivered

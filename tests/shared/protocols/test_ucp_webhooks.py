@@ -254,3 +254,27 @@ def test_an_event_that_cannot_be_signed_or_sent_never_stops_the_others(store, cl
     assert delivered == 1 and len(platform.received) == 1
     [left] = queued(store)
     assert left.kind == "ord_0000" and left.due > clock(), "the bad one backs off like any failure"
+
+
+def test_an_event_or_a_checkout_that_cannot_be_read_never_stops_the_others(store, clock):
+    """Rows sealed under another secret (another version's, mid-deployment): the shard holding an
+    unreadable event, and an event whose checkout is unreadable, are passed by; the rest go out."""
+    platform = Platform()
+    webhooks = webhooks_on(store, clock)
+    foreign = CheckoutStore(store._table, Sealer("another-secret", PURPOSE))
+    try:
+        good = session(store, clock)
+        webhooks.queue(PLATFORM_ID, good.id, platform.webhook_url)
+        elsewhere = next(
+            f"ord_{k:04d}" for k in range(99) if shard_of(f"ord_{k:04d}") != shard_of(order_id(good.id))
+        )
+        record = {"url": platform.webhook_url, "platform": PLATFORM_ID, "checkout": "chk_x", "event": "e"}
+        foreign.create(Row(shard_of(elsewhere), elsewhere, record, clock() + 60))  # an unreadable event
+        unreadable = session(foreign, clock)  # its checkout sealed under the other secret
+        webhooks.queue(PLATFORM_ID, unreadable.id, platform.webhook_url)
+        delivered = webhooks.deliver_due()
+    finally:
+        platform.close()
+
+    assert delivered == 1
+    assert [json.loads(r["body"])["id"] for r in platform.received] == [order_id(good.id)]
