@@ -94,7 +94,9 @@ class PublicFetcher:
         return self._guarded("GET", url, {"Accept": accept}, None)
 
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> Fetched:
-        """POST `body` to `url` with `headers`, under the same guards as `get`. Raises FetchFailed."""
+        """POST `body` to `url` with `headers`, under the same guards as `get`; the answer's status
+        and headers, its body left unread (a receiver may say anything at any length after a 2xx).
+        Raises FetchFailed."""
         return self._guarded("POST", url, headers, body)
 
     def _guarded(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Fetched:
@@ -135,6 +137,8 @@ class PublicFetcher:
             stream=True,
         ) as response:
             headers = {name.lower(): value for name, value in response.headers.items()}
+            if method == "POST":
+                return Fetched(response.status_code, headers, b"")
             declared = headers.get("content-length", "")
             if _DIGITS.fullmatch(declared) is None and declared:
                 raise FetchFailed("its Content-Length is not a number")

@@ -278,3 +278,22 @@ def test_an_event_or_a_checkout_that_cannot_be_read_never_stops_the_others(store
 
     assert delivered == 1
     assert [json.loads(r["body"])["id"] for r in platform.received] == [order_id(good.id)]
+
+
+def test_an_event_a_platform_takes_with_a_long_answer_is_delivered_once(store, clock):
+    """Only the status counts: a 2xx with a body past the fetcher's bound is still a delivery."""
+    platform = Platform()
+    platform.padding = 100 * 1024  # past the 64 KiB webhooks_on reads at most
+    webhooks = webhooks_on(store, clock)
+    try:
+        made = session(store, clock)
+        webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
+        sent = webhooks.send(made.id)
+        clock.now += BACKOFF_SECONDS[-1]
+        webhooks.deliver_due()
+    finally:
+        platform.close()
+
+    assert sent is True
+    assert len(platform.received) == 1
+    assert queued(store) == []
