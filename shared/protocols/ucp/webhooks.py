@@ -123,18 +123,22 @@ class Webhooks:
             self._store.delete(taken)  # no order can come of it
             return False
         if session.status != "completed":  # its complete failed or is running; another may
-            self._store.replace(replace(taken, due=now + BACKOFF_SECONDS[0]))  # succeed: keep it
-            return False
+            return self._back_off(taken, now)  # succeed (and send it at once): keep it, waiting
         if self._post(record, orders.entity(session), now):
             self._store.delete(taken)
             return True
-        attempts = int(record.get("attempts", 0)) + 1
         if now - float(record.get("first_at", now)) > GIVE_UP_SECONDS:
-            log.warning("an order event was given up after %d attempts over a day", attempts)
+            tries = int(record.get("attempts", 0)) + 1
+            log.warning("an order event was given up after %d attempts over a day", tries)
             self._store.delete(taken)
             return False
+        return self._back_off(taken, now)
+
+    def _back_off(self, taken: Row, now: float) -> bool:
+        """Wait longer after each try, whether the post failed or the checkout had not completed."""
+        attempts = int(taken.record.get("attempts", 0)) + 1
         wait = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
-        self._store.replace(replace(taken, record={**record, "attempts": attempts}, due=now + wait))
+        self._store.replace(replace(taken, record={**taken.record, "attempts": attempts}, due=now + wait))
         return False
 
     def _post(self, record: dict, order: dict, now: float) -> bool:

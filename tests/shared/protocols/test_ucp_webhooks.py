@@ -143,12 +143,18 @@ def test_a_checkout_still_completing_keeps_its_event_for_later(store, clock):
     try:
         made = session(store, clock, "complete_in_progress")
         webhooks.queue(PLATFORM_ID, made.id, platform.webhook_url)
-        webhooks.deliver_due()
+        waits = []
+        for _ in range(3):
+            webhooks.deliver_due()
+            [row] = queued(store)
+            waits.append(row.due - clock())
+            clock.now = row.due
     finally:
         platform.close()
 
     assert platform.received == []
     assert len(queued(store)) == 1
+    assert waits == list(BACKOFF_SECONDS[:3]), "re-checked less often each time, not every 30 s"
 
 
 def test_an_event_another_instance_has_taken_is_not_sent_twice(store, clock):
