@@ -147,7 +147,7 @@ class Webhooks:
             "Content-Type": "application/json",
             "UCP-Agent": f'profile="{self._profile}"',
             "Webhook-Id": record["event"],
-            "Webhook-Timestamp": str(int(record["first_at"])),
+            "Webhook-Timestamp": str(int(now)),  # this attempt's: receivers refuse stale ones
         }
         try:
             signed = sign_request("POST", record["url"], headers, body, self._keys(), now)

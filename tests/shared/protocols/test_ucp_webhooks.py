@@ -93,6 +93,8 @@ def test_a_refused_event_is_retried_with_backoff_and_the_same_webhook_id_until_i
     assert (first, early, second, third, after) == (False, 0, 0, 1, 0)
     assert len(platform.received) == 3
     assert len({event["headers"]["Webhook-Id"] for event in platform.received}) == 1
+    stamps = [int(event["headers"]["Webhook-Timestamp"]) for event in platform.received]
+    assert stamps[1] - stamps[0] == BACKOFF_SECONDS[0] and stamps[2] > stamps[1], "each attempt's own time"
     first_event, last = platform.received[0], platform.received[-1]  # the first signed at real time
     assert json.loads(last["body"])["id"] == order_id(made.id) and last["body"] == first_event["body"]
     message = webhook_message(platform.webhook_url, first_event["headers"])
