@@ -233,26 +233,40 @@ def not_found(content: str = "no checkout session has this id") -> dict:
     }
 
 
-def checkout(session: Session, notes: tuple[dict, ...] = ()) -> dict:
-    """The checkout object (shopping/checkout.json) for the session, with the messages about the
-    request that produced it (`notes`) before those about the session."""
-    currency = session.lines[0].bundle.currency if session.lines else "USD"
-    lines: list[dict] = [
+def line_items(session: Session) -> list[dict]:
+    """The session's lines as checkout and order entities both start them: id, item, totals."""
+    return [
         {
             "id": f"li_{index + 1}",
             "item": {"id": line.bundle.id, "title": line.bundle.title, "price": minor_units(line.bundle)},
-            "quantity": line.quantity,
             "totals": totals(minor_units(line.bundle) * line.quantity),
         }
         for index, line in enumerate(session.lines)
+    ]
+
+
+def currency_of(session: Session) -> str:
+    return session.lines[0].bundle.currency if session.lines else "USD"
+
+
+def total_of(lines: list[dict]) -> list[dict]:
+    return totals(sum(line["totals"][1]["amount"] for line in lines))
+
+
+def checkout(session: Session, notes: tuple[dict, ...] = ()) -> dict:
+    """The checkout object (shopping/checkout.json) for the session, with the messages about the
+    request that produced it (`notes`) before those about the session."""
+    lines = [
+        {**item, "quantity": line.quantity}
+        for item, line in zip(line_items(session), session.lines, strict=True)
     ]
     answer: dict = {
         "ucp": envelope(),
         "id": session.id,
         "status": session.status,
-        "currency": currency,
+        "currency": currency_of(session),
         "line_items": lines,
-        "totals": totals(sum(line["totals"][1]["amount"] for line in lines)),
+        "totals": total_of(lines),
         "links": list(session.links),
     }
     if session.buyer:

@@ -6,8 +6,8 @@ order events to be sent (its order capability's `config.webhook_url`, "Webhook U
 
 from __future__ import annotations
 
-from shared.protocols.ucp.catalog import VERSION, minor_units
-from shared.protocols.ucp.checkout import Session, error, totals
+from shared.protocols.ucp.catalog import VERSION
+from shared.protocols.ucp.checkout import Session, currency_of, error, line_items, total_of
 
 ORDER = "dev.ucp.shopping.order"
 PREFIX = "ord_"
@@ -35,18 +35,10 @@ def not_found() -> dict:
 def entity(session: Session) -> dict:
     """The full order entity (shopping/order.json) of a completed session."""
     placed = session.order or {}
-    lines: list[dict] = []
-    for index, line in enumerate(session.lines):
-        amount = minor_units(line.bundle) * line.quantity
-        lines.append(
-            {
-                "id": f"li_{index + 1}",
-                "item": {"id": line.bundle.id, "title": line.bundle.title, "price": minor_units(line.bundle)},
-                "quantity": {"original": line.quantity, "total": line.quantity, "fulfilled": line.quantity},
-                "totals": totals(amount),
-                "status": "fulfilled",
-            }
-        )
+    lines = [
+        {**item, "quantity": {"original": n, "total": n, "fulfilled": n}, "status": "fulfilled"}
+        for item, n in zip(line_items(session), (line.quantity for line in session.lines), strict=True)
+    ]
     expectation = {
         "id": "exp_1",
         "line_items": [{"id": line["id"], "quantity": line["quantity"]["total"]} for line in lines],
@@ -61,10 +53,10 @@ def entity(session: Session) -> dict:
         "label": str(placed.get("label", "")),
         "checkout_id": session.id,
         "permalink_url": str(placed.get("permalink_url", "")),
-        "currency": session.lines[0].bundle.currency if session.lines else "USD",
+        "currency": currency_of(session),
         "line_items": lines,
         "fulfillment": {"expectations": [expectation]},
-        "totals": totals(sum(line["totals"][1]["amount"] for line in lines)),
+        "totals": total_of(lines),
     }
 
 
